@@ -1,0 +1,108 @@
+// Package broker is the seam between Rune's processes and the message broker
+// (RFC 001 §8). broker/amqp implements it on RabbitMQ, broker/memory in
+// process; broker/brokertest is the conformance suite both pass.
+package broker
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Topic names a stream of messages. Each broker maps topics to its own queues;
+// the RabbitMQ broker uses the queue names of RFC 001 §8 and RFC 005 §5.
+type Topic string
+
+const (
+	// Execution carries *message.NodeExecution between workers.
+	Execution Topic = "workflow.execution"
+	// Status carries *message.NodeStatus to the master and to followers.
+	Status Topic = "workflow.node.status"
+	// Completion carries *message.Completion to the master and to followers.
+	Completion Topic = "workflow.completion"
+	// Timeout carries *message.Timeout; published with a Delay, consumed after it.
+	Timeout Topic = "workflow.timeout"
+	// DeadLetter holds messages a consumer rejected, with the reason.
+	DeadLetter Topic = "workflow.dlq"
+)
+
+// Message is one message to publish or one delivered.
+type Message struct {
+	Topic Topic
+	// ID identifies the message; deterministic ids let consumers recognise redeliveries.
+	ID string
+	// Key is the execution id: followers of one execution receive the
+	// Status and Completion messages whose Key matches.
+	Key string
+	// Body is *message.NodeExecution, *message.NodeStatus, *message.Completion
+	// or *message.Timeout, by Topic. Bodies are shared, never modified after publishing.
+	Body any
+	// Delay, on Execution and Timeout, holds the message back for at least
+	// this long. Messages with different delays never hold each other back.
+	Delay time.Duration
+}
+
+// Delivery is a consumed message.
+type Delivery struct {
+	Message
+	// Redelivered is true when the broker delivered this message before and it was not acked.
+	Redelivered bool
+	// Raw is set instead of Body when the body could not be decoded (on DeadLetter).
+	Raw []byte
+	// Reason is set on DeadLetter: why the message was rejected.
+	Reason string
+}
+
+// Handler processes one delivery. Returning nil acks it. Returning an error
+// wrapping ErrReject dead-letters it with the error text as reason. Any other
+// error returns it to its queue to be delivered again after a pause (never in
+// a hot loop). A handler that sees its ctx done should return ctx.Err(): the
+// message is then delivered again, to this or another consumer.
+type Handler func(ctx context.Context, d *Delivery) error
+
+// ErrReject marks a message that can never be processed (malformed, invalid).
+var ErrReject = errors.New("message rejected")
+
+// ConsumeOptions tunes a consumer.
+type ConsumeOptions struct {
+	// Concurrency is how many handlers run at once. Default 1.
+	Concurrency int
+	// Prefetch is how many unacked messages the broker may hand over at once.
+	// Default 2 × Concurrency.
+	Prefetch int
+}
+
+// Pending is a publish in flight.
+type Pending interface {
+	// Wait blocks until the broker has durably accepted every message of the
+	// publish, or returns the first error.
+	Wait(ctx context.Context) error
+}
+
+// Broker moves messages between processes with at-least-once delivery.
+type Broker interface {
+	// Publish hands msgs to the broker and returns at once; Wait on the result
+	// to know they are safe. Publishing many messages before waiting pipelines them.
+	Publish(ctx context.Context, msgs ...Message) Pending
+	// Consume delivers messages of topic to h until ctx is done, then waits for
+	// running handlers and returns nil. Unacked messages go back to the queue.
+	Consume(ctx context.Context, topic Topic, opts ConsumeOptions, h Handler) error
+	// Follow returns the Status and Completion messages published from now on
+	// whose Key is key. The channel closes when ctx is done. Following loses
+	// nothing while the returned channel is drained.
+	Follow(ctx context.Context, key string) (<-chan Message, error)
+	// Close releases the broker's connections.
+	Close() error
+}
+
+// RawPublisher publishes bytes as they are, bypassing encoding. Tests use it
+// to deliver malformed messages.
+type RawPublisher interface {
+	PublishRaw(ctx context.Context, topic Topic, body []byte) error
+}
+
+// Done is a Pending that has already finished with Err.
+type Done struct{ Err error }
+
+// Wait returns d.Err.
+func (d Done) Wait(context.Context) error { return d.Err }

@@ -1,0 +1,107 @@
+// Package coord is the coordination seam: the small amount of state that the
+// workers of one execution share (architecture.md). coord/redis implements it
+// on Redis with Lua scripts, coord/memory in process; coord/coordtest is the
+// conformance suite both pass.
+package coord
+
+import (
+	"context"
+	"errors"
+
+	"github.com/rune-org/rune/message"
+)
+
+// Coordinator does the completion accounting and cancellation of executions
+// (RFC 001 §7, dsl.md "Completion").
+//
+// Accounting: an execution holds a count of live messages. Start sets it to the
+// number of first messages; each Finish adds the messages that one spawned and
+// removes itself. When the count reaches zero the execution has ended, and
+// exactly one Finish call learns it (Outcome.Last).
+//
+// Every method is safe for concurrent use by many processes, and idempotent
+// per message id: a redelivered message never counts twice.
+type Coordinator interface {
+	// Start records a new execution with n first messages. Starting an
+	// execution that already exists changes nothing.
+	Start(ctx context.Context, exec string, n int) error
+
+	// Begin says what to do with message id of exec:
+	//   Run: it has not finished; run it.
+	//   Replay: it finished before (a redelivery); Record is what its Finish
+	//     stored, so the caller can publish the same effects again without
+	//     repeating the work.
+	//   Drop: the execution was halted or is unknown; do not run it, but still
+	//     Finish it with Spawned 0 so the accounting closes.
+	Begin(ctx context.Context, exec, id string) (Begin, error)
+
+	// Finish records, once per id, that message id ended having spawned
+	// f.Spawned new messages. It stores f.Record for Replay, merges f.End
+	// into the execution's final context, and with f.Halt marks the
+	// execution halted so later Begins return Drop.
+	//
+	// A repeated Finish for the same id changes nothing and returns the first
+	// call's Outcome with Duplicate set, so a caller that crashed after
+	// Finish and before publishing can publish again.
+	Finish(ctx context.Context, exec, id string, f Finish) (Outcome, error)
+}
+
+// State is Begin's verdict.
+type State int
+
+const (
+	Run State = iota
+	Replay
+	Drop
+)
+
+func (s State) String() string {
+	switch s {
+	case Run:
+		return "run"
+	case Replay:
+		return "replay"
+	case Drop:
+		return "drop"
+	}
+	return "unknown"
+}
+
+// Begin is the answer to Coordinator.Begin.
+type Begin struct {
+	State State
+	// Record is set with Replay.
+	Record []byte
+}
+
+// Finish describes how one message ended.
+type Finish struct {
+	// Spawned is how many messages this one published (successors, a retry).
+	Spawned int
+	// Record is opaque to the coordinator; Begin returns it on Replay.
+	Record []byte
+	// End, when the message ended its branch, holds that branch's context to
+	// merge into the execution's final context (later keys win).
+	End map[string]any
+	// Halt, when set, halts the execution with this reason.
+	Halt *message.Failure
+}
+
+// Outcome is the answer to Coordinator.Finish.
+type Outcome struct {
+	// Duplicate is set when id had finished before; nothing changed.
+	Duplicate bool
+	// Last is set for the one message whose Finish ended the execution (and
+	// again on its duplicates). Its caller publishes the Completion.
+	Last bool
+	// Status is the completion status when Last: completed or halted.
+	Status string
+	// Failure is why the execution halted.
+	Failure *message.Failure
+	// FinalContext is the union of every ended branch's End, when Last.
+	FinalContext map[string]any
+}
+
+// ErrUnknownExecution is returned by Finish for an execution that was never
+// started or whose state has expired.
+var ErrUnknownExecution = errors.New("unknown execution")

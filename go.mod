@@ -1,0 +1,3 @@
+module github.com/rune-org/rune
+
+go 1.26.8

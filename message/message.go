@@ -1,0 +1,105 @@
+// Package message holds the wire types of RFC 001 §6 (with the lineage stack of
+// RFC 004 and from_node of RFC 005) and their validation.
+package message
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Frame is one open split on a branch's lineage stack (RFC 004 §3.1).
+type Frame struct {
+	SplitNodeID string `json:"split_node_id"`
+	BranchID    string `json:"branch_id"`
+	ItemIndex   int    `json:"item_index"`
+	TotalItems  int    `json:"total_items"`
+}
+
+// NodeExecution tells a worker to run one node of one execution (RFC 001 §6.1).
+//
+// A NodeExecution handed to a consumer is shared: consumers never modify it or
+// anything it points to (the in-process broker passes pointers).
+type NodeExecution struct {
+	// MessageID is deterministic: the same successor of the same message always
+	// gets the same id, so redelivered work is recognised.
+	MessageID   string `json:"message_id"`
+	WorkflowID  string `json:"workflow_id"`
+	ExecutionID string `json:"execution_id"`
+	CurrentNode string `json:"current_node"`
+	// FromNode is the node that produced this message ("" for the trigger's successors).
+	FromNode string `json:"from_node,omitempty"`
+	// Attempt counts attempts of CurrentNode, starting at 1.
+	Attempt int `json:"attempt"`
+	// StartedAt is when the execution started.
+	StartedAt time.Time `json:"execution_started_at"`
+	// WorkflowDefinition is the complete definition, kept as raw JSON: it is
+	// decoded and compiled once per distinct definition, not once per message.
+	WorkflowDefinition json.RawMessage `json:"workflow_definition"`
+	// AccumulatedContext maps "$<node_id>" to that node's output.
+	AccumulatedContext map[string]any `json:"accumulated_context"`
+	LineageStack       []Frame        `json:"lineage_stack,omitempty"`
+}
+
+// Statuses of a node (dsl.md "Statuses").
+const (
+	StatusRunning  = "running"
+	StatusSuccess  = "success"
+	StatusFailed   = "failed"
+	StatusWaiting  = "waiting"
+	StatusRetrying = "retrying"
+	StatusSkipped  = "skipped"
+)
+
+// Error describes a node failure (RFC 001 §6.2).
+type Error struct {
+	Message string         `json:"message"`
+	Code    string         `json:"code"`
+	Details map[string]any `json:"details,omitempty"`
+}
+
+// NodeStatus reports progress of one node (RFC 001 §6.2).
+type NodeStatus struct {
+	WorkflowID  string    `json:"workflow_id"`
+	ExecutionID string    `json:"execution_id"`
+	NodeID      string    `json:"node_id"`
+	Status      string    `json:"status"`
+	Output      any       `json:"output,omitempty"`
+	Error       *Error    `json:"error,omitempty"`
+	ExecutedAt  time.Time `json:"executed_at"`
+	DurationMS  int64     `json:"duration_ms"`
+	// Attempt is the attempt this status belongs to.
+	Attempt int `json:"attempt,omitempty"`
+	// NextAttemptAt is set on retrying statuses.
+	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
+	// ResumeAt is set on waiting statuses of wait and delay nodes.
+	ResumeAt *time.Time `json:"resume_at,omitempty"`
+	// Details carries barrier progress on waiting statuses:
+	// {"processed","total"} for aggregators, {"arrived","expected"} for merges.
+	Details      map[string]any `json:"details,omitempty"`
+	LineageStack []Frame        `json:"lineage_stack,omitempty"`
+}
+
+// Completion statuses (RFC 001 §6.3).
+const (
+	CompletionCompleted = "completed"
+	CompletionFailed    = "failed"
+	CompletionHalted    = "halted"
+)
+
+// Completion ends an execution; exactly one is sent per execution (RFC 001 §6.3).
+type Completion struct {
+	WorkflowID      string         `json:"workflow_id"`
+	ExecutionID     string         `json:"execution_id"`
+	Status          string         `json:"status"`
+	FinalContext    map[string]any `json:"final_context"`
+	CompletedAt     time.Time      `json:"completed_at"`
+	TotalDurationMS int64          `json:"total_duration_ms"`
+	// FailureReason says why a halted or failed execution stopped.
+	FailureReason *Failure `json:"failure_reason,omitempty"`
+}
+
+// Failure names the node and error that stopped an execution.
+type Failure struct {
+	NodeID string `json:"node_id"`
+	Error
+}

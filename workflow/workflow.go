@@ -1,0 +1,83 @@
+// Package workflow holds the workflow definition of ../docs/dsl.md: its types,
+// decoding, validation and the graph queries the engine needs.
+package workflow
+
+import (
+	"encoding/json"
+)
+
+// Definition is a workflow: a DAG of nodes joined by edges.
+type Definition struct {
+	ID    string `json:"id"`
+	Name  string `json:"name,omitempty"`
+	Nodes []Node `json:"nodes"`
+	Edges []Edge `json:"edges"`
+}
+
+// Node is one step of a workflow.
+type Node struct {
+	ID          string          `json:"id"`
+	Name        string          `json:"name,omitempty"`
+	Type        string          `json:"type"`
+	Trigger     bool            `json:"trigger,omitempty"`
+	Parameters  map[string]any  `json:"parameters,omitempty"`
+	Credentials *CredentialRef  `json:"credentials,omitempty"`
+	Error       *ErrorPolicy    `json:"error,omitempty"`
+	Retry       *RetryPolicy    `json:"retry,omitempty"`
+	Timeout     string          `json:"timeout,omitempty"`
+	Output      json.RawMessage `json:"output,omitempty"` // accepted for RFC examples; unused
+}
+
+// CredentialRef names a stored credential; the secret itself never appears in a definition.
+type CredentialRef struct {
+	Ref string `json:"ref"`
+}
+
+// Error strategies (RFC 001 §9.1).
+const (
+	ErrorHalt   = "halt"
+	ErrorIgnore = "ignore"
+	ErrorBranch = "branch"
+)
+
+// ErrorPolicy says what happens when a node fails after its retries.
+type ErrorPolicy struct {
+	// Type is halt (the default), ignore or branch.
+	Type string `json:"type,omitempty"`
+	// ErrorEdge, with Type branch, is the outgoing edge followed only on failure.
+	ErrorEdge string `json:"error_edge,omitempty"`
+}
+
+// RetryPolicy says how a failing node is retried before its error strategy applies.
+type RetryPolicy struct {
+	// MaxAttempts counts every attempt, the first included. Default 4; 1 means no retry.
+	MaxAttempts int `json:"max_attempts,omitempty"`
+	// InitialDelay is the wait before the first retry (Go or ISO 8601 duration). Default 5s.
+	InitialDelay string `json:"initial_delay,omitempty"`
+	// Multiplier grows each later wait. Default 5 (5 s, 25 s, 125 s).
+	Multiplier float64 `json:"multiplier,omitempty"`
+}
+
+// Edge joins two nodes.
+type Edge struct {
+	ID    string `json:"id"`
+	Src   string `json:"src"`
+	Dst   string `json:"dst"`
+	Label string `json:"label,omitempty"`
+}
+
+// Strategy returns the node's error strategy, halt when none is set.
+func (n *Node) Strategy() string {
+	if n.Error == nil || n.Error.Type == "" {
+		return ErrorHalt
+	}
+	return n.Error.Type
+}
+
+// ErrorEdge returns the node's error edge id, or "" when it has none.
+func (n *Node) ErrorEdge() string {
+	if n.Error == nil || n.Error.Type != ErrorBranch {
+		return ""
+	}
+	return n.Error.ErrorEdge
+}
