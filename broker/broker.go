@@ -49,7 +49,9 @@ type Delivery struct {
 	Redelivered bool
 	// Raw is set instead of Body when the body could not be decoded (on DeadLetter).
 	Raw []byte
-	// Reason is set on DeadLetter: why the message was rejected.
+	// Reason is set on DeadLetter: why the message was rejected. A dead
+	// letter's Topic is the topic it was published on, not DeadLetter, so
+	// that its Body (or Raw) can be told apart.
 	Reason string
 }
 

@@ -22,8 +22,9 @@ import (
 // Every method is safe for concurrent use by many processes, and idempotent
 // per message id: a redelivered message never counts twice.
 type Coordinator interface {
-	// Start records a new execution with n first messages. Starting an
-	// execution that already exists changes nothing.
+	// Start records a new execution with n (at least 1) first messages.
+	// Starting an execution that already exists, or that has ended and is
+	// still retained, changes nothing.
 	Start(ctx context.Context, exec string, n int) error
 
 	// Begin says what to do with message id of exec:
@@ -31,14 +32,22 @@ type Coordinator interface {
 	//   Replay: it finished before (a redelivery); Record is what its Finish
 	//     stored, so the caller can publish the same effects again without
 	//     repeating the work.
-	//   Drop: the execution was halted or is unknown; do not run it, but still
-	//     Finish it with Spawned 0 so the accounting closes.
+	//   Drop: the execution was halted, has ended, or is unknown; do not run
+	//     it, but still Finish it with Spawned 0 so the accounting closes
+	//     (for an ended or unknown execution that Finish returns
+	//     ErrUnknownExecution, and there is nothing more to do).
+	// A message that finished always gets Replay while its execution's state
+	// is kept, halted or not.
 	Begin(ctx context.Context, exec, id string) (Begin, error)
 
 	// Finish records, once per id, that message id ended having spawned
 	// f.Spawned new messages. It stores f.Record for Replay, merges f.End
 	// into the execution's final context, and with f.Halt marks the
-	// execution halted so later Begins return Drop.
+	// execution halted so later Begins return Drop (the first Halt's Failure
+	// is the one kept).
+	//
+	// Finish returns ErrUnknownExecution when exec is unknown, expired, or
+	// has already ended and id is not one of its finished messages.
 	//
 	// A repeated Finish for the same id changes nothing and returns the first
 	// call's Outcome with Duplicate set, so a caller that crashed after
@@ -81,7 +90,11 @@ type Finish struct {
 	// Record is opaque to the coordinator; Begin returns it on Replay.
 	Record []byte
 	// End, when the message ended its branch, holds that branch's context to
-	// merge into the execution's final context (later keys win).
+	// merge into the execution's final context: a top-level merge in which
+	// the later Finish wins a key. Values are JSON values (as encoding/json
+	// decodes them into any); coordinators that serialise return them so
+	// (numbers as float64), in-process ones as given. The caller does not
+	// modify End after the call.
 	End map[string]any
 	// Halt, when set, halts the execution with this reason.
 	Halt *message.Failure
@@ -94,14 +107,17 @@ type Outcome struct {
 	// Last is set for the one message whose Finish ended the execution (and
 	// again on its duplicates). Its caller publishes the Completion.
 	Last bool
-	// Status is the completion status when Last: completed or halted.
+	// Status is the completion status when Last:
+	// message.CompletionCompleted, or message.CompletionHalted when any
+	// Finish carried Halt.
 	Status string
-	// Failure is why the execution halted.
+	// Failure is why the execution halted (the first Halt), when Last.
 	Failure *message.Failure
-	// FinalContext is the union of every ended branch's End, when Last.
+	// FinalContext is the union of every ended branch's End, when Last;
+	// never nil then. The caller owns it.
 	FinalContext map[string]any
 }
 
 // ErrUnknownExecution is returned by Finish for an execution that was never
-// started or whose state has expired.
+// started, whose state has expired, or that has already ended.
 var ErrUnknownExecution = errors.New("unknown execution")

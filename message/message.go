@@ -103,3 +103,19 @@ type Failure struct {
 	NodeID string `json:"node_id"`
 	Error
 }
+
+// Timeout fires a barrier's deadline (merge and aggregator timeouts, RFC 005
+// §5): it is published with a delay and, when consumed, fails the barrier if
+// it is still open.
+type Timeout struct {
+	ExecutionID string `json:"execution_id"`
+	WorkflowID  string `json:"workflow_id"`
+	// NodeID is the merge or aggregator node whose barrier this is.
+	NodeID       string  `json:"node_id"`
+	LineageStack []Frame `json:"lineage_stack,omitempty"`
+	// Deadline is when the barrier times out.
+	Deadline time.Time `json:"deadline"`
+	// Key identifies the barrier instance, so that a stale timeout for a
+	// barrier that completed and was reused can be told apart.
+	Key string `json:"key,omitempty"`
+}

@@ -12,7 +12,12 @@ type Problem struct {
 	Message string `json:"message"`
 }
 
-func (p Problem) String() string { return p.Path + ": " + p.Message }
+func (p Problem) String() string {
+	if p.Path == "" {
+		return p.Message
+	}
+	return p.Path + ": " + p.Message
+}
 
 // Problems is every problem found in a definition. As an error it lists them
 // one per line.

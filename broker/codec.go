@@ -1,0 +1,90 @@
+package broker
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/rune-org/rune/message"
+)
+
+// Validate checks what every broker requires of a message before publishing
+// it: a topic that can be published to (not DeadLetter, which only brokers
+// write), a non-nil body of the type the topic carries, and a Delay only on
+// Execution and Timeout, never negative. It does not validate the body's
+// fields; consumers do that when they decode.
+func (m Message) Validate() error {
+	var ok bool
+	switch m.Topic {
+	case Execution:
+		var b *message.NodeExecution
+		b, ok = m.Body.(*message.NodeExecution)
+		ok = ok && b != nil
+	case Status:
+		var b *message.NodeStatus
+		b, ok = m.Body.(*message.NodeStatus)
+		ok = ok && b != nil
+	case Completion:
+		var b *message.Completion
+		b, ok = m.Body.(*message.Completion)
+		ok = ok && b != nil
+	case Timeout:
+		var b *message.Timeout
+		b, ok = m.Body.(*message.Timeout)
+		ok = ok && b != nil
+	case DeadLetter:
+		return fmt.Errorf("broker: message %q: topic %s is written by the broker, not published", m.ID, m.Topic)
+	default:
+		return fmt.Errorf("broker: message %q: unknown topic %q", m.ID, m.Topic)
+	}
+	if !ok {
+		return fmt.Errorf("broker: message %q: body %T does not belong on topic %s", m.ID, m.Body, m.Topic)
+	}
+	if m.Delay < 0 {
+		return fmt.Errorf("broker: message %q: negative delay %v", m.ID, m.Delay)
+	}
+	if m.Delay > 0 && m.Topic != Execution && m.Topic != Timeout {
+		return fmt.Errorf("broker: message %q: delay %v on topic %s (only %s and %s are delayed)", m.ID, m.Delay, m.Topic, Execution, Timeout)
+	}
+	return nil
+}
+
+// Encode returns the wire form of m's body: its JSON. It fails when m does
+// not pass Validate.
+func Encode(m Message) ([]byte, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	data, err := json.Marshal(m.Body)
+	if err != nil {
+		return nil, fmt.Errorf("broker: encode message %q on %s: %w", m.ID, m.Topic, err)
+	}
+	return data, nil
+}
+
+// Decode parses and validates the wire form of a body published on topic:
+// *message.NodeExecution for Execution, *message.NodeStatus for Status,
+// *message.Completion for Completion and *message.Timeout for Timeout. Every
+// error wraps ErrReject: a body that cannot be decoded can never be processed,
+// so consumers dead-letter it rather than retry it.
+func Decode(topic Topic, data []byte) (any, error) {
+	var (
+		body any
+		err  error
+	)
+	switch topic {
+	case Execution:
+		body, err = message.DecodeExecution(data)
+	case Status:
+		body, err = message.DecodeStatus(data)
+	case Completion:
+		body, err = message.DecodeCompletion(data)
+	case Timeout:
+		body, err = message.DecodeTimeout(data)
+	default:
+		return nil, fmt.Errorf("%w: no body type for topic %q", ErrReject, topic)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: decode %s body: %w", ErrReject, topic, err)
+	}
+	return body, nil
+}

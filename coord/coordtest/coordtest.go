@@ -1,0 +1,619 @@
+// Package coordtest is the conformance suite of coord.Coordinator: every
+// implementation runs Run unchanged, so the embedded and distributed runtimes
+// keep the same promises.
+package coordtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rune-org/rune/coord"
+	"github.com/rune-org/rune/message"
+)
+
+// Run runs the suite. newCoord returns a coordinator isolated from every other
+// call's (a fresh instance, or a fresh key prefix); it registers its own
+// cleanup with t. Subtests run in parallel.
+func Run(t *testing.T, newCoord func(t *testing.T) coord.Coordinator) {
+	cases := []struct {
+		name string
+		fn   func(t *testing.T, c coord.Coordinator)
+	}{
+		{"LinearChain", testLinearChain},
+		{"FanOutConcurrent", testFanOutConcurrent},
+		{"DuplicateFinish", testDuplicateFinish},
+		{"ConcurrentDuplicateFinish", testConcurrentDuplicateFinish},
+		{"ReplayRecord", testReplayRecord},
+		{"Halt", testHalt},
+		{"EndMerge", testEndMerge},
+		{"StartIdempotent", testStartIdempotent},
+		{"InvalidArguments", testInvalidArguments},
+		{"UnknownExecution", testUnknownExecution},
+		{"AfterEnd", testAfterEnd},
+		{"InterleavedExecutions", testInterleavedExecutions},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, newCoord(t))
+		})
+	}
+}
+
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func start(t *testing.T, c coord.Coordinator, exec string, n int) {
+	t.Helper()
+	if err := c.Start(ctxFor(t), exec, n); err != nil {
+		t.Fatalf("Start(%q, %d): %v", exec, n, err)
+	}
+}
+
+func begin(t *testing.T, c coord.Coordinator, exec, id string, want coord.State) coord.Begin {
+	t.Helper()
+	b, err := c.Begin(ctxFor(t), exec, id)
+	if err != nil {
+		t.Fatalf("Begin(%q, %q): %v", exec, id, err)
+	}
+	if b.State != want {
+		t.Fatalf("Begin(%q, %q) = %v, want %v", exec, id, b.State, want)
+	}
+	return b
+}
+
+func finish(t *testing.T, c coord.Coordinator, exec, id string, f coord.Finish) coord.Outcome {
+	t.Helper()
+	o, err := c.Finish(ctxFor(t), exec, id, f)
+	if err != nil {
+		t.Fatalf("Finish(%q, %q): %v", exec, id, err)
+	}
+	return o
+}
+
+// notLast fails unless o is a first, non-final Finish.
+func notLast(t *testing.T, what string, o coord.Outcome) {
+	t.Helper()
+	if o.Duplicate || o.Last {
+		t.Fatalf("%s: Outcome %+v, want neither Duplicate nor Last", what, o)
+	}
+}
+
+// completed fails unless o is the Last Finish of an execution that completed
+// with final context want.
+func completed(t *testing.T, what string, o coord.Outcome, want map[string]any) {
+	t.Helper()
+	if !o.Last {
+		t.Fatalf("%s: Outcome %+v, want Last", what, o)
+	}
+	if o.Status != message.CompletionCompleted || o.Failure != nil {
+		t.Fatalf("%s: Status %q Failure %v, want %q and no failure", what, o.Status, o.Failure, message.CompletionCompleted)
+	}
+	if o.FinalContext == nil {
+		t.Fatalf("%s: FinalContext is nil on Last", what)
+	}
+	if !reflect.DeepEqual(o.FinalContext, want) {
+		t.Fatalf("%s: FinalContext %#v, want %#v", what, o.FinalContext, want)
+	}
+}
+
+// testLinearChain: a chain of messages each spawning one successor completes
+// on the last Finish and not before.
+func testLinearChain(t *testing.T, c coord.Coordinator) {
+	const exec, n = "exec-linear", 20
+	start(t, c, exec, 1)
+	for i := range n {
+		id := fmt.Sprintf("m%d", i)
+		begin(t, c, exec, id, coord.Run)
+		f := coord.Finish{Spawned: 1, Record: []byte(id)}
+		if i == n-1 {
+			f = coord.Finish{End: map[string]any{"$last": id}}
+		}
+		o := finish(t, c, exec, id, f)
+		if i < n-1 {
+			notLast(t, "Finish "+id, o)
+			continue
+		}
+		if o.Duplicate {
+			t.Fatalf("final Finish: Duplicate set")
+		}
+		completed(t, "final Finish", o, map[string]any{"$last": id})
+	}
+	// Every message of the chain still replays after completion.
+	for i := range n - 1 {
+		id := fmt.Sprintf("m%d", i)
+		if b := begin(t, c, exec, id, coord.Replay); string(b.Record) != id {
+			t.Fatalf("Begin(%q) Record %q, want %q", id, b.Record, id)
+		}
+	}
+}
+
+// tree is a deterministic message tree: children[id] are the messages id
+// spawns; roots are the first messages.
+type tree struct {
+	roots    []string
+	children map[string][]string
+	leaves   int
+}
+
+// newTree builds a tree of total messages starting from roots first
+// messages, where message i spawns pattern[i%len(pattern)] children until
+// total is reached.
+func newTree(prefix string, roots, total int, pattern []int) tree {
+	tr := tree{children: make(map[string][]string, total)}
+	name := func(i int) string { return fmt.Sprintf("%s%d", prefix, i) }
+	for i := range roots {
+		tr.roots = append(tr.roots, name(i))
+	}
+	created := roots
+	for i := 0; i < created; i++ {
+		k := min(pattern[i%len(pattern)], total-created)
+		for range k {
+			tr.children[name(i)] = append(tr.children[name(i)], name(created))
+			created++
+		}
+		if k == 0 {
+			tr.leaves++
+		}
+	}
+	return tr
+}
+
+type job struct{ exec, id string }
+
+// runTrees drives the given executions' trees through c from workers
+// goroutines, as the engine does: Begin, Finish with Spawned, then publish
+// the children. Every leaf ends its branch with End {"leaf:<id>": id};
+// messages in halt finish with that failure. It returns each execution's
+// Outcomes that had Last set.
+func runTrees(t *testing.T, c coord.Coordinator, trees map[string]tree, workers int, halt map[job]*message.Failure) map[string][]coord.Outcome {
+	t.Helper()
+	ctx := ctxFor(t)
+	for exec, tr := range trees {
+		if err := c.Start(ctx, exec, len(tr.roots)); err != nil {
+			t.Fatalf("Start(%q): %v", exec, err)
+		}
+	}
+	jobs := make(chan job, 1<<16)
+	var pending sync.WaitGroup
+	for exec, tr := range trees {
+		for _, id := range tr.roots {
+			pending.Add(1)
+			jobs <- job{exec, id}
+		}
+	}
+	var (
+		mu      sync.Mutex
+		lasts   = map[string][]coord.Outcome{}
+		errOnce sync.Once
+		failed  atomic.Bool
+		firstEr error
+	)
+	fail := func(err error) {
+		errOnce.Do(func() { firstEr = err })
+		failed.Store(true)
+	}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for j := range jobs {
+				if !failed.Load() {
+					if err := step(ctx, c, trees[j.exec], j, halt[j], &pending, jobs, &mu, lasts); err != nil {
+						fail(err)
+					}
+				}
+				pending.Done()
+			}
+		})
+	}
+	pending.Wait()
+	close(jobs)
+	wg.Wait()
+	if firstEr != nil {
+		t.Fatal(firstEr)
+	}
+	return lasts
+}
+
+func step(ctx context.Context, c coord.Coordinator, tr tree, j job, halt *message.Failure, pending *sync.WaitGroup, jobs chan<- job, mu *sync.Mutex, lasts map[string][]coord.Outcome) error {
+	b, err := c.Begin(ctx, j.exec, j.id)
+	if err != nil {
+		return fmt.Errorf("Begin(%q, %q): %v", j.exec, j.id, err)
+	}
+	kids := tr.children[j.id]
+	f := coord.Finish{Spawned: len(kids), Record: []byte(j.id), Halt: halt}
+	switch b.State {
+	case coord.Run:
+	case coord.Drop:
+		f = coord.Finish{}
+		kids = nil
+	default:
+		return fmt.Errorf("Begin(%q, %q) = %v on a first delivery", j.exec, j.id, b.State)
+	}
+	if len(kids) == 0 && b.State == coord.Run {
+		f.End = map[string]any{"leaf:" + j.id: j.id}
+	}
+	o, err := c.Finish(ctx, j.exec, j.id, f)
+	if err != nil {
+		return fmt.Errorf("Finish(%q, %q): %v", j.exec, j.id, err)
+	}
+	if o.Duplicate {
+		return fmt.Errorf("Finish(%q, %q): Duplicate on the first Finish", j.exec, j.id)
+	}
+	if o.Last {
+		mu.Lock()
+		lasts[j.exec] = append(lasts[j.exec], o)
+		mu.Unlock()
+	}
+	for _, k := range kids {
+		pending.Add(1)
+		jobs <- job{j.exec, k}
+	}
+	return nil
+}
+
+func leafContext(tr tree) map[string]any {
+	want := map[string]any{}
+	for _, id := range tr.roots {
+		addLeaves(tr, id, want)
+	}
+	return want
+}
+
+func addLeaves(tr tree, id string, into map[string]any) {
+	kids := tr.children[id]
+	if len(kids) == 0 {
+		into["leaf:"+id] = id
+	}
+	for _, k := range kids {
+		addLeaves(tr, k, into)
+	}
+}
+
+// testFanOutConcurrent: a tree of 2,000 messages run by 200 goroutines ends
+// with exactly one Last, whose FinalContext holds every leaf's End (so no
+// Finish can have come after it).
+func testFanOutConcurrent(t *testing.T, c coord.Coordinator) {
+	const exec = "exec-fan"
+	tr := newTree("m", 3, 2000, []int{2, 0, 3, 1, 2, 0})
+	lasts := runTrees(t, c, map[string]tree{exec: tr}, 200, nil)
+	if len(lasts[exec]) != 1 {
+		t.Fatalf("%d Finishes had Last, want exactly 1", len(lasts[exec]))
+	}
+	o := lasts[exec][0]
+	want := leafContext(tr)
+	if len(want) != tr.leaves {
+		t.Fatalf("test tree: %d leaves in context, %d counted", len(want), tr.leaves)
+	}
+	completed(t, "Last Finish", o, want)
+}
+
+// testDuplicateFinish: a repeated Finish changes nothing, reports Duplicate,
+// and repeats Last for the completer.
+func testDuplicateFinish(t *testing.T, c coord.Coordinator) {
+	const exec = "exec-dup"
+	start(t, c, exec, 2) // a, b
+	begin(t, c, exec, "a", coord.Run)
+	notLast(t, "Finish a", finish(t, c, exec, "a", coord.Finish{Spawned: 1, Record: []byte("ra")})) // spawns c
+	// Were this duplicate counted, the live count would drop to 1 and
+	// Finish b would wrongly be Last.
+	o := finish(t, c, exec, "a", coord.Finish{Spawned: 0, Record: []byte("other"), End: map[string]any{"$dup": true}})
+	if !o.Duplicate || o.Last {
+		t.Fatalf("duplicate Finish a: Outcome %+v, want Duplicate and not Last", o)
+	}
+	if b := begin(t, c, exec, "a", coord.Replay); string(b.Record) != "ra" {
+		t.Fatalf("Begin a after duplicate Finish: Record %q, want the first call's %q", b.Record, "ra")
+	}
+	notLast(t, "Finish b", finish(t, c, exec, "b", coord.Finish{}))
+	want := map[string]any{"$c": "end"}
+	o = finish(t, c, exec, "c", coord.Finish{End: map[string]any{"$c": "end"}})
+	if o.Duplicate {
+		t.Fatalf("Finish c: Duplicate on first Finish")
+	}
+	completed(t, "Finish c", o, want)
+
+	// The completer's duplicate is Last again with the same Outcome, and its
+	// End does not change the final context.
+	for i := range 2 {
+		o = finish(t, c, exec, "c", coord.Finish{Spawned: 3, End: map[string]any{"$c": "changed", "$x": 1.0}})
+		if !o.Duplicate {
+			t.Fatalf("duplicate Finish c #%d: Duplicate not set", i)
+		}
+		completed(t, "duplicate Finish c", o, want)
+	}
+	o = finish(t, c, exec, "b", coord.Finish{})
+	if !o.Duplicate || o.Last {
+		t.Fatalf("duplicate Finish b after completion: Outcome %+v, want Duplicate and not Last", o)
+	}
+}
+
+// testConcurrentDuplicateFinish: of many simultaneous Finishes of one id,
+// exactly one is not a Duplicate, and every one of the completer's reports
+// Last.
+func testConcurrentDuplicateFinish(t *testing.T, c coord.Coordinator) {
+	const exec, callers, rounds = "exec-dup-concurrent", 50, 20
+	ctx := ctxFor(t)
+	start(t, c, exec, rounds+1)
+	run := func(id string, f coord.Finish) []coord.Outcome {
+		outs := make([]coord.Outcome, callers)
+		errs := make([]error, callers)
+		var wg sync.WaitGroup
+		// Release every caller at once to widen any race.
+		gate := make(chan struct{})
+		for i := range callers {
+			wg.Go(func() {
+				<-gate
+				outs[i], errs[i] = c.Finish(ctx, exec, id, f)
+			})
+		}
+		close(gate)
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("Finish(%q) caller %d: %v", id, i, err)
+			}
+		}
+		firsts := 0
+		for _, o := range outs {
+			if !o.Duplicate {
+				firsts++
+			}
+		}
+		if firsts != 1 {
+			t.Fatalf("Finish(%q) from %d callers: %d were not Duplicate, want 1", id, callers, firsts)
+		}
+		return outs
+	}
+	for r := range rounds {
+		id := fmt.Sprintf("r%d", r)
+		for _, o := range run(id, coord.Finish{}) {
+			if o.Last {
+				t.Fatalf("Finish %s: Last while b is live", id)
+			}
+		}
+	}
+	for _, o := range run("b", coord.Finish{End: map[string]any{"$b": 2.0}}) {
+		completed(t, "Finish b", o, map[string]any{"$b": 2.0})
+	}
+}
+
+// testReplayRecord: Begin after Finish returns Replay with the exact bytes
+// Finish stored.
+func testReplayRecord(t *testing.T, c coord.Coordinator) {
+	const exec = "exec-replay"
+	records := map[string][]byte{
+		"bin":   {0x00, 0xff, 0xfe, '"', '\\', 0x00, 0x80, '\n'},
+		"json":  []byte(`{"successors":[{"id":"x","node":"n2"}],"n":1.5}`),
+		"empty": nil,
+		"big":   bytes.Repeat([]byte("0123456789abcdef"), 4096),
+	}
+	start(t, c, exec, len(records)+1) // one more keeps the execution live
+	for id, rec := range records {
+		begin(t, c, exec, id, coord.Run)
+		notLast(t, "Finish "+id, finish(t, c, exec, id, coord.Finish{Record: rec}))
+	}
+	for id, rec := range records {
+		b := begin(t, c, exec, id, coord.Replay)
+		if !bytes.Equal(b.Record, rec) {
+			t.Fatalf("Begin(%q) Record %q, want %q", id, b.Record, rec)
+		}
+	}
+	begin(t, c, exec, "never-finished", coord.Run)
+	// A Run Begin twice (a crash before Finish) is still Run.
+	begin(t, c, exec, "never-finished", coord.Run)
+}
+
+// testHalt: after a Halt, unfinished messages Drop, finished ones Replay, and
+// the execution completes halted, with the first Halt's Failure, only when
+// the count reaches zero.
+func testHalt(t *testing.T, c coord.Coordinator) {
+	const exec = "exec-halt"
+	start(t, c, exec, 3) // a, b, c
+	begin(t, c, exec, "a", coord.Run)
+	begin(t, c, exec, "b", coord.Run)
+	// c is still running when b halts; a spawns d.
+	begin(t, c, exec, "c", coord.Run)
+	notLast(t, "Finish a", finish(t, c, exec, "a", coord.Finish{Spawned: 1, Record: []byte("ra")}))
+	failure := &message.Failure{NodeID: "b", Error: message.Error{
+		Message: "boom", Code: "E_BOOM",
+		Details: map[string]any{"status": 500.0, "path": []any{"x", 1.0}},
+	}}
+	notLast(t, "Finish b (halt)", finish(t, c, exec, "b", coord.Finish{Halt: failure, End: map[string]any{"$b": "partial"}}))
+
+	begin(t, c, exec, "c", coord.Drop) // a redelivery of c
+	begin(t, c, exec, "d", coord.Drop)
+	if b := begin(t, c, exec, "a", coord.Replay); string(b.Record) != "ra" {
+		t.Fatalf("Begin a after halt: Record %q, want %q", b.Record, "ra")
+	}
+	begin(t, c, exec, "b", coord.Replay)
+
+	// c was running when b halted: its successors still count.
+	notLast(t, "Finish c (ran before the halt)", finish(t, c, exec, "c", coord.Finish{Spawned: 2}))
+	begin(t, c, exec, "e", coord.Drop)
+	begin(t, c, exec, "f", coord.Drop)
+	notLast(t, "Finish d (dropped)", finish(t, c, exec, "d", coord.Finish{}))
+	// A second Halt does not replace the first's Failure.
+	second := &message.Failure{NodeID: "e", Error: message.Error{Message: "second", Code: "E_2"}}
+	notLast(t, "Finish e (dropped, second halt)", finish(t, c, exec, "e", coord.Finish{Halt: second}))
+	o := finish(t, c, exec, "f", coord.Finish{})
+	check := func(what string, o coord.Outcome) {
+		t.Helper()
+		if !o.Last || o.Status != message.CompletionHalted {
+			t.Fatalf("%s: Outcome %+v, want Last with Status %q", what, o, message.CompletionHalted)
+		}
+		if !reflect.DeepEqual(o.Failure, failure) {
+			t.Fatalf("%s: Failure %#v, want the first halt's %#v", what, o.Failure, failure)
+		}
+		if want := map[string]any{"$b": "partial"}; !reflect.DeepEqual(o.FinalContext, want) {
+			t.Fatalf("%s: FinalContext %#v, want %#v", what, o.FinalContext, want)
+		}
+	}
+	check("Finish f", o)
+	o = finish(t, c, exec, "f", coord.Finish{})
+	if !o.Duplicate {
+		t.Fatalf("duplicate Finish f: Duplicate not set")
+	}
+	check("duplicate Finish f", o)
+}
+
+// testEndMerge: End contexts of several branches merge at the top level,
+// later Finishes winning a key, and come back as JSON values.
+func testEndMerge(t *testing.T, c coord.Coordinator) {
+	const exec = "exec-merge"
+	start(t, c, exec, 1)
+	notLast(t, "Finish root", finish(t, c, exec, "root", coord.Finish{Spawned: 4}))
+	notLast(t, "Finish b1", finish(t, c, exec, "b1", coord.Finish{End: map[string]any{
+		"$trigger": map[string]any{"id": 7.0, "tags": []any{"a", "b"}},
+		"$shared":  "b1",
+		"$nums":    []any{1.0, 2.5, -3.0, 1e21},
+	}}))
+	notLast(t, "Finish b2", finish(t, c, exec, "b2", coord.Finish{End: map[string]any{
+		"$http": map[string]any{
+			"status": 200.0,
+			"body":   map[string]any{"ok": true, "none": nil, "list": []any{map[string]any{"k": "v"}, []any{}}},
+		},
+		"$shared": "b2",
+	}}))
+	notLast(t, "Finish b3 (no End)", finish(t, c, exec, "b3", coord.Finish{}))
+	o := finish(t, c, exec, "b4", coord.Finish{End: map[string]any{
+		"$shared":  "b4",
+		"$unicode": "héllo \u2603 \"quoted\"",
+		"$empty":   map[string]any{},
+		"$false":   false,
+	}})
+	completed(t, "Finish b4", o, map[string]any{
+		"$trigger": map[string]any{"id": 7.0, "tags": []any{"a", "b"}},
+		"$nums":    []any{1.0, 2.5, -3.0, 1e21},
+		"$http": map[string]any{
+			"status": 200.0,
+			"body":   map[string]any{"ok": true, "none": nil, "list": []any{map[string]any{"k": "v"}, []any{}}},
+		},
+		"$shared":  "b4",
+		"$unicode": "héllo \u2603 \"quoted\"",
+		"$empty":   map[string]any{},
+		"$false":   false,
+	})
+	// The caller owns FinalContext: changing it does not change what a
+	// duplicate gets.
+	o.FinalContext["$shared"] = "mutated"
+	if d := finish(t, c, exec, "b4", coord.Finish{}); d.FinalContext["$shared"] != "b4" {
+		t.Fatalf("duplicate Finish b4: $shared %v, want %q (FinalContext shared with an earlier caller)", d.FinalContext["$shared"], "b4")
+	}
+
+	// An execution without any End still gets a non-nil FinalContext.
+	start(t, c, "exec-merge-empty", 1)
+	completed(t, "Finish without End", finish(t, c, "exec-merge-empty", "only", coord.Finish{}), map[string]any{})
+}
+
+// testStartIdempotent: starting an existing execution again changes nothing,
+// also after some messages finished and after it ended.
+func testStartIdempotent(t *testing.T, c coord.Coordinator) {
+	const exec = "exec-start"
+	start(t, c, exec, 2)
+	start(t, c, exec, 2)
+	start(t, c, exec, 5)
+	notLast(t, "Finish a", finish(t, c, exec, "a", coord.Finish{}))
+	start(t, c, exec, 2) // would reset the count to 2 if not idempotent
+	completed(t, "Finish b", finish(t, c, exec, "b", coord.Finish{}), map[string]any{})
+	start(t, c, exec, 1) // ended: still changes nothing
+	begin(t, c, exec, "a", coord.Replay)
+	begin(t, c, exec, "new", coord.Drop)
+}
+
+// testInvalidArguments: Start needs at least one first message, Finish a
+// Spawned of at least 0; a rejected call changes nothing.
+func testInvalidArguments(t *testing.T, c coord.Coordinator) {
+	ctx := ctxFor(t)
+	for _, n := range []int{0, -1} {
+		if err := c.Start(ctx, "exec-invalid", n); err == nil {
+			t.Fatalf("Start(n=%d): no error", n)
+		}
+	}
+	begin(t, c, "exec-invalid", "a", coord.Drop)
+
+	const exec = "exec-invalid-spawned"
+	start(t, c, exec, 1)
+	if o, err := c.Finish(ctx, exec, "a", coord.Finish{Spawned: -1}); err == nil {
+		t.Fatalf("Finish(Spawned -1): Outcome %+v and no error", o)
+	}
+	begin(t, c, exec, "a", coord.Run)
+	completed(t, "Finish a", finish(t, c, exec, "a", coord.Finish{}), map[string]any{})
+}
+
+// testUnknownExecution: Begin drops and Finish fails with ErrUnknownExecution.
+func testUnknownExecution(t *testing.T, c coord.Coordinator) {
+	begin(t, c, "exec-never-started", "a", coord.Drop)
+	_, err := c.Finish(ctxFor(t), "exec-never-started", "a", coord.Finish{Spawned: 1})
+	if !errors.Is(err, coord.ErrUnknownExecution) {
+		t.Fatalf("Finish on unknown execution: %v, want ErrUnknownExecution", err)
+	}
+	// That Finish created nothing.
+	begin(t, c, "exec-never-started", "a", coord.Drop)
+}
+
+// testAfterEnd: once an execution ended, messages that never finished in it
+// Drop and their Finish fails with ErrUnknownExecution.
+func testAfterEnd(t *testing.T, c coord.Coordinator) {
+	const exec = "exec-after-end"
+	start(t, c, exec, 1)
+	completed(t, "Finish a", finish(t, c, exec, "a", coord.Finish{}), map[string]any{})
+	begin(t, c, exec, "stray", coord.Drop)
+	_, err := c.Finish(ctxFor(t), exec, "stray", coord.Finish{})
+	if !errors.Is(err, coord.ErrUnknownExecution) {
+		t.Fatalf("Finish of a new id after the end: %v, want ErrUnknownExecution", err)
+	}
+	o := finish(t, c, exec, "a", coord.Finish{})
+	if !o.Duplicate {
+		t.Fatalf("duplicate Finish a after a stray Finish: Duplicate not set")
+	}
+	completed(t, "duplicate Finish a", o, map[string]any{})
+}
+
+// testInterleavedExecutions: many executions sharing message ids run through
+// one worker pool at once, some halted, each ending once with its own
+// context and status.
+func testInterleavedExecutions(t *testing.T, c coord.Coordinator) {
+	const execs = 40
+	trees := map[string]tree{}
+	halt := map[job]*message.Failure{}
+	for i := range execs {
+		exec := fmt.Sprintf("exec-inter-%d", i)
+		// The same ids ("m0", "m1", ...) in every execution.
+		trees[exec] = newTree("m", 1+i%3, 30+i, []int{1 + i%3, 0, 2, 1})
+		if i%4 == 0 {
+			halt[job{exec, "m1"}] = &message.Failure{NodeID: exec, Error: message.Error{Message: "halted", Code: "E_HALT"}}
+		}
+	}
+	lasts := runTrees(t, c, trees, 32, halt)
+	for exec, tr := range trees {
+		got := lasts[exec]
+		if len(got) != 1 {
+			t.Fatalf("%s: %d Finishes had Last, want exactly 1", exec, len(got))
+		}
+		o := got[0]
+		if f, halted := halt[job{exec, "m1"}]; halted {
+			if o.Status != message.CompletionHalted || o.Failure == nil || o.Failure.NodeID != f.NodeID {
+				t.Fatalf("%s: Status %q Failure %+v, want halted by %q", exec, o.Status, o.Failure, f.NodeID)
+			}
+			// Which leaves ran depends on timing; every one must be ours.
+			leaves := leafContext(tr)
+			for k := range o.FinalContext {
+				if _, ok := leaves[k]; !ok {
+					t.Fatalf("%s: FinalContext key %q is no leaf of this execution", exec, k)
+				}
+			}
+			continue
+		}
+		completed(t, exec, o, leafContext(tr))
+	}
+}

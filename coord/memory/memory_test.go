@@ -1,0 +1,112 @@
+package memory_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rune-org/rune/coord"
+	"github.com/rune-org/rune/coord/coordtest"
+	"github.com/rune-org/rune/coord/memory"
+)
+
+func newCoord(t testing.TB, opts memory.Options) *memory.Coordinator {
+	c := memory.New(opts)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func TestConformance(t *testing.T) {
+	coordtest.Run(t, func(t *testing.T) coord.Coordinator { return newCoord(t, memory.Options{}) })
+}
+
+// TestRetain: an ended execution's state is dropped after Retain, and only
+// then.
+func TestRetain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newCoord(t, memory.Options{Retain: 50 * time.Millisecond})
+	if err := c.Start(ctx, "e", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx, "live", 1); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := c.Finish(ctx, "e", "a", coord.Finish{Record: []byte("r")}); err != nil || !o.Last {
+		t.Fatalf("Finish: %+v, %v; want Last", o, err)
+	}
+	if b, _ := c.Begin(ctx, "e", "a"); b.State != coord.Replay {
+		t.Fatalf("Begin right after the end: %v, want replay", b.State)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, err := c.Begin(ctx, "e", "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.State == coord.Drop {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ended execution still kept after 5s with Retain 50ms")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := c.Finish(ctx, "e", "a", coord.Finish{}); !errors.Is(err, coord.ErrUnknownExecution) {
+		t.Fatalf("Finish after Retain: %v, want ErrUnknownExecution", err)
+	}
+	// A live execution is never dropped.
+	if b, _ := c.Begin(ctx, "live", "x"); b.State != coord.Run {
+		t.Fatalf("live execution: Begin %v, want run", b.State)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+// BenchmarkBeginFinish measures one Begin plus one Finish, as a worker does
+// per node execution, over chains of 100 messages per execution from
+// GOMAXPROCS goroutines.
+func BenchmarkBeginFinish(b *testing.B) {
+	const chain = 100
+	ids := make([]string, chain)
+	for i := range ids {
+		ids[i] = "m" + strconv.Itoa(i)
+	}
+	record := []byte(`{"successors":["x"]}`)
+	end := map[string]any{"$n": 1.0}
+	c := newCoord(b, memory.Options{})
+	ctx := context.Background()
+	var execs atomic.Int64
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		var exec string
+		i := chain
+		for pb.Next() {
+			if i == chain {
+				exec = "exec-" + strconv.FormatInt(execs.Add(1), 10)
+				if err := c.Start(ctx, exec, 1); err != nil {
+					b.Fatal(err)
+				}
+				i = 0
+			}
+			if st, err := c.Begin(ctx, exec, ids[i]); err != nil || st.State != coord.Run {
+				b.Fatalf("Begin: %v %v", st.State, err)
+			}
+			f := coord.Finish{Spawned: 1, Record: record}
+			if i == chain-1 {
+				f = coord.Finish{End: end}
+			}
+			if _, err := c.Finish(ctx, exec, ids[i], f); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+}

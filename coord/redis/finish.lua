@@ -1,0 +1,64 @@
+-- finish.lua: account for one finished message, once per id.
+-- KEYS[1] meta hash: live (count), halt (Failure JSON), last (completer id), status
+-- KEYS[2] done hash: message id -> Record
+-- KEYS[3] ctx hash: final-context key -> JSON value
+-- ARGV[1] id, ARGV[2] spawned, ARGV[3] record, ARGV[4] halt JSON or "",
+-- ARGV[5] TTL ms, ARGV[6] retain ms, then ARGV[7..] End key, JSON value pairs.
+-- Returns {-1} unknown execution, {-2} ended and id is new, else
+-- {duplicate, last, status, failure JSON or "", ctx key, value, ...}
+-- where status and the rest are present only when last is 1.
+local meta, done, ctx = KEYS[1], KEYS[2], KEYS[3]
+local id = ARGV[1]
+
+local function ending(dup)
+  local m = redis.call('HMGET', meta, 'status', 'halt')
+  local reply = {dup, 1, m[1], m[2] or ''}
+  local kv = redis.call('HGETALL', ctx)
+  for i = 1, #kv do
+    reply[#reply + 1] = kv[i]
+  end
+  return reply
+end
+
+local m = redis.call('HMGET', meta, 'live', 'last')
+if not m[1] then
+  return {-1}
+end
+if redis.call('HEXISTS', done, id) == 1 then
+  if m[2] == id then
+    return ending(1)
+  end
+  return {1, 0}
+end
+if tonumber(m[1]) <= 0 then
+  return {-2}
+end
+
+redis.call('HSET', done, id, ARGV[3])
+if ARGV[4] ~= '' then
+  redis.call('HSETNX', meta, 'halt', ARGV[4])
+end
+-- One HSET per key: unpack would hit Lua's stack limit on a large End.
+for i = 7, #ARGV, 2 do
+  redis.call('HSET', ctx, ARGV[i], ARGV[i + 1])
+end
+local live = redis.call('HINCRBY', meta, 'live', tonumber(ARGV[2]) - 1)
+if live > 0 then
+  -- Refreshed on every Finish: wait nodes may pause an execution for days.
+  for i = 1, 3 do
+    redis.call('PEXPIRE', KEYS[i], ARGV[5])
+  end
+  return {0, 0}
+end
+
+local status = 'completed'
+if redis.call('HEXISTS', meta, 'halt') == 1 then
+  status = 'halted'
+end
+redis.call('HSET', meta, 'last', id, 'status', status)
+-- Kept for Retain so redeliveries replay and the completer's duplicate
+-- Finish gets the Outcome again.
+for i = 1, 3 do
+  redis.call('PEXPIRE', KEYS[i], ARGV[6])
+end
+return ending(0)

@@ -1,0 +1,245 @@
+// Package redis is the coord.Coordinator of the distributed runtime, on Redis.
+//
+// Every operation is one round trip: one Lua script (start.lua, begin.lua,
+// finish.lua) that reads and writes an execution's keys atomically. The keys
+// of execution X are
+//
+//	<prefix>:{X}:meta  hash: live (message count), halt (first Failure, JSON),
+//	                   last (the completer's id), status (once ended)
+//	<prefix>:{X}:done  hash: message id -> Record (raw bytes)
+//	<prefix>:{X}:ctx   hash: final-context key -> JSON value
+//
+// They share the {X} hash tag, so a script's keys live in one slot and the
+// scripts work on Redis Cluster. All of them expire: TTL after the last Start
+// or Finish while the execution is live, Retain after it ended.
+package redis
+
+import (
+	_ "embed"
+
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/rune-org/rune/coord"
+	"github.com/rune-org/rune/message"
+)
+
+// Defaults of Options.
+const (
+	DefaultPrefix = "rune"
+	DefaultTTL    = 7 * 24 * time.Hour
+	DefaultRetain = 10 * time.Minute
+)
+
+// Options configures a Coordinator. The zero value gives the defaults.
+type Options struct {
+	// Prefix starts every key. Default "rune". It must not contain '{' or
+	// '}', which would move the hash tag.
+	Prefix string
+	// TTL is how long a live execution's state outlives its last Start or
+	// Finish. Default 7 days: wait nodes may pause an execution for days.
+	TTL time.Duration
+	// Retain is how long an ended execution's state is kept, so that
+	// redeliveries still Replay and the completer's duplicate Finish still
+	// gets the Outcome. Default 10 minutes.
+	Retain time.Duration
+}
+
+var (
+	//go:embed start.lua
+	startLua string
+	//go:embed begin.lua
+	beginLua string
+	//go:embed finish.lua
+	finishLua string
+
+	startScript  = goredis.NewScript(startLua)
+	beginScript  = goredis.NewScript(beginLua)
+	finishScript = goredis.NewScript(finishLua)
+)
+
+// Coordinator implements coord.Coordinator on Redis. It is safe for
+// concurrent use and holds no state of its own: any number of processes may
+// share the same Redis and Prefix.
+type Coordinator struct {
+	client goredis.UniversalClient
+	prefix string
+	ttl    string // milliseconds, as the scripts take them
+	retain string
+}
+
+var _ coord.Coordinator = (*Coordinator)(nil)
+
+// New returns a Coordinator on client. It panics on an invalid Options
+// (a negative duration, a Prefix with '{' or '}'): that is a programming
+// error. The caller keeps ownership of client.
+func New(client goredis.UniversalClient, opts Options) *Coordinator {
+	if opts.Prefix == "" {
+		opts.Prefix = DefaultPrefix
+	}
+	if strings.ContainsAny(opts.Prefix, "{}") {
+		panic(fmt.Sprintf("coord/redis: Options.Prefix %q contains '{' or '}'", opts.Prefix))
+	}
+	if opts.TTL < 0 || opts.Retain < 0 {
+		panic(fmt.Sprintf("coord/redis: Options.TTL (%v) or Options.Retain (%v) is negative", opts.TTL, opts.Retain))
+	}
+	if opts.TTL == 0 {
+		opts.TTL = DefaultTTL
+	}
+	if opts.Retain == 0 {
+		opts.Retain = DefaultRetain
+	}
+	return &Coordinator{
+		client: client,
+		prefix: opts.Prefix,
+		ttl:    millis(opts.TTL),
+		retain: millis(opts.Retain),
+	}
+}
+
+// millis formats d in whole milliseconds, at least 1: PEXPIRE 0 would delete.
+func millis(d time.Duration) string {
+	return strconv.FormatInt(max(d.Milliseconds(), 1), 10)
+}
+
+// Ping checks that Redis answers.
+func (c *Coordinator) Ping(ctx context.Context) error {
+	if err := c.client.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("coord/redis: ping: %w", err)
+	}
+	return nil
+}
+
+// keys returns exec's meta, done and ctx keys.
+func (c *Coordinator) keys(exec string) []string {
+	base := c.prefix + ":{" + exec + "}:"
+	return []string{base + "meta", base + "done", base + "ctx"}
+}
+
+// Start implements coord.Coordinator.
+func (c *Coordinator) Start(ctx context.Context, exec string, n int) error {
+	if exec == "" {
+		return errors.New("coord/redis: Start: empty execution id")
+	}
+	if n < 1 {
+		return fmt.Errorf("coord/redis: Start exec %q: n is %d, want at least 1", exec, n)
+	}
+	if err := startScript.Run(ctx, c.client, c.keys(exec)[:1], n, c.ttl).Err(); err != nil {
+		return fmt.Errorf("coord/redis: Start exec %q: %w", exec, err)
+	}
+	return nil
+}
+
+// Begin implements coord.Coordinator.
+func (c *Coordinator) Begin(ctx context.Context, exec, id string) (coord.Begin, error) {
+	if exec == "" {
+		return coord.Begin{State: coord.Drop}, nil // never started
+	}
+	reply, err := beginScript.Run(ctx, c.client, c.keys(exec)[:2], id).Slice()
+	if err != nil {
+		return coord.Begin{}, fmt.Errorf("coord/redis: Begin exec %q id %q: %w", exec, id, err)
+	}
+	var code int64 = -1
+	if len(reply) > 0 {
+		code, _ = reply[0].(int64)
+	}
+	switch {
+	case code == 0:
+		return coord.Begin{State: coord.Run}, nil
+	case code == 1 && len(reply) == 2:
+		rec, _ := reply[1].(string)
+		return coord.Begin{State: coord.Replay, Record: []byte(rec)}, nil
+	case code == 2:
+		return coord.Begin{State: coord.Drop}, nil
+	}
+	return coord.Begin{}, fmt.Errorf("coord/redis: Begin exec %q id %q: unexpected reply %v", exec, id, reply)
+}
+
+// Finish implements coord.Coordinator.
+func (c *Coordinator) Finish(ctx context.Context, exec, id string, f coord.Finish) (coord.Outcome, error) {
+	where := func(format string, a ...any) error {
+		return fmt.Errorf("coord/redis: Finish exec %q id %q: "+format, append([]any{exec, id}, a...)...)
+	}
+	if f.Spawned < 0 {
+		return coord.Outcome{}, where("Spawned is %d, want at least 0", f.Spawned)
+	}
+	if exec == "" {
+		return coord.Outcome{}, where("%w", coord.ErrUnknownExecution)
+	}
+	args := make([]any, 6, 6+2*len(f.End))
+	args[0], args[1], args[2], args[4], args[5] = id, f.Spawned, f.Record, c.ttl, c.retain
+	args[3] = ""
+	if f.Halt != nil {
+		b, err := json.Marshal(f.Halt)
+		if err != nil {
+			return coord.Outcome{}, where("encode Halt: %w", err)
+		}
+		args[3] = b
+	}
+	for k, v := range f.End {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return coord.Outcome{}, where("encode End key %q: %w", k, err)
+		}
+		args = append(args, k, b)
+	}
+	reply, err := finishScript.Run(ctx, c.client, c.keys(exec), args...).Slice()
+	if err != nil {
+		return coord.Outcome{}, where("%w", err)
+	}
+	o, err := parseOutcome(reply)
+	if err != nil {
+		return coord.Outcome{}, where("%w", err)
+	}
+	return o, nil
+}
+
+// parseOutcome reads finish.lua's reply.
+func parseOutcome(reply []any) (coord.Outcome, error) {
+	if len(reply) == 0 {
+		return coord.Outcome{}, errors.New("empty reply")
+	}
+	code, _ := reply[0].(int64)
+	switch {
+	case code == -1:
+		return coord.Outcome{}, coord.ErrUnknownExecution
+	case code == -2:
+		return coord.Outcome{}, fmt.Errorf("execution has ended: %w", coord.ErrUnknownExecution)
+	case len(reply) < 2 || (code != 0 && code != 1):
+		return coord.Outcome{}, fmt.Errorf("unexpected reply %v", reply)
+	}
+	o := coord.Outcome{Duplicate: code == 1}
+	if last, _ := reply[1].(int64); last != 1 {
+		return o, nil
+	}
+	if len(reply) < 4 || len(reply)%2 != 0 {
+		return coord.Outcome{}, fmt.Errorf("unexpected reply of %d elements", len(reply))
+	}
+	o.Last = true
+	o.Status, _ = reply[2].(string)
+	if failure, _ := reply[3].(string); failure != "" {
+		o.Failure = new(message.Failure)
+		if err := json.Unmarshal([]byte(failure), o.Failure); err != nil {
+			return coord.Outcome{}, fmt.Errorf("decode stored Failure: %w", err)
+		}
+	}
+	kv := reply[4:]
+	o.FinalContext = make(map[string]any, len(kv)/2)
+	for i := 0; i < len(kv); i += 2 {
+		k, _ := kv[i].(string)
+		v, _ := kv[i+1].(string)
+		var val any
+		if err := json.Unmarshal([]byte(v), &val); err != nil {
+			return coord.Outcome{}, fmt.Errorf("decode final context key %q: %w", k, err)
+		}
+		o.FinalContext[k] = val
+	}
+	return o, nil
+}

@@ -1,0 +1,111 @@
+package message
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+)
+
+// Message size limits (RFC 001 §11.1).
+const (
+	// MaxSize is the largest message accepted: RabbitMQ's default maximum.
+	MaxSize = 10 << 20
+	// WarnSize is the recommended ceiling; larger messages should keep big
+	// payloads in object storage and pass references instead.
+	WarnSize = 1 << 20
+)
+
+// ErrTooLarge is wrapped by the decode errors of messages over MaxSize, so a
+// consumer can dead-letter them without retrying.
+var ErrTooLarge = errors.New("message too large")
+
+// SizeWarning reports whether a message of n bytes is over the recommended
+// size, for callers that log a warning.
+func SizeWarning(n int) bool { return n > WarnSize }
+
+// DecodeExecution decodes and validates a NodeExecution.
+func DecodeExecution(data []byte) (*NodeExecution, error) {
+	return decode[NodeExecution](data, "NodeExecution", "execution_started_at")
+}
+
+// DecodeStatus decodes and validates a NodeStatus.
+func DecodeStatus(data []byte) (*NodeStatus, error) {
+	return decode[NodeStatus](data, "NodeStatus", "executed_at", "next_attempt_at", "resume_at")
+}
+
+// DecodeCompletion decodes and validates a Completion.
+func DecodeCompletion(data []byte) (*Completion, error) {
+	return decode[Completion](data, "Completion", "completed_at")
+}
+
+// DecodeTimeout decodes and validates a Timeout.
+func DecodeTimeout(data []byte) (*Timeout, error) {
+	return decode[Timeout](data, "Timeout", "deadline")
+}
+
+func decode[T any, P interface {
+	*T
+	Validate() error
+}](data []byte, kind string, timeFields ...string) (*T, error) {
+	if len(data) > MaxSize {
+		return nil, fmt.Errorf("%w: %s message is %d bytes, over the limit of %d bytes (RFC 001 §11.1)", ErrTooLarge, kind, len(data), MaxSize)
+	}
+	var m T
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("malformed %s message: %s", kind, describe(data, err, timeFields))
+	}
+	if err := P(&m).Validate(); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// describe rewords encoding/json errors to say where the problem is.
+func describe(data []byte, err error, timeFields []string) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("invalid JSON at byte %d: %v", se.Offset, err)
+	case errors.As(err, &te) && te.Field != "":
+		return fmt.Sprintf("field %s: want %s, got %s", te.Field, typeName(te.Type), te.Value)
+	case errors.As(err, &te):
+		return fmt.Sprintf("want a JSON object, got %s", te.Value)
+	}
+	// time.Time's errors do not name the field; find it.
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(data, &fields) == nil {
+		for _, f := range timeFields {
+			var t *time.Time
+			if raw, ok := fields[f]; ok && json.Unmarshal(raw, &t) != nil {
+				return fmt.Sprintf("field %s: want an RFC 3339 time string such as \"2025-10-09T12:34:56Z\", got %s", f, short(string(raw)))
+			}
+		}
+	}
+	return err.Error()
+}
+
+func typeName(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case t == reflect.TypeFor[time.Time]():
+		return "an RFC 3339 time string"
+	case t.Kind() == reflect.String:
+		return "a string"
+	case t.Kind() == reflect.Bool:
+		return "true or false"
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Uint64:
+		return "a whole number within range"
+	case t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64:
+		return "a number"
+	case t.Kind() == reflect.Map || t.Kind() == reflect.Struct:
+		return "an object"
+	case t.Kind() == reflect.Slice:
+		return "an array"
+	}
+	return t.String()
+}
