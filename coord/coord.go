@@ -87,8 +87,9 @@ type Begin struct {
 type Finish struct {
 	// Spawned is how many messages this one published (successors, a retry).
 	Spawned int
-	// Record is opaque to the coordinator; Begin returns it on Replay.
-	Record []byte
+	// Record is opaque to the coordinator; Begin returns its encoding on
+	// Replay. It may be nil.
+	Record Record
 	// End, when the message ended its branch, holds that branch's context to
 	// merge into the execution's final context: a top-level merge in which
 	// the later Finish wins a key. Values are JSON values (as encoding/json
@@ -99,6 +100,19 @@ type Finish struct {
 	// Halt, when set, halts the execution with this reason.
 	Halt *message.Failure
 }
+
+// Record is what Finish stores for Replay. Coordinators that serialise
+// encode it at Finish; in-process ones may keep the value and encode it only
+// when Begin replays it, which keeps encoding off the embedded hot path.
+type Record interface {
+	MarshalBinary() ([]byte, error)
+}
+
+// Bytes is a Record already encoded.
+type Bytes []byte
+
+// MarshalBinary returns b.
+func (b Bytes) MarshalBinary() ([]byte, error) { return b, nil }
 
 // Outcome is the answer to Coordinator.Finish.
 type Outcome struct {

@@ -115,7 +115,7 @@ func testLinearChain(t *testing.T, c coord.Coordinator) {
 	for i := range n {
 		id := fmt.Sprintf("m%d", i)
 		begin(t, c, exec, id, coord.Run)
-		f := coord.Finish{Spawned: 1, Record: []byte(id)}
+		f := coord.Finish{Spawned: 1, Record: coord.Bytes(id)}
 		if i == n-1 {
 			f = coord.Finish{End: map[string]any{"$last": id}}
 		}
@@ -231,7 +231,7 @@ func step(ctx context.Context, c coord.Coordinator, tr tree, j job, halt *messag
 		return fmt.Errorf("Begin(%q, %q): %v", j.exec, j.id, err)
 	}
 	kids := tr.children[j.id]
-	f := coord.Finish{Spawned: len(kids), Record: []byte(j.id), Halt: halt}
+	f := coord.Finish{Spawned: len(kids), Record: coord.Bytes(j.id), Halt: halt}
 	switch b.State {
 	case coord.Run:
 	case coord.Drop:
@@ -304,10 +304,10 @@ func testDuplicateFinish(t *testing.T, c coord.Coordinator) {
 	const exec = "exec-dup"
 	start(t, c, exec, 2) // a, b
 	begin(t, c, exec, "a", coord.Run)
-	notLast(t, "Finish a", finish(t, c, exec, "a", coord.Finish{Spawned: 1, Record: []byte("ra")})) // spawns c
+	notLast(t, "Finish a", finish(t, c, exec, "a", coord.Finish{Spawned: 1, Record: coord.Bytes("ra")})) // spawns c
 	// Were this duplicate counted, the live count would drop to 1 and
 	// Finish b would wrongly be Last.
-	o := finish(t, c, exec, "a", coord.Finish{Spawned: 0, Record: []byte("other"), End: map[string]any{"$dup": true}})
+	o := finish(t, c, exec, "a", coord.Finish{Spawned: 0, Record: coord.Bytes("other"), End: map[string]any{"$dup": true}})
 	if !o.Duplicate || o.Last {
 		t.Fatalf("duplicate Finish a: Outcome %+v, want Duplicate and not Last", o)
 	}
@@ -400,7 +400,7 @@ func testReplayRecord(t *testing.T, c coord.Coordinator) {
 	start(t, c, exec, len(records)+1) // one more keeps the execution live
 	for id, rec := range records {
 		begin(t, c, exec, id, coord.Run)
-		notLast(t, "Finish "+id, finish(t, c, exec, id, coord.Finish{Record: rec}))
+		notLast(t, "Finish "+id, finish(t, c, exec, id, coord.Finish{Record: coord.Bytes(rec)}))
 	}
 	for id, rec := range records {
 		b := begin(t, c, exec, id, coord.Replay)
@@ -423,7 +423,7 @@ func testHalt(t *testing.T, c coord.Coordinator) {
 	begin(t, c, exec, "b", coord.Run)
 	// c is still running when b halts; a spawns d.
 	begin(t, c, exec, "c", coord.Run)
-	notLast(t, "Finish a", finish(t, c, exec, "a", coord.Finish{Spawned: 1, Record: []byte("ra")}))
+	notLast(t, "Finish a", finish(t, c, exec, "a", coord.Finish{Spawned: 1, Record: coord.Bytes("ra")}))
 	failure := &message.Failure{NodeID: "b", Error: message.Error{
 		Message: "boom", Code: "E_BOOM",
 		Details: map[string]any{"status": 500.0, "path": []any{"x", 1.0}},

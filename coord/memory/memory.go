@@ -72,7 +72,7 @@ type execution struct {
 	mu   sync.Mutex
 	live int
 	// finished maps each finished message id to its Record.
-	finished map[string][]byte
+	finished map[string]coord.Record
 	halt     *message.Failure
 	ctx      map[string]any
 	// last is the id whose Finish ended the execution; "" while live.
@@ -136,7 +136,7 @@ func (c *Coordinator) Start(_ context.Context, exec string, n int) error {
 	s := c.shard(exec)
 	s.mu.Lock()
 	if _, ok := s.execs[exec]; !ok {
-		s.execs[exec] = &execution{live: n, finished: make(map[string][]byte, n)}
+		s.execs[exec] = &execution{live: n, finished: make(map[string]coord.Record, n)}
 	}
 	s.mu.Unlock()
 	return nil
@@ -151,7 +151,14 @@ func (c *Coordinator) Begin(_ context.Context, exec, id string) (coord.Begin, er
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if rec, ok := e.finished[id]; ok {
-		return coord.Begin{State: coord.Replay, Record: rec}, nil
+		var raw []byte
+		if rec != nil {
+			var err error
+			if raw, err = rec.MarshalBinary(); err != nil {
+				return coord.Begin{}, fmt.Errorf("coord/memory: Begin exec %q id %q: encode record: %w", exec, id, err)
+			}
+		}
+		return coord.Begin{State: coord.Replay, Record: raw}, nil
 	}
 	if e.halt != nil || e.live <= 0 {
 		return coord.Begin{State: coord.Drop}, nil

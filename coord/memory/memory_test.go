@@ -35,7 +35,7 @@ func TestRetain(t *testing.T) {
 	if err := c.Start(ctx, "live", 1); err != nil {
 		t.Fatal(err)
 	}
-	if o, err := c.Finish(ctx, "e", "a", coord.Finish{Record: []byte("r")}); err != nil || !o.Last {
+	if o, err := c.Finish(ctx, "e", "a", coord.Finish{Record: coord.Bytes("r")}); err != nil || !o.Last {
 		t.Fatalf("Finish: %+v, %v; want Last", o, err)
 	}
 	if b, _ := c.Begin(ctx, "e", "a"); b.State != coord.Replay {
@@ -99,7 +99,7 @@ func BenchmarkBeginFinish(b *testing.B) {
 			if st, err := c.Begin(ctx, exec, ids[i]); err != nil || st.State != coord.Run {
 				b.Fatalf("Begin: %v %v", st.State, err)
 			}
-			f := coord.Finish{Spawned: 1, Record: record}
+			f := coord.Finish{Spawned: 1, Record: coord.Bytes(record)}
 			if i == chain-1 {
 				f = coord.Finish{End: end}
 			}

@@ -173,8 +173,15 @@ func (c *Coordinator) Finish(ctx context.Context, exec, id string, f coord.Finis
 	if exec == "" {
 		return coord.Outcome{}, where("%w", coord.ErrUnknownExecution)
 	}
+	var rec []byte
+	if f.Record != nil {
+		var err error
+		if rec, err = f.Record.MarshalBinary(); err != nil {
+			return coord.Outcome{}, where("encode Record: %w", err)
+		}
+	}
 	args := make([]any, 6, 6+2*len(f.End))
-	args[0], args[1], args[2], args[4], args[5] = id, f.Spawned, f.Record, c.ttl, c.retain
+	args[0], args[1], args[2], args[4], args[5] = id, f.Spawned, rec, c.ttl, c.retain
 	args[3] = ""
 	if f.Halt != nil {
 		b, err := json.Marshal(f.Halt)

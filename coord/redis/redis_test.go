@@ -82,7 +82,7 @@ func TestKeys(t *testing.T) {
 		if err := c.Start(ctx, exec, 1); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Finish(ctx, exec, "a", coord.Finish{Spawned: 2, Record: []byte("r")}); err != nil {
+		if _, err := c.Finish(ctx, exec, "a", coord.Finish{Spawned: 2, Record: coord.Bytes("r")}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := c.Finish(ctx, exec, "b", coord.Finish{End: map[string]any{"$b": 1.0}}); err != nil {
@@ -134,7 +134,7 @@ func TestRetain(t *testing.T) {
 	if err := c.Start(ctx, "e", 1); err != nil {
 		t.Fatal(err)
 	}
-	o, err := c.Finish(ctx, "e", "a", coord.Finish{End: map[string]any{"$a": "x"}, Record: []byte("r")})
+	o, err := c.Finish(ctx, "e", "a", coord.Finish{End: map[string]any{"$a": "x"}, Record: coord.Bytes("r")})
 	if err != nil || !o.Last {
 		t.Fatalf("Finish: %+v, %v; want Last", o, err)
 	}
@@ -206,7 +206,7 @@ func TestOneRoundTrip(t *testing.T) {
 		{"Start", func() error { return c.Start(ctx, "e", 1) }},
 		{"Begin", func() error { _, err := c.Begin(ctx, "e", "a"); return err }},
 		{"Finish", func() error {
-			_, err := c.Finish(ctx, "e", "a", coord.Finish{Spawned: 1, End: map[string]any{"$x": 1.0}, Record: []byte("r")})
+			_, err := c.Finish(ctx, "e", "a", coord.Finish{Spawned: 1, End: map[string]any{"$x": 1.0}, Record: coord.Bytes("r")})
 			return err
 		}},
 		{"last Finish", func() error { _, err := c.Finish(ctx, "e", "b", coord.Finish{}); return err }},
@@ -258,7 +258,7 @@ func benchBeginFinish(b *testing.B, parallelism int) {
 			if st, err := c.Begin(ctx, exec, ids[i]); err != nil || st.State != coord.Run {
 				b.Fatalf("Begin: %v %v", st.State, err)
 			}
-			f := coord.Finish{Spawned: 1, Record: record}
+			f := coord.Finish{Spawned: 1, Record: coord.Bytes(record)}
 			if i == chain-1 {
 				f = coord.Finish{End: end}
 			}

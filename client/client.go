@@ -1,0 +1,68 @@
+// Package client starts executions on a broker and follows them: what
+// `rune run` does in process and `rune start --wait` does against RabbitMQ.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/rune-org/rune/broker"
+	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/message"
+	"github.com/rune-org/rune/worker"
+)
+
+// Start publishes the first messages of execution execID of wf and waits
+// until the broker has accepted them.
+func Start(ctx context.Context, b broker.Broker, e *engine.Engine, wf *engine.Workflow, execID string, input any) error {
+	p := worker.NewPublisher(ctx, b)
+	if err := e.Start(ctx, wf, execID, input, p); err != nil {
+		return err
+	}
+	if err := p.Flush(); err != nil {
+		return fmt.Errorf("start execution %s: publish first messages: %w", execID, err)
+	}
+	return nil
+}
+
+// Run starts execution execID of wf and follows it until its completion,
+// calling onStatus (when not nil) for each node status as it arrives.
+func Run(ctx context.Context, b broker.Broker, e *engine.Engine, wf *engine.Workflow, execID string, input any, onStatus func(*message.NodeStatus)) (*message.Completion, error) {
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// Follow before starting, so no status is missed.
+	events, err := b.Follow(fctx, execID)
+	if err != nil {
+		return nil, fmt.Errorf("follow execution %s: %w", execID, err)
+	}
+	if err := Start(ctx, b, e, wf, execID, input); err != nil {
+		return nil, err
+	}
+	return Wait(ctx, events, onStatus)
+}
+
+// Wait reads followed events until a completion arrives.
+func Wait(ctx context.Context, events <-chan broker.Message, onStatus func(*message.NodeStatus)) (*message.Completion, error) {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case ev, ok := <-events:
+			if !ok {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				return nil, errors.New("the broker stopped delivering this execution's events")
+			}
+			switch body := ev.Body.(type) {
+			case *message.NodeStatus:
+				if onStatus != nil {
+					onStatus(body)
+				}
+			case *message.Completion:
+				return body, nil
+			}
+		}
+	}
+}

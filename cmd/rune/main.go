@@ -1,0 +1,119 @@
+// Command rune runs Rune workflows: in this process (run), or on RabbitMQ,
+// Redis and workers (worker, start); it also validates definitions and
+// measures throughput (bench).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit statuses shared by every subcommand.
+const (
+	exitOK      = 0
+	exitFailed  = 1 // the execution halted or failed, or a server failed
+	exitInvalid = 2 // invalid workflow, input or usage
+)
+
+// usageError is bad command-line input: exit status 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, env *cliEnv, args []string) error
+}
+
+// cliEnv is what a subcommand reads and writes; tests replace it.
+type cliEnv struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	// exit is set by a command that wants a status other than 0/1/2 rules.
+	exit int
+}
+
+func commands() []command {
+	return []command{
+		{"run", "run a workflow in this process (no servers)", cmdRun},
+		{"validate", "check a workflow definition and list every problem", cmdValidate},
+		{"worker", "run nodes from RabbitMQ (distributed runtime)", cmdWorker},
+		{"start", "start an execution on running workers; --wait follows it", cmdStart},
+		{"bench", "measure node executions per second", cmdBench},
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	env := &cliEnv{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
+	code := runMain(ctx, env, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+func runMain(ctx context.Context, env *cliEnv, args []string) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		printUsage(env.stderr)
+		if len(args) == 0 {
+			return exitInvalid
+		}
+		return exitOK
+	}
+	for _, c := range commands() {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(ctx, env, args[1:])
+		var ue usageError
+		switch {
+		case err == nil:
+			return env.exit
+		case errors.Is(err, flag.ErrHelp):
+			return exitOK
+		case errors.As(err, &ue):
+			fmt.Fprintf(env.stderr, "rune %s: %s\n", c.name, ue.msg)
+			return exitInvalid
+		default:
+			fmt.Fprintf(env.stderr, "rune %s: %v\n", c.name, err)
+			return exitFailed
+		}
+	}
+	fmt.Fprintf(env.stderr, "rune: unknown command %q\n\n", args[0])
+	printUsage(env.stderr)
+	return exitInvalid
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintln(w, "Usage: rune <command> [arguments]\n\nCommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'rune <command> -h' for a command's flags. Docs: docs/README.md")
+}
+
+// parseInterspersed parses flags that may come before or after positional
+// arguments ("rune run wf.json --json"), returning the positional ones.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usageError{err.Error()}
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/rune-org/rune/embedded"
+	"github.com/rune-org/rune/message"
+	"github.com/rune-org/rune/nodes"
+	"github.com/rune-org/rune/secrets"
+	"github.com/rune-org/rune/workflow"
+)
+
+func cmdRun(ctx context.Context, env *cliEnv, args []string) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	input := fs.String("input", "", "trigger payload: inline JSON, or @file.json (default {})")
+	asJSON := fs.Bool("json", false, "print exactly the CompletionMessage JSON on stdout")
+	quiet := fs.Bool("quiet", false, "do not show node progress on stderr")
+	fs.Usage = func() {
+		fmt.Fprintln(env.stderr, "Usage: rune run WORKFLOW.json [--input '{\"k\":1}' | --input @payload.json] [--json]\n\nRuns the workflow in this process and waits for it to complete.\nExit status: 0 completed, 1 halted or failed, 2 invalid workflow, input or usage.")
+		fs.PrintDefaults()
+	}
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("want exactly one workflow file, got %d (see rune run -h)", len(pos))
+	}
+	raw, in, err := readWorkflowAndInput(pos[0], *input)
+	if err != nil {
+		return err
+	}
+	// log nodes speak at info level: a user running a workflow wants to see them.
+	nodeLog := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	rt, err := embedded.New(embedded.Options{Logger: cliLogger(env), Secrets: secrets.Env{}, Nodes: nodes.Options{Logger: nodeLog}})
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	wf, err := rt.Engine.Compile(raw)
+	if err != nil {
+		return invalidWorkflow(env, pos[0], err)
+	}
+	prog := newProgress(env.stderr, *quiet)
+	comp, err := rt.RunCompiled(ctx, wf, in, prog.status)
+	prog.finish(comp)
+	if err != nil {
+		return err
+	}
+	return reportCompletion(env, comp, *asJSON)
+}
+
+// readWorkflowAndInput reads the definition file and the --input payload.
+func readWorkflowAndInput(path, input string) ([]byte, any, error) {
+	raw, err := readFileLimited(path, workflow.MaxDefinitionSize)
+	if err != nil {
+		return nil, nil, usagef("%v", err)
+	}
+	in, err := readInput(input)
+	if err != nil {
+		return nil, nil, err
+	}
+	return raw, in, nil
+}
+
+// invalidWorkflow prints every problem of a definition and exits 2.
+func invalidWorkflow(env *cliEnv, path string, err error) error {
+	var ps workflow.Problems
+	if errors.As(err, &ps) {
+		fmt.Fprintf(env.stderr, "%s: %d problem(s):\n", path, len(ps))
+		for _, p := range ps {
+			fmt.Fprintf(env.stderr, "  %s\n", p)
+		}
+		env.exit = exitInvalid
+		return nil
+	}
+	return usagef("%s: %v", path, err)
+}
+
+// reportCompletion prints the completion and sets the exit status from it.
+func reportCompletion(env *cliEnv, comp *message.Completion, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(env.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(comp); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(env.stdout, "execution %s %s in %d ms\n", comp.ExecutionID, comp.Status, comp.TotalDurationMS)
+		if f := comp.FailureReason; f != nil {
+			fmt.Fprintf(env.stdout, "stopped by node %s: %s: %s\n", f.NodeID, f.Code, f.Message)
+		}
+		out, _ := json.MarshalIndent(comp.FinalContext, "", "  ")
+		fmt.Fprintf(env.stdout, "final context:\n%s\n", out)
+	}
+	if comp.Status != message.CompletionCompleted {
+		env.exit = exitFailed
+	}
+	return nil
+}
+
+func cmdValidate(ctx context.Context, env *cliEnv, args []string) error {
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(env.stderr, "Usage: rune validate WORKFLOW.json\n\nExit status 0 when valid; 2 with every problem listed.")
+	}
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("want exactly one workflow file, got %d", len(pos))
+	}
+	raw, err := readFileLimited(pos[0], workflow.MaxDefinitionSize)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	rt, err := embedded.New(embedded.Options{Logger: cliLogger(env)})
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	if _, err := rt.Engine.Compile(raw); err != nil {
+		return invalidWorkflow(env, pos[0], err)
+	}
+	fmt.Fprintf(env.stdout, "%s: valid\n", pos[0])
+	return nil
+}
+
+// cliLogger logs warnings and errors to stderr; RUNE_LOG_LEVEL=debug|info shows more.
+func cliLogger(env *cliEnv) *slog.Logger {
+	level := slog.LevelWarn
+	if v := env.getenv("RUNE_LOG_LEVEL"); v != "" {
+		_ = level.UnmarshalText([]byte(v))
+	}
+	return slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// isTerminal reports whether f is a character device (a terminal).
+func isTerminal(f any) bool {
+	file, ok := f.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := file.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,57 @@
+package engine_test
+
+import (
+	"context"
+	"testing"
+
+	coordmem "github.com/rune-org/rune/coord/memory"
+	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/nodes"
+)
+
+// BenchmarkHandleSet measures one engine step: a set node with an
+// expression, from message in to effects out, with in-process coordination.
+func BenchmarkHandleSet(b *testing.B) {
+	co := coordmem.New(coordmem.Options{})
+	defer co.Close()
+	eng, err := engine.New(engine.Config{Registry: nodes.NewRegistry(nodes.Options{}), Coord: co})
+	if err != nil {
+		b.Fatal(err)
+	}
+	wf, err := eng.Compile([]byte(`{"id":"bench","nodes":[
+		{"id":"start","type":"trigger","trigger":true},
+		{"id":"a","type":"set","parameters":{"values":{"value":"{{ $trigger.seed + 1 }}","label":"step a"}}}],
+		"edges":[{"id":"e1","src":"start","dst":"a"}]}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		var start engine.Effects
+		if err := eng.Start(ctx, wf, "exec_bench_"+itoa(i), map[string]any{"seed": 1.0}, &start); err != nil {
+			b.Fatal(err)
+		}
+		var f engine.Effects
+		if err := eng.Handle(ctx, start.Next[0].Msg, &f); err != nil {
+			b.Fatal(err)
+		}
+		if f.Completion == nil {
+			b.Fatal("no completion")
+		}
+	}
+}
+
+func itoa(i int) string {
+	var buf [20]byte
+	n := len(buf)
+	for {
+		n--
+		buf[n] = byte('0' + i%10)
+		i /= 10
+		if i == 0 {
+			return string(buf[n:])
+		}
+	}
+}

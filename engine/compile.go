@@ -1,0 +1,109 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"hash/maphash"
+	"sync"
+
+	"github.com/rune-org/rune/node"
+	"github.com/rune-org/rune/workflow"
+)
+
+// Workflow is a decoded, validated and compiled definition: every expression
+// of every node compiled once.
+type Workflow struct {
+	Def   *workflow.Definition
+	Graph *workflow.Graph
+	// Raw is the definition as it travels in messages.
+	Raw     json.RawMessage
+	runners map[string]node.Runner
+	// uses* are false when no expression can mention $node, $execution or
+	// $now, which spares building them for every node run.
+	usesNodeMap, usesExecution, usesNow bool
+}
+
+// Compile decodes, validates and compiles a definition. Results are cached by
+// content, so a definition carried by every message is compiled once.
+// The error is a workflow.Problems listing every problem when the definition
+// is invalid.
+func (e *Engine) Compile(raw []byte) (*Workflow, error) {
+	if wf := e.cache.get(raw); wf != nil {
+		return wf, nil
+	}
+	def, err := workflow.Load(raw, e.cfg.Registry)
+	if err != nil {
+		return nil, err
+	}
+	wf := &Workflow{
+		Def:     def,
+		Graph:   workflow.NewGraph(def),
+		Raw:     append(json.RawMessage(nil), raw...),
+		runners: make(map[string]node.Runner, len(def.Nodes)),
+		// A textual test is enough: a false positive only costs the value.
+		usesNodeMap:   bytes.Contains(raw, []byte("$node")),
+		usesExecution: bytes.Contains(raw, []byte("$execution")),
+		usesNow:       bytes.Contains(raw, []byte("$now")),
+	}
+	for i := range def.Nodes {
+		n := &def.Nodes[i]
+		if n.Trigger || isInfrastructure(n.Type) {
+			continue
+		}
+		t, _ := e.cfg.Registry.Lookup(n.Type) // Validate checked it exists
+		r, err := t.Compile(n, e.compiler)
+		if err != nil {
+			return nil, workflow.Problems{{Path: fmt.Sprintf("nodes[%d]", i), Message: err.Error()}}
+		}
+		wf.runners[n.ID] = r
+	}
+	e.cache.put(wf)
+	return wf, nil
+}
+
+// isInfrastructure reports node types the engine itself implements with the
+// coordinator rather than through a Runner.
+func isInfrastructure(typ string) bool {
+	switch typ {
+	case "split", "aggregator", "merge", "wait", "delay":
+		return true
+	}
+	return false
+}
+
+// cache holds compiled workflows by the hash of their raw definition.
+type cache struct {
+	seed maphash.Seed
+	max  int
+	mu   sync.RWMutex
+	m    map[uint64]*Workflow
+}
+
+func newCache(max int) *cache {
+	return &cache{seed: maphash.MakeSeed(), max: max, m: map[uint64]*Workflow{}}
+}
+
+func (c *cache) get(raw []byte) *Workflow {
+	h := maphash.Bytes(c.seed, raw)
+	c.mu.RLock()
+	wf := c.m[h]
+	c.mu.RUnlock()
+	if wf != nil && bytes.Equal(wf.Raw, raw) {
+		return wf
+	}
+	return nil
+}
+
+func (c *cache) put(wf *Workflow) {
+	h := maphash.Bytes(c.seed, wf.Raw)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= c.max {
+		for k := range c.m { // evict an arbitrary entry; definitions are cheap to recompile
+			delete(c.m, k)
+			break
+		}
+	}
+	c.m[h] = wf
+}

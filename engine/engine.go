@@ -1,0 +1,121 @@
+// Package engine is the heart of Rune: one NodeExecutionMessage in, its effects
+// out (statuses, successor messages, a completion). It owns routing, context
+// accumulation, the lineage stack, error strategies, retries and completion
+// accounting; node types know nothing of queues, and runtimes know nothing of
+// workflow semantics (RFC 001 §7).
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/rune-org/rune/coord"
+	"github.com/rune-org/rune/expr"
+	"github.com/rune-org/rune/message"
+	"github.com/rune-org/rune/node"
+)
+
+// Config configures an Engine.
+type Config struct {
+	// Registry holds the node types. Required.
+	Registry *node.Registry
+	// Coord does completion accounting and cancellation. Required.
+	Coord coord.Coordinator
+	// Secrets resolves credential references; nil means nodes get none.
+	Secrets node.Secrets
+	// Logger receives engine logs. Default slog.Default().
+	Logger *slog.Logger
+	// Limits bound expression evaluation. Zero means expr's defaults.
+	Limits expr.Limits
+	// DefaultNodeTimeout bounds one attempt of a node without its own
+	// "timeout". Default 5 minutes.
+	DefaultNodeTimeout time.Duration
+	// Now returns the current time. Default time.Now.
+	Now func() time.Time
+	// CacheSize is how many compiled workflow definitions are kept. Default 256.
+	CacheSize int
+}
+
+// Sink receives the effects of handling one message, in order. The runtime
+// decides how to publish them; it must not acknowledge the message until every
+// effect is safely published.
+type Sink interface {
+	// Status reports node progress.
+	Status(s *message.NodeStatus)
+	// Execute sends a message to run a node, held back for delay (retries).
+	Execute(m *message.NodeExecution, delay time.Duration)
+	// Complete ends the execution.
+	Complete(c *message.Completion)
+}
+
+// ErrInvalid marks a message that can never be handled (bad definition,
+// unknown node, malformed fields). Runtimes dead-letter such messages.
+var ErrInvalid = errors.New("invalid message")
+
+// Engine turns messages into effects. It is safe for concurrent use.
+type Engine struct {
+	cfg      Config
+	log      *slog.Logger
+	compiler *expr.Compiler
+	cache    *cache
+}
+
+// New returns an Engine.
+func New(cfg Config) (*Engine, error) {
+	if cfg.Registry == nil {
+		return nil, errors.New("engine: Config.Registry is required")
+	}
+	if cfg.Coord == nil {
+		return nil, errors.New("engine: Config.Coord is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.DefaultNodeTimeout <= 0 {
+		cfg.DefaultNodeTimeout = 5 * time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.CacheSize <= 0 {
+		cfg.CacheSize = 256
+	}
+	return &Engine{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		compiler: expr.NewCompiler(cfg.Limits),
+		cache:    newCache(cfg.CacheSize),
+	}, nil
+}
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+// Handle runs the node that m names and reports every effect to sink.
+//
+// A returned error wrapping ErrInvalid means m can never be handled; any other
+// error (coordination unreachable, ctx done) means m should be delivered
+// again later. A node's own failure is not an error of Handle: it becomes a
+// failed status and follows the node's error strategy.
+func (e *Engine) Handle(ctx context.Context, m *message.NodeExecution, sink Sink) error {
+	if err := m.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	wf, err := e.Compile(m.WorkflowDefinition)
+	if err != nil {
+		return fmt.Errorf("%w: message %s: %v", ErrInvalid, m.MessageID, err)
+	}
+	n, ok := wf.Graph.Node(m.CurrentNode)
+	if !ok {
+		return invalidf("message %s: current_node %q is not a node of workflow %q", m.MessageID, m.CurrentNode, wf.Def.ID)
+	}
+	if n.Trigger {
+		return invalidf("message %s: current_node %q is the trigger, which is never executed", m.MessageID, n.ID)
+	}
+	st := &step{e: e, wf: wf, m: m, node: n, sink: sink}
+	return st.handle(ctx)
+}

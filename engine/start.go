@@ -1,0 +1,83 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/rune-org/rune/message"
+)
+
+// NewExecutionID returns a fresh execution id: "exec_" + time + randomness,
+// sortable by start time.
+func NewExecutionID(now time.Time) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "exec_" + now.UTC().Format("20060102T150405") + "_" + hex.EncodeToString(b[:])
+}
+
+// Start begins execution execID of wf with trigger payload input (decoded
+// JSON). It registers the execution with the coordinator, reports the
+// trigger's success and one first message per successor of the trigger to
+// sink (or the completion, when the trigger has no successor).
+func (e *Engine) Start(ctx context.Context, wf *Workflow, execID string, input any, sink Sink) error {
+	trig := wf.Graph.Trigger()
+	if trig == nil {
+		return invalidf("workflow %q has no trigger", wf.Def.ID)
+	}
+	edges := wf.Graph.Outgoing(trig.ID)
+	if len(edges) > 0 {
+		if err := e.cfg.Coord.Start(ctx, execID, len(edges)); err != nil {
+			return fmt.Errorf("engine: start execution %s: %w", execID, err)
+		}
+	}
+	now := e.cfg.Now().UTC()
+	acc := map[string]any{"$trigger": input}
+	sink.Status(&message.NodeStatus{
+		WorkflowID: wf.Def.ID, ExecutionID: execID, NodeID: trig.ID,
+		Status: message.StatusSuccess, Output: input, ExecutedAt: now, Attempt: 1,
+	})
+	if len(edges) == 0 {
+		sink.Complete(&message.Completion{
+			WorkflowID: wf.Def.ID, ExecutionID: execID, Status: message.CompletionCompleted,
+			FinalContext: acc, CompletedAt: now,
+		})
+		return nil
+	}
+	for _, edge := range edges {
+		sink.Execute(&message.NodeExecution{
+			MessageID:          childID(execID, edge.ID),
+			WorkflowID:         wf.Def.ID,
+			ExecutionID:        execID,
+			CurrentNode:        edge.Dst,
+			FromNode:           trig.ID,
+			Attempt:            1,
+			StartedAt:          now,
+			WorkflowDefinition: wf.Raw,
+			AccumulatedContext: acc,
+		}, 0)
+	}
+	return nil
+}
+
+// Effects records what handling produced; it implements Sink. Tests and
+// simple callers use it.
+type Effects struct {
+	Statuses   []*message.NodeStatus
+	Next       []Delayed
+	Completion *message.Completion
+}
+
+// Delayed is a message to run a node, held back for Delay.
+type Delayed struct {
+	Msg   *message.NodeExecution
+	Delay time.Duration
+}
+
+func (f *Effects) Status(s *message.NodeStatus) { f.Statuses = append(f.Statuses, s) }
+func (f *Effects) Execute(m *message.NodeExecution, d time.Duration) {
+	f.Next = append(f.Next, Delayed{Msg: m, Delay: d})
+}
+func (f *Effects) Complete(c *message.Completion) { f.Completion = c }

@@ -1,0 +1,82 @@
+package nodes
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+
+	"github.com/rune-org/rune/expr"
+	"github.com/rune-org/rune/node"
+	"github.com/rune-org/rune/workflow"
+)
+
+// logType writes a rendered message to the log.
+type logType struct {
+	logger *slog.Logger
+}
+
+var logLevels = map[string]slog.Level{
+	"debug": slog.LevelDebug,
+	"info":  slog.LevelInfo,
+	"warn":  slog.LevelWarn,
+	"error": slog.LevelError,
+}
+
+func (*logType) Check(c *workflow.NodeCheck) {
+	p := newParamCheck(c, "message", "level")
+	if msg, ok := p.string("message", true); ok {
+		p.template("parameters.message", msg)
+	}
+	if lvl, ok := p.string("level", false); ok {
+		if _, known := logLevels[lvl]; !known {
+			c.Report("parameters.level", "unknown level %q (known: debug, info, warn, error)", lvl)
+		}
+	}
+}
+
+func (t *logType) Compile(n *workflow.Node, c *expr.Compiler) (node.Runner, error) {
+	msg, _ := n.Parameters["message"].(string)
+	v, err := c.Value(msg)
+	if err != nil {
+		return nil, compileErr(n, "message", err)
+	}
+	level, _ := n.Parameters["level"].(string)
+	if level == "" {
+		level = "info"
+	}
+	return &logRunner{logger: t.logger, message: v, level: level, slevel: logLevels[level]}, nil
+}
+
+type logRunner struct {
+	logger  *slog.Logger
+	message expr.Value
+	level   string
+	slevel  slog.Level
+}
+
+func (r *logRunner) Run(ctx context.Context, in *node.Input) (node.Result, error) {
+	v, err := r.message.Eval(in.Env)
+	if err != nil {
+		return node.Result{}, exprError("message", err)
+	}
+	msg, ok := v.(string)
+	if !ok {
+		// A message that is exactly one {{ }} may yield any JSON value.
+		b, err := json.Marshal(v)
+		if err != nil {
+			return node.Result{}, invalidParam("message", "cannot render %s as text", jsonType(v))
+		}
+		msg = string(b)
+	}
+	logger := r.logger
+	if logger == nil {
+		logger = in.Logger
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger.LogAttrs(ctx, r.slevel, msg,
+		slog.String("execution_id", in.ExecutionID),
+		slog.String("node_id", in.NodeID))
+	return node.Result{Output: map[string]any{"message": msg, "level": r.level}}, nil
+}

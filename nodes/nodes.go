@@ -1,0 +1,214 @@
+// Package nodes implements the built-in node types of dsl.md ("Node types"):
+// trigger, http, conditional, switch, set and log.
+package nodes
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/rune-org/rune/expr"
+	"github.com/rune-org/rune/node"
+	"github.com/rune-org/rune/workflow"
+)
+
+// Options configure the built-in node types. Zero fields take their defaults.
+type Options struct {
+	// HTTPTimeout bounds one HTTP request of an http node that sets no
+	// "timeout" parameter. Default 30 s.
+	HTTPTimeout time.Duration
+	// MaxResponseBytes is the largest response body an http node accepts.
+	// Default 10 MiB.
+	MaxResponseBytes int64
+	// HTTPClient sends the http nodes' requests. Nil means a client of its own
+	// (a clone of http.DefaultTransport); timeouts come from the options above
+	// either way.
+	HTTPClient *http.Client
+	// Logger receives the log nodes' lines. Nil means the Input's Logger, or
+	// slog.Default() when that is nil too.
+	Logger *slog.Logger
+}
+
+// Defaults of Options.
+const (
+	DefaultHTTPTimeout      = 30 * time.Second
+	DefaultMaxResponseBytes = 10 << 20
+)
+
+func (o Options) withDefaults() Options {
+	if o.HTTPTimeout <= 0 {
+		o.HTTPTimeout = DefaultHTTPTimeout
+	}
+	if o.MaxResponseBytes <= 0 {
+		o.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if o.HTTPClient == nil {
+		o.HTTPClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	}
+	return o
+}
+
+// Register adds the built-in node types to r.
+func Register(r *node.Registry, opts Options) {
+	opts = opts.withDefaults()
+	r.Register("trigger", triggerType{})
+	r.Register("http", &httpType{opts: opts})
+	r.Register("conditional", conditionalType{})
+	r.Register("switch", switchType{})
+	r.Register("set", setType{})
+	r.Register("log", &logType{logger: opts.Logger})
+}
+
+// NewRegistry returns a registry holding the built-in node types.
+func NewRegistry(opts Options) *node.Registry {
+	r := node.NewRegistry()
+	Register(r, opts)
+	return r
+}
+
+// Error codes of the built-in node types, beyond the http ones.
+const (
+	CodeExpression       = "EXPRESSION"
+	CodeExpressionType   = "EXPRESSION_TYPE"
+	CodeInvalidParameter = "INVALID_PARAMETER"
+)
+
+// paramCheck helps a type's Check walk a node's parameters.
+type paramCheck struct {
+	c      *workflow.NodeCheck
+	params map[string]any
+}
+
+func newParamCheck(c *workflow.NodeCheck, known ...string) paramCheck {
+	p := paramCheck{c: c, params: c.Node.Parameters}
+	names := make([]string, 0, len(p.params))
+	for name := range p.params {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if !contains(known, name) {
+			if len(known) == 0 {
+				c.Report("parameters."+name, "unknown parameter: %s nodes take no parameters", c.Node.Type)
+			} else {
+				c.Report("parameters."+name, "unknown parameter (known: %v)", known)
+			}
+		}
+	}
+	return p
+}
+
+func contains(list []string, s string) bool {
+	for _, e := range list {
+		if e == s {
+			return true
+		}
+	}
+	return false
+}
+
+// string returns the string parameter name; ok is false when it is absent or
+// not a string (reported).
+func (p paramCheck) string(name string, required bool) (string, bool) {
+	v, present := p.params[name]
+	if !present || v == nil {
+		if required {
+			p.c.Report("parameters."+name, "required")
+		}
+		return "", false
+	}
+	s, ok := v.(string)
+	if !ok {
+		p.c.Report("parameters."+name, "must be a string, not %s", jsonType(v))
+		return "", false
+	}
+	if required && s == "" {
+		p.c.Report("parameters."+name, "required")
+		return "", false
+	}
+	return s, true
+}
+
+// edge checks that the edge named at field leaves the node.
+func (p paramCheck) edge(field, id string) {
+	if !p.c.LeavesNode(id) {
+		p.c.Report(field, "edge %q does not leave node %q", id, p.c.Node.ID)
+	}
+}
+
+// template reports a parameter value that does not compile.
+func (p paramCheck) template(field string, v any) {
+	if err := expr.Check(v); err != nil {
+		p.c.Report(field, "%v", err)
+	}
+}
+
+// expression reports a bare expression that does not compile.
+func (p paramCheck) expression(field, src string) {
+	if err := expr.CheckExpression(src); err != nil {
+		p.c.Report(field, "%v", err)
+	}
+}
+
+// jsonType names v's JSON type for messages.
+func jsonType(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case string:
+		return "a string"
+	case float64, float32, int, int64, int32:
+		return "a number"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("a %T", v)
+}
+
+// exprError turns an evaluation failure of the parameter at field into a
+// node error: limits and missing paths alike are EXPRESSION, not retryable,
+// since the same context gives the same result.
+func exprError(field string, err error) error {
+	return &node.Error{
+		Code:    CodeExpression,
+		Message: "parameters." + field + ": " + err.Error(),
+		Details: map[string]any{"parameter": "parameters." + field},
+	}
+}
+
+// invalidParam is a parameter that rendered to something unusable.
+func invalidParam(field, format string, args ...any) error {
+	return &node.Error{
+		Code:    CodeInvalidParameter,
+		Message: "parameters." + field + ": " + fmt.Sprintf(format, args...),
+		Details: map[string]any{"parameter": "parameters." + field},
+	}
+}
+
+// compileErr wraps a compile failure of a node that Check would have rejected.
+func compileErr(n *workflow.Node, field string, err error) error {
+	return fmt.Errorf("node %q: parameters.%s: %w", n.ID, field, err)
+}
+
+// evalBool evaluates a condition; a non-boolean result is EXPRESSION_TYPE.
+func evalBool(v expr.Value, env map[string]any, field string) (bool, error) {
+	r, err := v.Eval(env)
+	if err != nil {
+		return false, exprError(field, err)
+	}
+	b, ok := r.(bool)
+	if !ok {
+		return false, &node.Error{
+			Code:    CodeExpressionType,
+			Message: fmt.Sprintf("parameters.%s: must be a boolean, got %s", field, jsonType(r)),
+			Details: map[string]any{"parameter": "parameters." + field},
+		}
+	}
+	return b, nil
+}

@@ -1,0 +1,135 @@
+package nodes
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/rune-org/rune/expr"
+	"github.com/rune-org/rune/node"
+	"github.com/rune-org/rune/workflow"
+)
+
+// checkNode runs the registry's check of n, with edges e_<x> leaving it for
+// each name in out, and returns the problems.
+func checkNode(t *testing.T, n workflow.Node, out ...string) workflow.Problems {
+	t.Helper()
+	var ps workflow.Problems
+	var edges []workflow.Edge
+	for _, id := range out {
+		edges = append(edges, workflow.Edge{ID: id, Src: n.ID, Dst: "x"})
+	}
+	NewRegistry(Options{}).CheckNode(workflow.NewNodeCheck(&n, "nodes[1]", edges, &ps))
+	return ps
+}
+
+// wantProblems checks that ps has exactly the given paths, each message
+// containing the given text.
+func wantProblems(t *testing.T, ps workflow.Problems, want map[string]string) {
+	t.Helper()
+	got := map[string]string{}
+	for _, p := range ps {
+		got[p.Path] = p.Message
+	}
+	for path, text := range want {
+		msg, ok := got[path]
+		if !ok {
+			t.Errorf("no problem at %s (want %q); got %v", path, text, ps)
+			continue
+		}
+		if !strings.Contains(msg, text) {
+			t.Errorf("%s: %q, want it to contain %q", path, msg, text)
+		}
+	}
+	for path, msg := range got {
+		if _, ok := want[path]; !ok {
+			t.Errorf("unexpected problem %s: %s", path, msg)
+		}
+	}
+}
+
+func compileNode(t *testing.T, reg *node.Registry, n workflow.Node) node.Runner {
+	t.Helper()
+	typ, ok := reg.Lookup(n.Type)
+	if !ok {
+		t.Fatalf("type %q not registered", n.Type)
+	}
+	if ps := checkNode(t, n, outgoingOf(n)...); len(ps) > 0 {
+		t.Fatalf("check: %v", ps)
+	}
+	r, err := typ.Compile(&n, expr.NewCompiler(expr.Limits{}))
+	if err != nil {
+		t.Fatalf("compile: %v", err)
+	}
+	return r
+}
+
+// outgoingOf lists every edge id the test node's parameters name.
+func outgoingOf(n workflow.Node) []string {
+	var ids []string
+	for _, k := range []string{"true_edge_id", "false_edge_id", "default_edge"} {
+		if s, ok := n.Parameters[k].(string); ok {
+			ids = append(ids, s)
+		}
+	}
+	if cases, ok := n.Parameters["cases"].([]any); ok {
+		for _, c := range cases {
+			if m, ok := c.(map[string]any); ok {
+				if s, ok := m["edge"].(string); ok {
+					ids = append(ids, s)
+				}
+			}
+		}
+	}
+	return ids
+}
+
+func run(t *testing.T, r node.Runner, env map[string]any) (node.Result, error) {
+	t.Helper()
+	return r.Run(context.Background(), &node.Input{Env: env, NodeID: "n", ExecutionID: "ex1", Attempt: 1})
+}
+
+func nodeError(t *testing.T, err error, code string, retryable bool) *node.Error {
+	t.Helper()
+	var ne *node.Error
+	if !errors.As(err, &ne) {
+		t.Fatalf("error %v (%T), want a *node.Error %s", err, err, code)
+	}
+	if ne.Code != code || ne.Retryable != retryable {
+		t.Fatalf("error %s (retryable %v): %s; want %s (retryable %v)", ne.Code, ne.Retryable, ne.Message, code, retryable)
+	}
+	return ne
+}
+
+func TestRegistry(t *testing.T) {
+	want := []string{"conditional", "http", "log", "set", "switch", "trigger"}
+	if got := NewRegistry(Options{}).Names(); !reflect.DeepEqual(got, want) {
+		t.Errorf("Names() = %v, want %v", got, want)
+	}
+}
+
+// TestCheckNeverPanics feeds every type parameters of every wrong shape.
+func TestCheckNeverPanics(t *testing.T) {
+	odd := []any{nil, 1.0, "x", "{{", true, []any{nil, 1.0, map[string]any{}}, map[string]any{"": nil, "x": []any{map[string]any{"y": "{{ +"}}}}
+	for _, typ := range NewRegistry(Options{}).Names() {
+		for _, param := range []string{"expression", "true_edge_id", "cases", "default_edge", "values", "keep", "message", "level",
+			"method", "url", "headers", "query", "body", "timeout", "unknown"} {
+			for _, v := range odd {
+				n := workflow.Node{ID: "n", Type: typ, Parameters: map[string]any{param: v}}
+				checkNode(t, n)
+			}
+		}
+		checkNode(t, workflow.Node{ID: "n", Type: typ})
+	}
+}
+
+func TestTrigger(t *testing.T) {
+	wantProblems(t, checkNode(t, workflow.Node{ID: "n", Type: "trigger", Parameters: map[string]any{"x": 1.0}}),
+		map[string]string{"nodes[1].parameters.x": "unknown parameter"})
+	r := compileNode(t, NewRegistry(Options{}), workflow.Node{ID: "start", Type: "trigger"})
+	if _, err := run(t, r, nil); err == nil || !strings.Contains(err.Error(), "start") {
+		t.Errorf("running a trigger: %v, want an error naming it", err)
+	}
+}

@@ -1,0 +1,151 @@
+// Package worker connects the engine to a broker: it consumes node execution
+// messages, lets the engine handle each, publishes the effects and
+// acknowledges a message only once every effect is safely published
+// (RFC 001 §7.1). The embedded and the distributed runtimes both run it.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"time"
+
+	"github.com/rune-org/rune/broker"
+	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/message"
+)
+
+// Config configures a worker.
+type Config struct {
+	// Broker delivers and carries messages. Required.
+	Broker broker.Broker
+	// Engine handles messages. Required.
+	Engine *engine.Engine
+	// Concurrency is how many messages are handled at once.
+	// Default 8 × GOMAXPROCS: most nodes wait on I/O, not CPU.
+	Concurrency int
+	// Prefetch is how many unacked messages the broker may hand over.
+	// Default 2 × Concurrency.
+	Prefetch int
+	// DrainTimeout bounds how long the messages in hand may run on after ctx
+	// is done; what is still running then is handed back to the broker.
+	// Default 30s.
+	DrainTimeout time.Duration
+	// Logger receives worker logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) defaults() error {
+	if c.Broker == nil || c.Engine == nil {
+		return errors.New("worker: Config.Broker and Config.Engine are required")
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 8 * runtime.GOMAXPROCS(0)
+	}
+	if c.Prefetch <= 0 {
+		c.Prefetch = 2 * c.Concurrency
+	}
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Run consumes node execution messages until ctx is done, then stops taking
+// new ones, lets the messages in hand finish (within DrainTimeout) and
+// returns nil.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.defaults(); err != nil {
+		return err
+	}
+	// Work outlives ctx by up to DrainTimeout: a shutdown lets nodes finish
+	// rather than abandoning them half-done.
+	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(cfg.DrainTimeout, cancelWork)
+		context.AfterFunc(work, func() { t.Stop() })
+	})
+	defer stop()
+	opts := broker.ConsumeOptions{Concurrency: cfg.Concurrency, Prefetch: cfg.Prefetch}
+	return cfg.Broker.Consume(ctx, broker.Execution, opts, func(_ context.Context, d *broker.Delivery) error {
+		return handle(work, cfg, d)
+	})
+}
+
+func handle(ctx context.Context, cfg Config, d *broker.Delivery) error {
+	m, ok := d.Body.(*message.NodeExecution)
+	if !ok {
+		return fmt.Errorf("%w: body of %T on %s", broker.ErrReject, d.Body, d.Topic)
+	}
+	s := &Publisher{ctx: ctx, b: cfg.Broker}
+	err := cfg.Engine.Handle(ctx, m, s)
+	if errors.Is(err, engine.ErrInvalid) {
+		cfg.Logger.Error("rejecting message", "message_id", d.ID, "execution_id", m.ExecutionID, "err", err)
+		return fmt.Errorf("%w: %v", broker.ErrReject, err)
+	}
+	if err == nil {
+		err = s.Flush()
+	}
+	if err != nil && ctx.Err() == nil {
+		cfg.Logger.Warn("message will be delivered again", "message_id", d.ID, "execution_id", m.ExecutionID, "err", err)
+	}
+	return err
+}
+
+// Publisher is an engine.Sink that publishes to a broker: the running status
+// at once (so followers see progress while the node runs), everything else in
+// one pipelined batch at Flush.
+type Publisher struct {
+	ctx     context.Context
+	b       broker.Broker
+	batch   []broker.Message
+	pending []broker.Pending
+}
+
+// NewPublisher returns a Publisher on b; ctx bounds its publishes.
+func NewPublisher(ctx context.Context, b broker.Broker) *Publisher {
+	return &Publisher{ctx: ctx, b: b}
+}
+
+// Status implements engine.Sink.
+func (p *Publisher) Status(s *message.NodeStatus) {
+	msg := broker.Message{Topic: broker.Status, Key: s.ExecutionID, Body: s}
+	if s.Status == message.StatusRunning {
+		p.pending = append(p.pending, p.b.Publish(p.ctx, msg))
+		return
+	}
+	p.batch = append(p.batch, msg)
+}
+
+// Execute implements engine.Sink.
+func (p *Publisher) Execute(m *message.NodeExecution, delay time.Duration) {
+	p.batch = append(p.batch, broker.Message{Topic: broker.Execution, ID: m.MessageID, Key: m.ExecutionID, Body: m, Delay: delay})
+}
+
+// Complete implements engine.Sink.
+func (p *Publisher) Complete(c *message.Completion) {
+	p.batch = append(p.batch, broker.Message{Topic: broker.Completion, ID: c.ExecutionID, Key: c.ExecutionID, Body: c})
+}
+
+// Flush publishes what is batched and waits until the broker has accepted
+// every message this Publisher sent.
+func (p *Publisher) Flush() error {
+	if len(p.batch) > 0 {
+		p.pending = append(p.pending, p.b.Publish(p.ctx, p.batch...))
+		p.batch = nil
+	}
+	var first error
+	for _, pd := range p.pending {
+		if err := pd.Wait(p.ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	p.pending = p.pending[:0]
+	return first
+}
