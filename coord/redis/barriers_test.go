@@ -1,0 +1,291 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/rune-org/rune/coord"
+	"github.com/rune-org/rune/coord/coordtest"
+	"github.com/rune-org/rune/coord/redis"
+	"github.com/rune-org/rune/internal/testinfra"
+)
+
+func newBarriers(t testing.TB, opts redis.BarrierOptions) (*redis.Barriers, *goredis.Client, string) {
+	t.Helper()
+	opts.Prefix = testinfra.Name(t)
+	client := newClient(t, opts.Prefix)
+	return redis.NewBarriers(client, opts), client, opts.Prefix
+}
+
+func TestBarriersConformance(t *testing.T) {
+	coordtest.RunBarriers(t, func(t *testing.T) coord.Barriers {
+		b, _, _ := newBarriers(t, redis.BarrierOptions{})
+		return b
+	})
+}
+
+func TestBlobsConformance(t *testing.T) {
+	coordtest.RunBlobs(t, func(t *testing.T) coord.Blobs {
+		prefix := testinfra.Name(t)
+		return redis.NewBlobs(newClient(t, prefix), redis.BlobOptions{Prefix: prefix})
+	})
+}
+
+// ttlOf fails unless key exists with a TTL in (lo, hi].
+func ttlOf(t *testing.T, client *goredis.Client, key string, lo, hi time.Duration) {
+	t.Helper()
+	pttl, err := client.PTTL(context.Background(), key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pttl <= lo || pttl > hi {
+		t.Fatalf("key %q: TTL %v, want in (%v, %v] (-2: missing, -1: none)", key, pttl, lo, hi)
+	}
+}
+
+// TestBarrierKeys: a barrier's keys carry the execution's hash tag and the
+// spec's TTL, refreshed on arrival; on completion the values keep Retain and
+// the meta the TTL; Cancel leaves only the meta.
+func TestBarrierKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const ttl, retain = time.Hour, time.Minute
+	b, client, prefix := newBarriers(t, redis.BarrierOptions{Retain: retain})
+	spec := coord.BarrierSpec{Total: 3, Need: 3, TTL: ttl, State: []byte("s")}
+	for _, exec := range []string{"exec-1", "odd}exec{"} {
+		if err := b.Open(ctx, exec, "split_1/0", spec); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Arrive(ctx, exec, "split_1/0", spec, 0, []byte("a")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := client.Keys(ctx, prefix+":*").Val()
+	byTag := map[string]int{}
+	for _, k := range keys {
+		byTag[hashTag(k)]++
+		ttlOf(t, client, k, ttl-time.Minute, ttl)
+	}
+	if len(byTag) != 2 || byTag["exec-1"] != 3 || byTag["odd"] != 3 {
+		t.Fatalf("keys by hash tag %v, want meta, vals and state under exec-1 and odd", byTag)
+	}
+
+	base := prefix + ":{exec-1}:bar:split_1/0:"
+	parts := []string{"meta", "vals", "state"}
+	for _, p := range parts {
+		client.PExpire(ctx, base+p, 10*time.Second)
+	}
+	if a, err := b.Arrive(ctx, "exec-1", "split_1/0", spec, 0, []byte("a")); err != nil || !a.Duplicate {
+		t.Fatalf("repeat: %+v, %v; want Duplicate", a, err)
+	}
+	for _, p := range parts {
+		ttlOf(t, client, base+p, ttl-time.Minute, ttl) // a duplicate refreshes too
+	}
+	for _, slot := range []int{1, 2} {
+		if _, err := b.Arrive(ctx, "exec-1", "split_1/0", spec, slot, []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ttlOf(t, client, base+"meta", ttl-time.Minute, ttl)
+	ttlOf(t, client, base+"vals", 0, retain)
+	ttlOf(t, client, base+"state", 0, retain)
+
+	// Cancel leaves the meta alone, as a closed marker for the TTL.
+	if was, err := b.Cancel(ctx, "odd}exec{", "split_1/0"); err != nil || !was {
+		t.Fatalf("Cancel: %v, %v", was, err)
+	}
+	obase := prefix + ":{odd}exec{}:bar:split_1/0:"
+	if n := client.Exists(ctx, obase+"vals", obase+"state").Val(); n != 0 {
+		t.Fatalf("after Cancel %d of vals and state remain", n)
+	}
+	ttlOf(t, client, obase+"meta", ttl-time.Minute, ttl)
+	// And Cancel of an unknown barrier leaves a marker with the default TTL.
+	if was, err := b.Cancel(ctx, "exec-1", "never"); err != nil || !was {
+		t.Fatalf("Cancel unknown: %v, %v", was, err)
+	}
+	ttlOf(t, client, prefix+":{exec-1}:bar:never:meta", redis.DefaultBarrierTTL-time.Minute, redis.DefaultBarrierTTL)
+}
+
+// TestBarrierRetain: after Retain the completer's repeat is closed out too,
+// while the closed marker keeps late arrivals out.
+func TestBarrierRetain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const retain = 200 * time.Millisecond
+	b, client, prefix := newBarriers(t, redis.BarrierOptions{Retain: retain})
+	spec := coord.BarrierSpec{Total: 2, Need: 1}
+	if a, err := b.Arrive(ctx, "e", "any", spec, 1, []byte("v")); err != nil || !a.Complete {
+		t.Fatalf("Arrive: %+v, %v; want Complete", a, err)
+	}
+	vals := prefix + ":{e}:bar:any:vals"
+	deadline := time.Now().Add(5 * time.Second)
+	for client.Exists(ctx, vals).Val() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still exists 5s after completion with Retain %v", vals, retain)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, slot := range []int{1, 0} {
+		if _, err := b.Arrive(ctx, "e", "any", spec, slot, []byte("late")); !errors.Is(err, coord.ErrBarrierClosed) {
+			t.Fatalf("Arrive slot %d after Retain: %v, want ErrBarrierClosed", slot, err)
+		}
+	}
+}
+
+// TestBarrierOneRoundTrip: each operation, the completing Arrive included,
+// is a single command once the scripts are cached.
+func TestBarrierOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, client, _ := newBarriers(t, redis.BarrierOptions{})
+	spec := coord.BarrierSpec{Total: 2, Need: 2}
+	// Warm the script cache (a cold EVALSHA falls back to EVAL).
+	b.Open(ctx, "warm", "k", spec)
+	b.Arrive(ctx, "warm", "k", spec, 0, nil)
+	b.Cancel(ctx, "warm", "k")
+
+	hook := &countHook{}
+	client.AddHook(hook)
+	steps := []struct {
+		name string
+		fn   func() error
+	}{
+		{"Open", func() error { return b.Open(ctx, "e", "k", spec) }},
+		{"Arrive", func() error { _, err := b.Arrive(ctx, "e", "k", spec, 0, []byte("a")); return err }},
+		{"completing Arrive", func() error {
+			a, err := b.Arrive(ctx, "e", "k", spec, 1, []byte("b"))
+			if err == nil && len(a.Values) != 2 {
+				err = fmt.Errorf("%d values, want 2", len(a.Values))
+			}
+			return err
+		}},
+		{"Cancel", func() error { _, err := b.Cancel(ctx, "e", "other"); return err }},
+	}
+	for _, s := range steps {
+		before := hook.n.Load()
+		if err := s.fn(); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if n := hook.n.Load() - before; n != 1 {
+			t.Errorf("%s sent %d commands, want 1", s.name, n)
+		}
+	}
+}
+
+// TestBarrierScale: one barrier of 100,000 slots of about 100 bytes. It logs
+// the time of the completing Arrive (one reply of about 10 MB) and Redis
+// memory per slot while the barrier is open.
+func TestBarrierScale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: 100,000 arrivals")
+	}
+	t.Parallel()
+	ctx := context.Background()
+	const total, workers = 100_000, 64
+	b, client, prefix := newBarriers(t, redis.BarrierOptions{})
+	spec := coord.BarrierSpec{Total: total, Need: total}
+	value := func(slot int) []byte {
+		v := fmt.Appendf(nil, `{"i":%d,"s":"`, slot)
+		v = append(v, strings.Repeat("x", 100-len(v)-2)...)
+		return append(v, `"}`...)
+	}
+	if err := b.Open(ctx, "exec-scale", "agg", coord.BarrierSpec{Total: total, Need: total, State: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var (
+		next atomic.Int64
+		wg   sync.WaitGroup
+	)
+	for range workers {
+		wg.Go(func() {
+			for {
+				slot := int(next.Add(1)) - 1
+				if slot >= total-1 {
+					return
+				}
+				if _, err := b.Arrive(ctx, "exec-scale", "agg", spec, slot, value(slot)); err != nil {
+					t.Errorf("Arrive slot %d: %v", slot, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	fill := time.Since(start)
+	vals := prefix + ":{exec-scale}:bar:agg:vals"
+	usage, err := client.MemoryUsage(ctx, vals, 0).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	start = time.Now()
+	a, err := b.Arrive(ctx, "exec-scale", "agg", spec, total-1, value(total-1))
+	last := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.Complete || a.Arrived != total || len(a.Values) != total {
+		t.Fatalf("last Arrive: Complete %v Arrived %d, %d values; want the completion of %d", a.Complete, a.Arrived, len(a.Values), total)
+	}
+	size := 0
+	for i, v := range a.Values {
+		if string(v) != string(value(i)) {
+			t.Fatalf("Values[%d] = %q, want %q", i, v, value(i))
+		}
+		size += len(v)
+	}
+	t.Logf("%d arrivals from %d goroutines in %v (%.0f/s); completing Arrive %v for %.1f MB of values; vals hash %.1f MB, %d B per slot",
+		total-1, workers, fill, float64(total-1)/fill.Seconds(), last, float64(size)/1e6, float64(usage)/1e6, usage/total)
+}
+
+// BenchmarkArrive measures one non-completing Arrive of 100 bytes, from one
+// goroutine (latency) and from 4 per CPU (throughput); barriers of 1,000
+// slots, so one Arrive in 1,000 completes one.
+func BenchmarkArrive(b *testing.B) {
+	b.Run("serial", func(b *testing.B) { benchArrive(b, 0) })
+	b.Run("parallel", func(b *testing.B) { benchArrive(b, 4) })
+}
+
+func benchArrive(b *testing.B, parallelism int) {
+	const total = 1000
+	bs, _, _ := newBarriers(b, redis.BarrierOptions{Retain: 10 * time.Second})
+	ctx := context.Background()
+	spec := coord.BarrierSpec{Total: total, Need: total, TTL: time.Minute}
+	value := []byte(strings.Repeat("v", 100))
+	var barriers atomic.Int64
+	b.ReportAllocs()
+	loop := func(next func() bool) {
+		var key string
+		slot := total
+		for next() {
+			if slot == total {
+				key = "agg-" + strconv.FormatInt(barriers.Add(1), 10)
+				slot = 0
+			}
+			if _, err := bs.Arrive(ctx, "exec", key, spec, slot, value); err != nil {
+				b.Fatal(err)
+			}
+			slot++
+		}
+	}
+	if parallelism == 0 {
+		n := 0
+		loop(func() bool { n++; return n <= b.N })
+		return
+	}
+	b.SetParallelism(parallelism)
+	b.RunParallel(func(pb *testing.PB) { loop(pb.Next) })
+}

@@ -1,0 +1,74 @@
+-- claim.lua: lease up to max timers, due ones and those whose lease passed,
+-- earliest due first.
+-- KEYS[1] schedule zset (id -> due ms), KEYS[2] claimed zset (id -> lease
+-- deadline ms), KEYS[3] payloads hash (id -> payload), KEYS[4] leases hash
+-- (id -> "due_ms:claims", only for claimed ids)
+-- ARGV[1] now ms, ARGV[2] max, ARGV[3] new lease deadline ms
+-- Returns {id, due ms, claims, payload, ...}.
+local schedule, claimed, payloads, leases = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local now, max, deadline = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+
+local cands = {}
+local due = redis.call('ZRANGEBYSCORE', schedule, '-inf', now, 'WITHSCORES', 'LIMIT', 0, max)
+for i = 1, #due, 2 do
+  cands[#cands + 1] = {id = due[i], due = tonumber(due[i + 1]), claims = 0}
+end
+-- Expired leases come by deadline, not due: take up to max and let the sort
+-- below interleave them with the due ones.
+local expired = redis.call('ZRANGEBYSCORE', claimed, '-inf', now, 'LIMIT', 0, max)
+for _, id in ipairs(expired) do
+  local l = redis.call('HGET', leases, id)
+  local d, c = 0, 0
+  if l then
+    local sep = string.find(l, ':', 2, true)
+    d, c = tonumber(string.sub(l, 1, sep - 1)), tonumber(string.sub(l, sep + 1))
+  end
+  cands[#cands + 1] = {id = id, due = d, claims = c}
+end
+table.sort(cands, function(a, b)
+  if a.due ~= b.due then
+    return a.due < b.due
+  end
+  return a.claims > b.claims or (a.claims == b.claims and a.id < b.id)
+end)
+
+local reply = {}
+-- Batched ZREM/ZADD keep round trips inside Redis few; chunks stay under
+-- Lua's unpack limit.
+local rem, add = {}, {}
+local function flush()
+  if #rem > 0 then
+    redis.call('ZREM', schedule, unpack(rem))
+    rem = {}
+  end
+  if #add > 0 then
+    redis.call('ZADD', claimed, unpack(add))
+    add = {}
+  end
+end
+for i = 1, math.min(max, #cands) do
+  local t = cands[i]
+  local payload = redis.call('HGET', payloads, t.id)
+  if t.claims == 0 then
+    rem[#rem + 1] = t.id
+  end
+  if payload then
+    local claims = t.claims + 1
+    add[#add + 1] = deadline
+    add[#add + 1] = t.id
+    redis.call('HSET', leases, t.id, string.format('%d:%d', t.due, claims))
+    reply[#reply + 1] = t.id
+    reply[#reply + 1] = t.due
+    reply[#reply + 1] = claims
+    reply[#reply + 1] = payload
+  else
+    -- No payload: a torn timer (keys edited by hand). Forget it.
+    redis.call('ZREM', claimed, t.id)
+    redis.call('HDEL', leases, t.id)
+  end
+  if #rem >= 1000 or #add >= 2000 then
+    flush()
+  end
+end
+flush()
+return reply

@@ -1,0 +1,217 @@
+package redis_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/rune-org/rune/coord"
+	"github.com/rune-org/rune/coord/coordtest"
+	"github.com/rune-org/rune/coord/redis"
+	"github.com/rune-org/rune/internal/testinfra"
+)
+
+// newTimers returns Timers under a prefix of their own, their client and the
+// prefix.
+func newTimers(t testing.TB) (*redis.Timers, *goredis.Client, string) {
+	t.Helper()
+	prefix := testinfra.Name(t)
+	client := newClient(t, prefix)
+	return redis.NewTimers(client, redis.TimerOptions{Prefix: prefix}), client, prefix
+}
+
+func TestTimersConformance(t *testing.T) {
+	coordtest.RunTimers(t, func(t *testing.T) coord.Timers {
+		ts, _, _ := newTimers(t)
+		return ts
+	})
+}
+
+// TestTimersKeys: every key carries the {timers} hash tag, so the scripts
+// are Cluster-safe; the key names are the documented ones; a waiting timer
+// has no leases entry and Done leaves no key behind.
+func TestTimersKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ts, client, prefix := newTimers(t)
+	want := []string{prefix + ":{timers}:schedule", prefix + ":{timers}:claimed", prefix + ":{timers}:payloads", prefix + ":{timers}:leases"}
+	if got := ts.Keys(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Keys() = %v, want %v", got, want)
+	}
+	base := time.UnixMilli(1_760_000_000_000)
+	for _, id := range []string{"a", "b", "c"} {
+		if err := ts.Schedule(ctx, id, base, []byte(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := client.HLen(ctx, want[3]).Val(); n != 0 {
+		t.Fatalf("leases holds %d entries with no timer claimed, want 0", n)
+	}
+	if _, err := ts.Claim(ctx, base, 2, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	keys := client.Keys(ctx, prefix+":*").Val()
+	if len(keys) != 4 {
+		t.Fatalf("keys %v, want the 4 of %v", keys, want)
+	}
+	for _, k := range keys {
+		if tag := hashTag(k); tag != "timers" {
+			t.Errorf("key %q has hash tag %q, want %q", k, tag, "timers")
+		}
+		if ttl := client.PTTL(ctx, k).Val(); ttl != -1 {
+			t.Errorf("key %q has TTL %v, want none: timers wait for days", k, ttl)
+		}
+	}
+	if l := client.HGet(ctx, want[3], "a").Val(); l != "1760000000000:1" {
+		t.Errorf("leases entry of a: %q, want %q", l, "1760000000000:1")
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		if err := ts.Done(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if keys := client.Keys(ctx, prefix+":*").Val(); len(keys) != 0 {
+		t.Fatalf("keys left after every Done: %v", keys)
+	}
+}
+
+// tripHook counts round trips to Redis: a command, or a pipeline (a MULTI
+// included) sent at once.
+type tripHook struct{ n atomic.Int64 }
+
+func (h *tripHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (h *tripHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (h *tripHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// TestTimersOneRoundTrip: each operation is one round trip once the scripts
+// are cached.
+func TestTimersOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ts, client, _ := newTimers(t)
+	base := time.UnixMilli(1_760_000_000_000)
+	// Warm the script cache (a cold EVALSHA falls back to EVAL).
+	ts.Schedule(ctx, "warm", base, nil)
+	ts.Claim(ctx, base, 1, time.Minute)
+	ts.Done(ctx, "warm")
+
+	hook := &tripHook{}
+	client.AddHook(hook)
+	steps := []struct {
+		name string
+		fn   func() error
+	}{
+		{"Schedule", func() error { return ts.Schedule(ctx, "a", base, []byte("p")) }},
+		{"Claim", func() error { _, err := ts.Claim(ctx, base, 10, time.Minute); return err }},
+		{"Done", func() error { return ts.Done(ctx, "a") }},
+		{"Stats", func() error { _, err := ts.Stats(ctx); return err }},
+	}
+	for _, s := range steps {
+		before := hook.n.Load()
+		if err := s.fn(); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if n := hook.n.Load() - before; n != 1 {
+			t.Errorf("%s took %d round trips, want 1", s.name, n)
+		}
+	}
+}
+
+// TestTimersPrefix: an invalid prefix panics; the default is "rune".
+func TestTimersPrefix(t *testing.T) {
+	ts := redis.NewTimers(goredis.NewClient(&goredis.Options{}), redis.TimerOptions{})
+	if k := ts.Keys()[0]; k != "rune:{timers}:schedule" {
+		t.Errorf("default schedule key %q, want %q", k, "rune:{timers}:schedule")
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("NewTimers with Prefix \"a{b\": no panic")
+		}
+	}()
+	redis.NewTimers(goredis.NewClient(&goredis.Options{}), redis.TimerOptions{Prefix: "a{b"})
+}
+
+func BenchmarkTimersScheduleClaim(b *testing.B) {
+	coordtest.BenchTimersScheduleClaim(b, func(b *testing.B) coord.Timers {
+		ts, _, _ := newTimers(b)
+		return ts
+	})
+}
+
+// BenchmarkTimersRedisMemory schedules 100,000 timers with realistic
+// 300-byte payloads and reports what Redis holds for them: MEMORY USAGE of
+// the keys (exact, unaffected by other clients) and the growth of INFO
+// used_memory, per timer and extrapolated to 1,000,000 timers.
+func BenchmarkTimersRedisMemory(b *testing.B) {
+	const n = 100_000
+	ctx := context.Background()
+	payload := bytes.Repeat([]byte("x"), 300)
+	base := time.UnixMilli(1_760_000_000_000)
+	for range b.N {
+		b.StopTimer()
+		ts, client, _ := newTimers(b)
+		before := usedMemory(b, client)
+		b.StartTimer()
+		var wg sync.WaitGroup
+		for w := range 32 {
+			wg.Go(func() {
+				for i := w; i < n; i += 32 {
+					// A UUID-sized id, dues spread over a day.
+					id := fmt.Sprintf("%08x-0000-4000-8000-%012x", i, i*7919)
+					if err := ts.Schedule(ctx, id, base.Add(time.Duration(i*7919%86_400_000)*time.Millisecond), payload); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		b.StopTimer()
+		var keyBytes int64
+		for _, k := range ts.Keys() {
+			keyBytes += client.MemoryUsage(ctx, k, 0).Val()
+		}
+		growth := usedMemory(b, client) - before
+		b.ReportMetric(float64(keyBytes)/n, "keyB/timer")
+		b.ReportMetric(float64(keyBytes)/n*1e6/(1<<20), "keyMiB/1M")
+		b.ReportMetric(float64(growth)/n, "usedB/timer")
+		b.StartTimer()
+	}
+}
+
+// usedMemory is INFO memory's used_memory.
+func usedMemory(b *testing.B, client *goredis.Client) int64 {
+	info, err := client.Info(context.Background(), "memory").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return n
+		}
+	}
+	b.Fatalf("no used_memory in INFO memory")
+	return 0
+}
