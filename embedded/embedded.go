@@ -17,6 +17,7 @@ import (
 	"github.com/rune-org/rune/message"
 	"github.com/rune-org/rune/node"
 	"github.com/rune-org/rune/nodes"
+	"github.com/rune-org/rune/scheduler"
 	"github.com/rune-org/rune/worker"
 )
 
@@ -38,6 +39,7 @@ type Options struct {
 type Runtime struct {
 	Broker *memory.Broker
 	Coord  *coordmem.Coordinator
+	Timers *coordmem.Timers
 	Engine *engine.Engine
 
 	cancel context.CancelFunc
@@ -60,14 +62,20 @@ func New(opts Options) (*Runtime, error) {
 		Broker: memory.New(memory.Options{Logger: opts.Logger, FollowOnly: []broker.Topic{broker.Status, broker.Completion}}),
 		Coord:  coordmem.New(coordmem.Options{Retain: 5 * time.Second}), // one process: redeliveries come within a second
 	}
-	eng, err := engine.New(engine.Config{Registry: reg, Coord: r.Coord, Secrets: opts.Secrets, Logger: opts.Logger})
+	r.Timers = coordmem.NewTimers()
+	eng, err := engine.New(engine.Config{Registry: reg, Coord: r.Coord, Timers: r.Timers, Secrets: opts.Secrets, Logger: opts.Logger})
 	if err != nil {
 		return nil, err
 	}
 	r.Engine = eng
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	r.wg.Add(1)
+	r.wg.Add(2)
+	go func() {
+		defer r.wg.Done()
+		// In process, timers fire within 10 ms of their due time.
+		_ = scheduler.Run(ctx, scheduler.Config{Timers: r.Timers, Broker: r.Broker, Engine: eng, Poll: 10 * time.Millisecond, Logger: opts.Logger})
+	}()
 	go func() {
 		defer r.wg.Done()
 		if err := worker.Run(ctx, worker.Config{Broker: r.Broker, Engine: eng, Concurrency: opts.Concurrency, Logger: opts.Logger}); err != nil {

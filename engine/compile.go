@@ -66,11 +66,15 @@ func (e *Engine) Compile(raw []byte) (*Workflow, error) {
 // coordinator rather than through a Runner.
 func isInfrastructure(typ string) bool {
 	switch typ {
-	case "split", "aggregator", "merge", "wait", "delay":
+	case "split", "aggregator", "merge":
 		return true
 	}
 	return false
 }
+
+// isWait reports node types whose success suspends the branch until the
+// time in their output (RFC 006).
+func isWait(typ string) bool { return typ == "wait" || typ == "delay" }
 
 // cache holds compiled workflows by the hash of their raw definition.
 type cache struct {

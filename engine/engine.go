@@ -24,6 +24,9 @@ type Config struct {
 	Registry *node.Registry
 	// Coord does completion accounting and cancellation. Required.
 	Coord coord.Coordinator
+	// Timers holds suspended branches of wait and delay nodes; nil means
+	// such nodes fail with UNSUPPORTED_NODE.
+	Timers coord.Timers
 	// Secrets resolves credential references; nil means nodes get none.
 	Secrets node.Secrets
 	// Logger receives engine logs. Default slog.Default().
@@ -119,3 +122,27 @@ func (e *Engine) Handle(ctx context.Context, m *message.NodeExecution, sink Sink
 	st := &step{e: e, wf: wf, m: m, node: n, sink: sink}
 	return st.handle(ctx)
 }
+
+// Resume ends the wait of a wait or delay node whose timer came due at due:
+// the node succeeds and its successors are reported to sink (RFC 006 §5.2).
+// m is the frozen message of the wait node. Resuming twice is harmless: the
+// second time replays the first one's effects, with the same message ids.
+func (e *Engine) Resume(ctx context.Context, m *message.NodeExecution, due time.Time, sink Sink) error {
+	if err := m.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	wf, err := e.Compile(m.WorkflowDefinition)
+	if err != nil {
+		return fmt.Errorf("%w: message %s: %v", ErrInvalid, m.MessageID, err)
+	}
+	n, ok := wf.Graph.Node(m.CurrentNode)
+	if !ok || !isWait(n.Type) {
+		return invalidf("message %s: current_node %q is not a wait or delay node of workflow %q", m.MessageID, m.CurrentNode, wf.Def.ID)
+	}
+	st := &step{e: e, wf: wf, m: m, node: n, sink: sink, resumedAt: due}
+	return st.handle(ctx)
+}
+
+// TimerID is the id of the timer that suspends message m: the same for every
+// redelivery of m, so suspending twice schedules one timer.
+func TimerID(m *message.NodeExecution) string { return m.ExecutionID + ":" + m.MessageID }

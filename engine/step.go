@@ -14,6 +14,7 @@ import (
 	"github.com/rune-org/rune/coord"
 	"github.com/rune-org/rune/message"
 	"github.com/rune-org/rune/node"
+	"github.com/rune-org/rune/nodes"
 	"github.com/rune-org/rune/workflow"
 )
 
@@ -24,6 +25,9 @@ type step struct {
 	m    *message.NodeExecution
 	node *workflow.Node
 	sink Sink
+	// resumedAt is set when a wait node's timer came due: the node succeeds
+	// without running again.
+	resumedAt time.Time
 }
 
 // record is what Finish stores for a message, so that a redelivery publishes
@@ -54,12 +58,41 @@ func (s *step) handle(ctx context.Context) error {
 		return s.finish(ctx, &rec)
 	}
 	now := s.e.cfg.Now()
+	if !s.resumedAt.IsZero() {
+		return s.finish(ctx, &record{Output: map[string]any{nodes.ResumeAt: s.resumedAt.UTC().Format(time.RFC3339Nano)}, StartedAt: now, FinishedAt: now})
+	}
 	s.sink.Status(s.status(message.StatusRunning, now))
 	rec, err := s.run(ctx, now)
 	if err != nil {
 		return err
 	}
+	if rec.Err == nil && isWait(s.node.Type) {
+		if due, err := nodes.ResumeTime(rec.Output); err == nil && due.After(s.e.cfg.Now()) {
+			return s.suspend(ctx, due)
+		}
+	}
 	return s.finish(ctx, rec)
+}
+
+// suspend freezes the message in the timer store until due and reports the
+// node waiting. It does not Finish the message: the branch stays live, and
+// the scheduler's Resume finishes it (RFC 006 §5.1).
+func (s *step) suspend(ctx context.Context, due time.Time) error {
+	if s.e.cfg.Timers == nil {
+		return s.finish(ctx, &record{StartedAt: s.e.cfg.Now(), FinishedAt: s.e.cfg.Now(),
+			Err: &message.Error{Code: "UNSUPPORTED_NODE", Message: fmt.Sprintf("node %q waits, but this runtime has no timer store", s.node.ID)}})
+	}
+	frozen, err := json.Marshal(s.m)
+	if err != nil {
+		return fmt.Errorf("engine: freeze message %s: %w", s.m.MessageID, err)
+	}
+	if err := s.e.cfg.Timers.Schedule(ctx, TimerID(s.m), due, frozen); err != nil {
+		return fmt.Errorf("engine: schedule timer of message %s: %w", s.m.MessageID, err)
+	}
+	st := s.status(message.StatusWaiting, s.e.cfg.Now())
+	st.ResumeAt = &due
+	s.sink.Status(st)
+	return nil
 }
 
 // run executes the node once. It returns an error only when ctx is done: a

@@ -59,6 +59,8 @@ func Register(r *node.Registry, opts Options) {
 	r.Register("switch", switchType{})
 	r.Register("set", setType{})
 	r.Register("log", &logType{logger: opts.Logger})
+	r.Register("wait", waitType{})
+	r.Register("delay", delayType{})
 }
 
 // NewRegistry returns a registry holding the built-in node types.

@@ -1,0 +1,242 @@
+package nodes
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/rune-org/rune/expr"
+	"github.com/rune-org/rune/node"
+	"github.com/rune-org/rune/workflow"
+)
+
+// The wait node (RFC 006) and its notification spelling, delay. Both compute
+// when the branch resumes; the engine does the waiting: it freezes the
+// message in the durable timer store and releases the worker.
+
+// ResumeAt is the output key both types set: the time the branch resumes,
+// RFC 3339 with nanoseconds, UTC.
+const ResumeAt = "resume_at"
+
+var waitUnits = map[string]time.Duration{
+	"seconds": time.Second, "minutes": time.Minute, "hours": time.Hour, "days": 24 * time.Hour,
+}
+
+// maxWait bounds a wait: a timer years away is almost surely a mistake.
+const maxWait = 366 * 24 * time.Hour
+
+type waitType struct{}
+
+func (waitType) Check(c *workflow.NodeCheck) {
+	p := newParamCheck(c, "resume", "amount", "unit", "until")
+	if r, ok := p.string("resume", false); ok && r != "time_interval" && r != "specific_time" {
+		c.Report("parameters.resume", "unknown resume mode %q (known: time_interval, specific_time)", r)
+	}
+	_, hasAmount := p.params["amount"]
+	until, hasUntil := p.params["until"]
+	switch {
+	case hasAmount && hasUntil:
+		c.Report("parameters", "set either amount (with unit) or until, not both")
+	case !hasAmount && !hasUntil:
+		c.Report("parameters", "set amount (with unit) or until")
+	}
+	if hasAmount {
+		checkAmount(c, p.params["amount"])
+		if u, ok := p.string("unit", false); ok {
+			if _, known := waitUnits[u]; !known {
+				c.Report("parameters.unit", "unknown unit %q (known: seconds, minutes, hours, days)", u)
+			}
+		}
+	} else if _, ok := p.params["unit"]; ok {
+		c.Report("parameters.unit", "unit goes with amount")
+	}
+	if hasUntil {
+		s, ok := until.(string)
+		switch {
+		case !ok || s == "":
+			c.Report("parameters.until", "must be an RFC 3339 time or a {{ }} expression")
+		case isTemplate(s):
+			p.template("parameters.until", s)
+		default:
+			if _, err := time.Parse(time.RFC3339Nano, s); err != nil {
+				c.Report("parameters.until", "%q is not an RFC 3339 time such as 2026-12-24T18:00:00Z", s)
+			}
+		}
+	}
+}
+
+// checkAmount accepts a non-negative number or an expression.
+func checkAmount(c *workflow.NodeCheck, v any) {
+	switch a := v.(type) {
+	case float64:
+		if a < 0 || math.IsNaN(a) {
+			c.Report("parameters.amount", "must not be negative, got %v", a)
+		}
+	case string:
+		if !isTemplate(a) {
+			c.Report("parameters.amount", "must be a number or a {{ }} expression, got %q", a)
+			return
+		}
+		if err := expr.Check(a); err != nil {
+			c.Report("parameters.amount", "%v", err)
+		}
+	default:
+		c.Report("parameters.amount", "must be a number, not %s", jsonType(v))
+	}
+}
+
+func isTemplate(s string) bool {
+	for i := 0; i+1 < len(s); i++ {
+		if s[i] == '{' && s[i+1] == '{' {
+			return true
+		}
+	}
+	return false
+}
+
+func (waitType) Compile(n *workflow.Node, c *expr.Compiler) (node.Runner, error) {
+	r := &waitRunner{unit: time.Second}
+	if u, ok := n.Parameters["unit"].(string); ok {
+		r.unit = waitUnits[u]
+	}
+	var err error
+	if a, ok := n.Parameters["amount"]; ok {
+		if r.amount, err = c.Value(a); err != nil {
+			return nil, compileErr(n, "amount", err)
+		}
+	} else if r.until, err = c.Value(n.Parameters["until"]); err != nil {
+		return nil, compileErr(n, "until", err)
+	}
+	return r, nil
+}
+
+type waitRunner struct {
+	amount, until expr.Value
+	unit          time.Duration
+}
+
+func (r *waitRunner) Run(_ context.Context, in *node.Input) (node.Result, error) {
+	if r.until != nil {
+		v, err := r.until.Eval(in.Env)
+		if err != nil {
+			return node.Result{}, exprError("until", err)
+		}
+		s, ok := v.(string)
+		if !ok {
+			return node.Result{}, invalidParam("until", "want an RFC 3339 time, got %s", jsonType(v))
+		}
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return node.Result{}, invalidParam("until", "%q is not an RFC 3339 time", s)
+		}
+		return resumeAt(in.Now, t)
+	}
+	v, err := r.amount.Eval(in.Env)
+	if err != nil {
+		return node.Result{}, exprError("amount", err)
+	}
+	f, ok := toFloat(v)
+	if !ok || f < 0 || math.IsNaN(f) {
+		return node.Result{}, invalidParam("amount", "want a non-negative number, got %v", v)
+	}
+	if f*float64(r.unit) > float64(maxWait) {
+		return node.Result{}, invalidParam("amount", "%v %s is longer than the longest wait, %s", f, unitName(r.unit), maxWait)
+	}
+	return resumeAt(in.Now, in.Now.Add(time.Duration(f*float64(r.unit))))
+}
+
+func unitName(d time.Duration) string {
+	for name, u := range waitUnits {
+		if u == d {
+			return name
+		}
+	}
+	return d.String()
+}
+
+func toFloat(v any) (float64, bool) {
+	switch n := v.(type) {
+	case float64:
+		return n, true
+	case int:
+		return float64(n), true
+	case int64:
+		return float64(n), true
+	}
+	return 0, false
+}
+
+// resumeAt is the output of a wait that resumes at t; a time in the past
+// resumes at once.
+func resumeAt(now, t time.Time) (node.Result, error) {
+	if t.Sub(now) > maxWait {
+		return node.Result{}, invalidParam("until", "%s is more than %s away", t.Format(time.RFC3339), maxWait)
+	}
+	return node.Result{Output: map[string]any{ResumeAt: t.UTC().Format(time.RFC3339Nano)}}, nil
+}
+
+// delayType is the notification spelling of wait: delayMs or duration.
+type delayType struct{}
+
+func (delayType) Check(c *workflow.NodeCheck) {
+	p := newParamCheck(c, "delayMs", "duration")
+	ms, hasMS := p.params["delayMs"]
+	dur, hasDur := p.params["duration"]
+	switch {
+	case hasMS && hasDur:
+		c.Report("parameters", "set either delayMs or duration, not both")
+	case !hasMS && !hasDur:
+		c.Report("parameters", "set delayMs or duration")
+	case hasMS:
+		f, ok := ms.(float64)
+		if !ok || f < 0 || f != math.Trunc(f) {
+			c.Report("parameters.delayMs", "must be a whole number of milliseconds, at least 0, got %v", ms)
+		} else if time.Duration(f)*time.Millisecond > maxWait {
+			c.Report("parameters.delayMs", "%v ms is longer than the longest wait, %s", f, maxWait)
+		}
+	default:
+		s, ok := dur.(string)
+		if !ok {
+			c.Report("parameters.duration", "must be a string such as \"90s\" or \"PT1H30M\", not %s", jsonType(dur))
+			return
+		}
+		d, err := workflow.ParseDuration(s)
+		if err != nil {
+			c.Report("parameters.duration", "%v", err)
+		} else if d > maxWait {
+			c.Report("parameters.duration", "%s is longer than the longest wait, %s", d, maxWait)
+		}
+	}
+}
+
+func (delayType) Compile(n *workflow.Node, _ *expr.Compiler) (node.Runner, error) {
+	if ms, ok := n.Parameters["delayMs"].(float64); ok {
+		return delayRunner(time.Duration(ms) * time.Millisecond), nil
+	}
+	s, _ := n.Parameters["duration"].(string)
+	d, err := workflow.ParseDuration(s)
+	if err != nil {
+		return nil, compileErr(n, "duration", err)
+	}
+	return delayRunner(d), nil
+}
+
+type delayRunner time.Duration
+
+func (d delayRunner) Run(_ context.Context, in *node.Input) (node.Result, error) {
+	return resumeAt(in.Now, in.Now.Add(time.Duration(d)))
+}
+
+// errNotWait is returned by ResumeTime for an output without resume_at.
+var errNotWait = fmt.Errorf("output has no %q", ResumeAt)
+
+// ResumeTime reads the resume time from a wait or delay node's output.
+func ResumeTime(output any) (time.Time, error) {
+	m, _ := output.(map[string]any)
+	s, ok := m[ResumeAt].(string)
+	if !ok {
+		return time.Time{}, errNotWait
+	}
+	return time.Parse(time.RFC3339Nano, s)
+}

@@ -1,0 +1,151 @@
+// Package scheduler fires the durable timers of wait and delay nodes
+// (RFC 006 §5.2, §7): it claims due timers from the timer store, lets the
+// engine resume each suspended branch, publishes the effects and only then
+// removes the timer. A scheduler killed between claim and publish loses
+// nothing: the lease runs out and any scheduler claims the timer again; the
+// engine recognises a resume that already happened and replays it, so
+// successors never run twice. Any number of schedulers may run at once.
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/rune-org/rune/broker"
+	"github.com/rune-org/rune/coord"
+	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/message"
+	"github.com/rune-org/rune/worker"
+)
+
+// Config configures a scheduler.
+type Config struct {
+	// Timers is the timer store. Required.
+	Timers coord.Timers
+	// Broker carries the resumed branches' messages. Required.
+	Broker broker.Broker
+	// Engine resumes branches. Required.
+	Engine *engine.Engine
+	// Poll is the pause between claims when no timer was due. Default 50ms:
+	// timers fire at most this late on an idle scheduler.
+	Poll time.Duration
+	// Batch is the most timers claimed at once; while full batches come back
+	// the scheduler claims again without pausing. Default 500.
+	Batch int
+	// Lease is how long a claimed timer is this scheduler's before another may
+	// claim it again. Default 30s.
+	Lease time.Duration
+	// Concurrency is how many timers of a batch are resumed at once. Default 64.
+	Concurrency int
+	// Logger receives scheduler logs. Default slog.Default().
+	Logger *slog.Logger
+	// Now returns the current time. Default time.Now.
+	Now func() time.Time
+	// AfterClaim, when set, is called after each claim with the claimed
+	// timers, before any is resumed. Fault-injection tests use it to stop the
+	// process at the worst moment.
+	AfterClaim func([]coord.Timer)
+}
+
+func (c *Config) defaults() error {
+	if c.Timers == nil || c.Broker == nil || c.Engine == nil {
+		return errors.New("scheduler: Config.Timers, Config.Broker and Config.Engine are required")
+	}
+	if c.Poll <= 0 {
+		c.Poll = 50 * time.Millisecond
+	}
+	if c.Batch <= 0 {
+		c.Batch = 500
+	}
+	if c.Lease <= 0 {
+		c.Lease = 30 * time.Second
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 64
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return nil
+}
+
+// Run fires timers until ctx is done. The timers in hand when ctx ends are
+// finished first (their leases would otherwise delay them).
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.defaults(); err != nil {
+		return err
+	}
+	work := context.WithoutCancel(ctx)
+	for ctx.Err() == nil {
+		n, err := Tick(work, cfg)
+		if err != nil {
+			cfg.Logger.Warn("scheduler: claim failed; trying again", "err", err)
+		}
+		if n == cfg.Batch && err == nil {
+			continue // more are due: drain without pausing
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(cfg.Poll):
+		}
+	}
+	return nil
+}
+
+// Tick claims one batch of due timers and fires them, returning how many it
+// claimed. Config defaults must have been applied (Run does).
+func Tick(ctx context.Context, cfg Config) (int, error) {
+	timers, err := cfg.Timers.Claim(ctx, cfg.Now(), cfg.Batch, cfg.Lease)
+	if err != nil || len(timers) == 0 {
+		return 0, err
+	}
+	if cfg.AfterClaim != nil {
+		cfg.AfterClaim(timers)
+	}
+	sem := make(chan struct{}, cfg.Concurrency)
+	var wg sync.WaitGroup
+	for _, t := range timers {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(t coord.Timer) {
+			defer func() { <-sem; wg.Done() }()
+			fire(ctx, cfg, t)
+		}(t)
+	}
+	wg.Wait()
+	return len(timers), nil
+}
+
+// fire resumes one timer's branch and removes the timer once its effects are
+// published. On a transient failure it leaves the timer claimed: the lease
+// runs out and it is fired again.
+func fire(ctx context.Context, cfg Config, t coord.Timer) {
+	log := cfg.Logger.With("timer", t.ID)
+	m, err := message.DecodeExecution(t.Payload)
+	if err != nil {
+		err = errors.Join(engine.ErrInvalid, err)
+	} else {
+		p := worker.NewPublisher(ctx, cfg.Broker)
+		if err = cfg.Engine.Resume(ctx, m, t.Due, p); err == nil {
+			err = p.Flush()
+		}
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, engine.ErrInvalid) || errors.Is(err, broker.ErrReject):
+		// It can never fire; keeping it would retry it forever.
+		log.Error("scheduler: dropping a timer that cannot be resumed", "err", err)
+	default:
+		log.Warn("scheduler: resume failed; the timer fires again when its lease ends", "err", err, "claims", t.Claims)
+		return
+	}
+	if err := cfg.Timers.Done(ctx, t.ID); err != nil {
+		log.Warn("scheduler: could not remove a fired timer; it may fire again (harmlessly)", "err", err)
+	}
+}
