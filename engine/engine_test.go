@@ -51,6 +51,7 @@ type harness struct {
 	queue  []engine.Delayed
 	status []*message.NodeStatus
 	done   []*message.Completion
+	timers *coordmem.Timers
 }
 
 func newHarness(t *testing.T, def string) *harness {
@@ -59,7 +60,8 @@ func newHarness(t *testing.T, def string) *harness {
 	reg.Register("test", testType{})
 	co := coordmem.New(coordmem.Options{})
 	t.Cleanup(func() { co.Close() })
-	eng, err := engine.New(engine.Config{Registry: reg, Coord: co})
+	timers := coordmem.NewTimers()
+	eng, err := engine.New(engine.Config{Registry: reg, Coord: co, Timers: timers})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +69,7 @@ func newHarness(t *testing.T, def string) *harness {
 	if err != nil {
 		t.Fatalf("compile: %v", err)
 	}
-	return &harness{t: t, eng: eng, wf: wf}
+	return &harness{t: t, eng: eng, wf: wf, timers: timers}
 }
 
 func (h *harness) absorb(f *engine.Effects) {

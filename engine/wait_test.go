@@ -1,0 +1,162 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/rune-org/rune/coord"
+	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/message"
+)
+
+// fireTimers claims every timer due by at and resumes it, as the scheduler does.
+func (h *harness) fireTimers(at time.Time) []coord.Timer {
+	h.t.Helper()
+	ts, err := h.timers.Claim(context.Background(), at, 1000, time.Minute)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, tm := range ts {
+		h.resume(tm)
+		if err := h.timers.Done(context.Background(), tm.ID); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	return ts
+}
+
+func (h *harness) resume(tm coord.Timer) {
+	h.t.Helper()
+	var m message.NodeExecution
+	if err := json.Unmarshal(tm.Payload, &m); err != nil {
+		h.t.Fatal(err)
+	}
+	var f engine.Effects
+	if err := h.eng.Resume(context.Background(), &m, tm.Due, &f); err != nil {
+		h.t.Fatalf("resume: %v", err)
+	}
+	h.absorb(&f)
+}
+
+const waitDef = `{"id":"wait","nodes":[
+	{"id":"start","type":"trigger","trigger":true},
+	{"id":"pause","type":"wait","parameters":{"amount":2,"unit":"hours"}},
+	{"id":"a","type":"set","parameters":{"values":{"resumed":"{{ $pause.resume_at }}"}}},
+	{"id":"b","type":"set","parameters":{"values":{"v":2}}}],
+	"edges":[{"id":"e1","src":"start","dst":"pause"},{"id":"e2","src":"pause","dst":"a"},{"id":"e3","src":"pause","dst":"b"}]}`
+
+func TestWaitSuspendsThenResumesSuccessors(t *testing.T) {
+	h := newHarness(t, waitDef)
+	before := time.Now()
+	h.start(nil)
+	h.drain()
+	if len(h.done) != 0 || len(h.queue) != 0 {
+		t.Fatalf("a waiting branch ended or went on: %d completions, %d messages", len(h.done), len(h.queue))
+	}
+	var waiting *message.NodeStatus
+	for _, s := range h.status {
+		if s.NodeID == "pause" && s.Status == message.StatusWaiting {
+			waiting = s
+		}
+	}
+	if waiting == nil || waiting.ResumeAt == nil || waiting.ResumeAt.Before(before.Add(2*time.Hour-time.Second)) {
+		t.Fatalf("no waiting status with resume_at two hours ahead: %v", h.statuses())
+	}
+	if got := h.fireTimers(time.Now()); len(got) != 0 {
+		t.Fatalf("a timer due in two hours fired now: %v", got)
+	}
+	fired := h.fireTimers(waiting.ResumeAt.Add(time.Millisecond))
+	if len(fired) != 1 {
+		t.Fatalf("%d timers fired at the due time, want 1", len(fired))
+	}
+	if len(h.queue) != 2 {
+		t.Fatalf("resume published %d messages, want one per successor (2)", len(h.queue))
+	}
+	for _, d := range h.queue {
+		if d.Msg.FromNode != "pause" {
+			t.Fatalf("resumed message from_node %q, want pause", d.Msg.FromNode)
+		}
+	}
+	h.drain()
+	c := h.completion()
+	if c.Status != message.CompletionCompleted || c.FinalContext["$a"].(map[string]any)["resumed"] == nil {
+		t.Fatalf("completion %+v", c)
+	}
+}
+
+func TestResumingTwiceRunsSuccessorsOnce(t *testing.T) {
+	h := newHarness(t, waitDef)
+	h.start(nil)
+	h.drain()
+	ts, err := h.timers.Claim(context.Background(), time.Now().Add(3*time.Hour), 10, time.Minute)
+	if err != nil || len(ts) != 1 {
+		t.Fatalf("claim: %v %v", ts, err)
+	}
+	// A scheduler resumed it, then died before Done; another resumes it again.
+	h.resume(ts[0])
+	h.resume(ts[0])
+	if len(h.queue) != 4 || h.queue[0].Msg.MessageID != h.queue[2].Msg.MessageID {
+		t.Fatalf("want the same two successors twice (same ids), got %d messages", len(h.queue))
+	}
+	h.drain()
+	runs := map[string]int{}
+	for _, s := range h.status {
+		if s.Status == message.StatusRunning {
+			runs[s.NodeID]++
+		}
+	}
+	if runs["a"] != 1 || runs["b"] != 1 {
+		t.Fatalf("successors ran %v times, want once each", runs)
+	}
+	if len(h.done) == 0 || h.done[0].Status != message.CompletionCompleted {
+		t.Fatalf("completions %v", h.done)
+	}
+}
+
+func TestWaitAsLastNodeEndsTheBranch(t *testing.T) {
+	h := newHarness(t, `{"id":"last","nodes":[
+		{"id":"start","type":"trigger","trigger":true},
+		{"id":"a","type":"set","parameters":{"values":{"v":1}}},
+		{"id":"pause","type":"delay","parameters":{"duration":"PT5M"}}],
+		"edges":[{"id":"e1","src":"start","dst":"a"},{"id":"e2","src":"a","dst":"pause"}]}`)
+	h.start(nil)
+	h.drain()
+	if len(h.done) != 0 {
+		t.Fatal("completed before the wait ended")
+	}
+	h.fireTimers(time.Now().Add(6 * time.Minute))
+	c := h.completion()
+	if c.Status != message.CompletionCompleted || c.FinalContext["$pause"] == nil || c.FinalContext["$a"] == nil {
+		t.Fatalf("completion %+v", c)
+	}
+}
+
+func TestWaitUntilThePastResumesAtOnce(t *testing.T) {
+	h := newHarness(t, `{"id":"past","nodes":[
+		{"id":"start","type":"trigger","trigger":true},
+		{"id":"pause","type":"wait","parameters":{"until":"2001-01-01T00:00:00Z"}},
+		{"id":"a","type":"set","parameters":{"values":{"v":1}}}],
+		"edges":[{"id":"e1","src":"start","dst":"pause"},{"id":"e2","src":"pause","dst":"a"}]}`)
+	h.start(nil)
+	h.drain()
+	if st, _ := h.timers.Stats(context.Background()); st.Scheduled != 0 {
+		t.Fatalf("%d timers scheduled for a time in the past", st.Scheduled)
+	}
+	if c := h.completion(); c.Status != message.CompletionCompleted || c.FinalContext["$a"] == nil {
+		t.Fatalf("completion %+v", c)
+	}
+}
+
+func TestRedeliveredSuspendSchedulesOneTimer(t *testing.T) {
+	h := newHarness(t, waitDef)
+	h.start(nil)
+	m := h.queue[0]
+	h.step(0)
+	h.queue = append(h.queue, m)
+	h.step(0)
+	if st, _ := h.timers.Stats(context.Background()); st.Scheduled != 1 {
+		t.Fatalf("%d timers after a redelivered suspend, want 1", st.Scheduled)
+	}
+}

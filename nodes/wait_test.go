@@ -1,0 +1,86 @@
+package nodes
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rune-org/rune/node"
+	"github.com/rune-org/rune/workflow"
+)
+
+func TestWaitAndDelayCheck(t *testing.T) {
+	cases := []struct {
+		name   string
+		typ    string
+		params map[string]any
+		want   map[string]string
+	}{
+		{"amount and unit", "wait", map[string]any{"amount": 2.0, "unit": "hours"}, nil},
+		{"until time", "wait", map[string]any{"until": "2026-12-24T18:00:00Z"}, nil},
+		{"until expression", "wait", map[string]any{"until": "{{ $trigger.at }}"}, nil},
+		{"neither", "wait", map[string]any{}, map[string]string{"nodes[1].parameters": "set amount (with unit) or until"}},
+		{"both", "wait", map[string]any{"amount": 1.0, "until": "2026-12-24T18:00:00Z"}, map[string]string{"nodes[1].parameters": "not both"}},
+		{"negative amount", "wait", map[string]any{"amount": -5.0}, map[string]string{"nodes[1].parameters.amount": "must not be negative"}},
+		{"amount as text", "wait", map[string]any{"amount": "soon"}, map[string]string{"nodes[1].parameters.amount": "must be a number"}},
+		{"unknown unit", "wait", map[string]any{"amount": 1.0, "unit": "weeks"}, map[string]string{"nodes[1].parameters.unit": `unknown unit "weeks"`}},
+		{"malformed until", "wait", map[string]any{"until": "tomorrow"}, map[string]string{"nodes[1].parameters.until": "not an RFC 3339 time"}},
+		{"delayMs", "delay", map[string]any{"delayMs": 1500.0}, nil},
+		{"go duration", "delay", map[string]any{"duration": "90s"}, nil},
+		{"iso duration", "delay", map[string]any{"duration": "PT1H30M"}, nil},
+		{"negative delayMs", "delay", map[string]any{"delayMs": -1.0}, map[string]string{"nodes[1].parameters.delayMs": "at least 0"}},
+		{"malformed duration", "delay", map[string]any{"duration": "an hour"}, map[string]string{"nodes[1].parameters.duration": "an hour"}},
+		{"negative duration", "delay", map[string]any{"duration": "-5s"}, map[string]string{"nodes[1].parameters.duration": "-5s"}},
+		{"delay neither", "delay", map[string]any{}, map[string]string{"nodes[1].parameters": "set delayMs or duration"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ps := checkNode(t, workflow.Node{ID: "w", Type: c.typ, Parameters: c.params})
+			wantProblems(t, ps, c.want)
+		})
+	}
+}
+
+func TestWaitResumeTimes(t *testing.T) {
+	reg := NewRegistry(Options{})
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name   string
+		typ    string
+		params map[string]any
+		env    map[string]any
+		want   time.Time
+	}{
+		{"amount minutes", "wait", map[string]any{"amount": 3.0, "unit": "minutes"}, nil, now.Add(3 * time.Minute)},
+		{"amount default unit seconds", "wait", map[string]any{"amount": 1.5}, nil, now.Add(1500 * time.Millisecond)},
+		{"amount from expression", "wait", map[string]any{"amount": "{{ $trigger.days }}", "unit": "days"}, map[string]any{"$trigger": map[string]any{"days": 2.0}}, now.Add(48 * time.Hour)},
+		{"until in the past resumes at once", "wait", map[string]any{"until": "2020-01-01T00:00:00Z"}, nil, time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{"until from expression", "wait", map[string]any{"until": "{{ $trigger.at }}"}, map[string]any{"$trigger": map[string]any{"at": "2026-11-23T08:00:00+01:00"}}, time.Date(2026, 11, 23, 7, 0, 0, 0, time.UTC)},
+		{"delayMs", "delay", map[string]any{"delayMs": 250.0}, nil, now.Add(250 * time.Millisecond)},
+		{"go duration", "delay", map[string]any{"duration": "1h30m"}, nil, now.Add(90 * time.Minute)},
+		{"iso duration", "delay", map[string]any{"duration": "PT1H30M"}, nil, now.Add(90 * time.Minute)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := compileNode(t, reg, workflow.Node{ID: "w", Type: c.typ, Parameters: c.params})
+			res, err := r.Run(context.Background(), &node.Input{Env: c.env, NodeID: "w", Now: now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := ResumeTime(res.Output)
+			if err != nil || !got.Equal(c.want) {
+				t.Fatalf("resume_at %v (%v), want %v", got, err, c.want)
+			}
+		})
+	}
+}
+
+func TestWaitBadRuntimeValues(t *testing.T) {
+	reg := NewRegistry(Options{})
+	r := compileNode(t, reg, workflow.Node{ID: "w", Type: "wait", Parameters: map[string]any{"until": "{{ $trigger.at }}"}})
+	_, err := r.Run(context.Background(), &node.Input{Env: map[string]any{"$trigger": map[string]any{"at": "next week"}}, Now: time.Now()})
+	nodeError(t, err, CodeInvalidParameter, false)
+	r = compileNode(t, reg, workflow.Node{ID: "w", Type: "wait", Parameters: map[string]any{"amount": "{{ $trigger.n }}"}})
+	_, err = r.Run(context.Background(), &node.Input{Env: map[string]any{"$trigger": map[string]any{"n": -3.0}}, Now: time.Now()})
+	nodeError(t, err, CodeInvalidParameter, false)
+}
