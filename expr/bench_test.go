@@ -1,8 +1,6 @@
 package expr
 
 import (
-	"fmt"
-	"os"
 	"testing"
 	"time"
 )
@@ -78,7 +76,6 @@ func FuzzCompileEval(f *testing.F) {
 	}
 	c := NewCompiler(Limits{MaxDuration: 50 * time.Millisecond, MaxIterations: 100_000, MaxMemory: 1 << 20})
 	f.Fuzz(func(t *testing.T, src string) {
-		os.WriteFile(fmt.Sprintf("/tmp/fuzzcur.%d", os.Getpid()), []byte(src), 0o644) // DEBUG
 		env := testEnv()
 		if v, err := c.Value(src); err == nil {
 			_, _ = v.Eval(env)
