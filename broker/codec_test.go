@@ -30,7 +30,9 @@ func bodies() map[broker.Topic]any {
 			WorkflowID: "wf", ExecutionID: "ex-1", Status: message.CompletionCompleted,
 			FinalContext: map[string]any{"$a": "b"}, CompletedAt: at, TotalDurationMS: 9,
 		},
-		broker.Timeout: &message.Timeout{WorkflowID: "wf", ExecutionID: "ex-1", NodeID: "merge", Deadline: at, Key: "k"},
+		broker.Timeout: &message.Timeout{WorkflowID: "wf", ExecutionID: "ex-1", NodeID: "merge", Deadline: at, Key: "k",
+			Message: &message.NodeExecution{MessageID: "m2", WorkflowID: "wf", ExecutionID: "ex-1", CurrentNode: "merge", Attempt: 1,
+				WorkflowDefinition: []byte(`{"id":"wf"}`), AccumulatedContext: map[string]any{}}},
 	}
 }
 

@@ -63,7 +63,8 @@ func New(opts Options) (*Runtime, error) {
 		Coord:  coordmem.New(coordmem.Options{Retain: 5 * time.Second}), // one process: redeliveries come within a second
 	}
 	r.Timers = coordmem.NewTimers()
-	eng, err := engine.New(engine.Config{Registry: reg, Coord: r.Coord, Timers: r.Timers, Secrets: opts.Secrets, Logger: opts.Logger})
+	eng, err := engine.New(engine.Config{Registry: reg, Coord: r.Coord, Timers: r.Timers, Barriers: coordmem.NewBarriers(),
+		Secrets: opts.Secrets, Logger: opts.Logger})
 	if err != nil {
 		return nil, err
 	}

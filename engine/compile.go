@@ -22,6 +22,12 @@ type Workflow struct {
 	// uses* are false when no expression can mention $node, $execution or
 	// $now, which spares building them for every node run.
 	usesNodeMap, usesExecution, usesNow bool
+
+	// Fan-in (see analyse): the aggregator closing each split, each merge's
+	// parents, and the merges each not-taken edge cuts off.
+	aggregatorOf map[string]string
+	parents      map[string][]string
+	dead         map[string][]deadArrival
 }
 
 // Compile decodes, validates and compiles a definition. Results are cached by
@@ -48,7 +54,7 @@ func (e *Engine) Compile(raw []byte) (*Workflow, error) {
 	}
 	for i := range def.Nodes {
 		n := &def.Nodes[i]
-		if n.Trigger || isInfrastructure(n.Type) {
+		if n.Trigger {
 			continue
 		}
 		t, _ := e.cfg.Registry.Lookup(n.Type) // Validate checked it exists
@@ -56,20 +62,15 @@ func (e *Engine) Compile(raw []byte) (*Workflow, error) {
 		if err != nil {
 			return nil, workflow.Problems{{Path: fmt.Sprintf("nodes[%d]", i), Message: err.Error()}}
 		}
-		wf.runners[n.ID] = r
+		if r != nil {
+			wf.runners[n.ID] = r
+		}
+	}
+	if ps := wf.analyse(); len(ps) > 0 {
+		return nil, ps
 	}
 	e.cache.put(wf)
 	return wf, nil
-}
-
-// isInfrastructure reports node types the engine itself implements with the
-// coordinator rather than through a Runner.
-func isInfrastructure(typ string) bool {
-	switch typ {
-	case "split", "aggregator", "merge":
-		return true
-	}
-	return false
 }
 
 // isWait reports node types whose success suspends the branch until the

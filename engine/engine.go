@@ -27,6 +27,9 @@ type Config struct {
 	// Timers holds suspended branches of wait and delay nodes; nil means
 	// such nodes fail with UNSUPPORTED_NODE.
 	Timers coord.Timers
+	// Barriers join branches at aggregators and merges; nil means such
+	// nodes cannot run (their messages are rejected).
+	Barriers coord.Barriers
 	// Secrets resolves credential references; nil means nodes get none.
 	Secrets node.Secrets
 	// Logger receives engine logs. Default slog.Default().
@@ -52,6 +55,9 @@ type Sink interface {
 	Execute(m *message.NodeExecution, delay time.Duration)
 	// Complete ends the execution.
 	Complete(c *message.Completion)
+	// Timeout arms a barrier's deadline: t is delivered to HandleTimeout
+	// after delay.
+	Timeout(t *message.Timeout, delay time.Duration)
 }
 
 // ErrInvalid marks a message that can never be handled (bad definition,

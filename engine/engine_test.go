@@ -61,7 +61,7 @@ func newHarness(t *testing.T, def string) *harness {
 	co := coordmem.New(coordmem.Options{})
 	t.Cleanup(func() { co.Close() })
 	timers := coordmem.NewTimers()
-	eng, err := engine.New(engine.Config{Registry: reg, Coord: co, Timers: timers})
+	eng, err := engine.New(engine.Config{Registry: reg, Coord: co, Timers: timers, Barriers: coordmem.NewBarriers()})
 	if err != nil {
 		t.Fatal(err)
 	}

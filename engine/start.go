@@ -67,6 +67,7 @@ func (e *Engine) Start(ctx context.Context, wf *Workflow, execID string, input a
 type Effects struct {
 	Statuses   []*message.NodeStatus
 	Next       []Delayed
+	Timeouts   []*message.Timeout
 	Completion *message.Completion
 }
 
@@ -81,3 +82,6 @@ func (f *Effects) Execute(m *message.NodeExecution, d time.Duration) {
 	f.Next = append(f.Next, Delayed{Msg: m, Delay: d})
 }
 func (f *Effects) Complete(c *message.Completion) { f.Completion = c }
+func (f *Effects) Timeout(t *message.Timeout, _ time.Duration) {
+	f.Timeouts = append(f.Timeouts, t)
+}

@@ -28,6 +28,12 @@ type step struct {
 	// resumedAt is set when a wait node's timer came due: the node succeeds
 	// without running again.
 	resumedAt time.Time
+	// items are a split's elements when it has just run (nil on replay,
+	// when they are evaluated again: expressions are pure).
+	items []any
+	// uncounted is set for barrier timeouts, which the live count never
+	// included (see HandleTimeout).
+	uncounted bool
 }
 
 // record is what Finish stores for a message, so that a redelivery publishes
@@ -40,6 +46,11 @@ type record struct {
 	StartedAt  time.Time      `json:"started_at"`
 	FinishedAt time.Time      `json:"finished_at"`
 	DurationMS int64          `json:"duration_ms"`
+	// Arrival marks an aggregator or merge arrival: replaying it arrives
+	// again, which barriers make idempotent per slot.
+	Arrival bool `json:"arrival,omitempty"`
+	// Noop marks a barrier timeout that found its barrier already closed.
+	Noop bool `json:"noop,omitempty"`
 }
 
 func (s *step) handle(ctx context.Context) error {
@@ -60,6 +71,9 @@ func (s *step) handle(ctx context.Context) error {
 	now := s.e.cfg.Now()
 	if !s.resumedAt.IsZero() {
 		return s.finish(ctx, &record{Output: map[string]any{nodes.ResumeAt: s.resumedAt.UTC().Format(time.RFC3339Nano)}, StartedAt: now, FinishedAt: now})
+	}
+	if s.node.Type == "aggregator" || s.node.Type == "merge" {
+		return s.finish(ctx, &record{Arrival: true, StartedAt: now, FinishedAt: now})
 	}
 	s.sink.Status(s.status(message.StatusRunning, now))
 	rec, err := s.run(ctx, now)
@@ -118,6 +132,7 @@ func (s *step) run(ctx context.Context, now time.Time) (*record, error) {
 	}
 	if err == nil {
 		rec.Output, rec.Route = res.Output, res.Route
+		s.items = res.Items
 		return rec, nil
 	}
 	var ne *node.Error
@@ -195,94 +210,145 @@ func (s *step) idempotencyKey() string {
 	return childID(k, "")
 }
 
-// plan is what a finished node leads to.
-type plan struct {
-	status *message.NodeStatus
-	next   []*message.NodeExecution
-	delay  time.Duration
-	end    map[string]any
-	halt   *message.Failure
+// effects accumulates what one message leads to, before it is committed.
+type effects struct {
+	statuses []*message.NodeStatus
+	next     []*message.NodeExecution
+	delay    time.Duration // held-back time of next (a retry)
+	timeouts []*message.Timeout
+	end      map[string]any
+	halt     *message.Failure
 }
 
-func (s *step) plan(rec *record) *plan {
-	p := &plan{}
+func (f *effects) endWith(ctx map[string]any) {
+	if f.end == nil {
+		f.end = ctx
+		return
+	}
+	for k, v := range ctx { // two branches ended here (a fired barrier's and ours)
+		f.end[k] = v
+	}
+}
+
+// outcome turns a node's result into effects: routing on success, retry or
+// the error strategy on failure.
+func (s *step) outcome(ctx context.Context, rec *record, f *effects) error {
 	at := rec.FinishedAt
+	stack := s.m.LineageStack
 	if rec.Err == nil {
-		p.status = s.status(message.StatusSuccess, at)
-		p.status.Output = rec.Output
-		p.status.DurationMS = rec.DurationMS
-		ctx := s.extend("$"+s.node.ID, rec.Output)
-		p.follow(s, s.successEdges(rec.Route), ctx)
-		return p
+		st := s.status(message.StatusSuccess, at)
+		st.Output = rec.Output
+		st.DurationMS = rec.DurationMS
+		f.statuses = append(f.statuses, st)
+		next := s.extend("$"+s.node.ID, rec.Output)
+		if s.node.Type == "split" {
+			return s.split(ctx, f, next)
+		}
+		return s.follow(ctx, f, s.node, s.successEdges(s.node, rec.Route), next, stack)
 	}
 	retry := s.node.RetrySettings()
 	if rec.Retryable && s.m.Attempt < retry.MaxAttempts {
-		p.delay = retry.Backoff(s.m.Attempt)
-		next := at.Add(p.delay)
-		p.status = s.status(message.StatusRetrying, at)
-		p.status.Error = rec.Err
-		p.status.DurationMS = rec.DurationMS
-		p.status.NextAttemptAt = &next
+		f.delay = retry.Backoff(s.m.Attempt)
+		next := at.Add(f.delay)
+		st := s.status(message.StatusRetrying, at)
+		st.Error = rec.Err
+		st.DurationMS = rec.DurationMS
+		st.NextAttemptAt = &next
+		f.statuses = append(f.statuses, st)
 		again := *s.m
 		again.MessageID = childID(s.m.MessageID, "retry")
 		again.Attempt = s.m.Attempt + 1
-		p.next = []*message.NodeExecution{&again}
-		return p
+		f.next = append(f.next, &again)
+		return nil
 	}
-	p.status = s.status(message.StatusFailed, at)
-	p.status.Error = rec.Err
-	p.status.DurationMS = rec.DurationMS
-	ctx := s.extend("$error", map[string]any{
+	st := s.status(message.StatusFailed, at)
+	st.Error = rec.Err
+	st.DurationMS = rec.DurationMS
+	f.statuses = append(f.statuses, st)
+	errObj := map[string]any{
 		"node_id": s.node.ID,
 		"message": rec.Err.Message,
 		"code":    rec.Err.Code,
 		"details": rec.Err.Details,
-	})
+	}
+	next := s.extend("$error", errObj)
 	switch s.node.Strategy() {
 	case workflow.ErrorIgnore:
-		p.follow(s, s.successEdges(nil), ctx)
+		return s.follow(ctx, f, s.node, s.successEdges(s.node, nil), next, stack)
 	case workflow.ErrorBranch:
-		p.follow(s, []string{s.node.ErrorEdge()}, ctx)
-	default:
-		p.halt = &message.Failure{NodeID: s.node.ID, Error: *rec.Err}
-		p.end = ctx
+		return s.follow(ctx, f, s.node, []string{s.node.ErrorEdge()}, next, stack)
 	}
-	return p
+	if len(stack) > 0 {
+		// Inside a split, halt ends only this branch: it contributes its
+		// error to the aggregator and the other items go on (RFC 004 §6.2).
+		return s.endBranch(ctx, f, next, stack, slot{S: slotFailed, V: map[string]any{"error": errObj}})
+	}
+	f.halt = &message.Failure{NodeID: s.node.ID, Error: *rec.Err}
+	f.end = next
+	return nil
 }
 
-// follow adds one successor message per edge, or ends the branch when there are none.
-func (p *plan) follow(s *step, edges []string, ctx map[string]any) {
+// follow sends ctx along edges of node from (which may be a barrier node
+// fired by this message rather than the message's own node), tells merges
+// on paths not taken that their parent will not come, and ends the branch
+// when no edge is followed.
+func (s *step) follow(ctx context.Context, f *effects, from *workflow.Node, edges []string, next map[string]any, stack []message.Frame) error {
 	for _, id := range edges {
 		e, ok := s.wf.Graph.Edge(id)
 		if !ok {
 			continue // Validate guarantees routing names real edges
 		}
-		p.next = append(p.next, &message.NodeExecution{
-			MessageID:          childID(s.m.MessageID, e.ID),
-			WorkflowID:         s.m.WorkflowID,
-			ExecutionID:        s.m.ExecutionID,
-			CurrentNode:        e.Dst,
-			FromNode:           s.node.ID,
-			Attempt:            1,
-			StartedAt:          s.m.StartedAt,
-			WorkflowDefinition: s.m.WorkflowDefinition,
-			AccumulatedContext: ctx,
-			LineageStack:       s.m.LineageStack,
-		})
+		f.next = append(f.next, s.successor(from, e, next, stack, from.ID+"/"+e.ID))
 	}
-	if len(p.next) == 0 {
-		p.end = ctx
+	for _, e := range s.wf.Graph.Outgoing(from.ID) {
+		if contains(edges, e.ID) {
+			continue
+		}
+		for _, d := range s.wf.dead[e.ID] {
+			if err := s.skipMerge(ctx, f, d, next, stack); err != nil {
+				return err
+			}
+		}
+	}
+	if len(edges) == 0 {
+		return s.endBranch(ctx, f, next, stack, slot{S: slotSkipped})
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// successor is the message that runs e.Dst after from.
+func (s *step) successor(from *workflow.Node, e workflow.Edge, next map[string]any, stack []message.Frame, suffix string) *message.NodeExecution {
+	return &message.NodeExecution{
+		MessageID:          childID(s.m.MessageID, suffix),
+		WorkflowID:         s.m.WorkflowID,
+		ExecutionID:        s.m.ExecutionID,
+		CurrentNode:        e.Dst,
+		FromNode:           from.ID,
+		Attempt:            1,
+		StartedAt:          s.m.StartedAt,
+		WorkflowDefinition: s.m.WorkflowDefinition,
+		AccumulatedContext: next,
+		LineageStack:       stack,
 	}
 }
 
-// successEdges are the edges a success follows: the node's chosen route, or
+// successEdges are the edges a success of n follows: its chosen route, or
 // every outgoing edge but the error edge.
-func (s *step) successEdges(route []string) []string {
+func (s *step) successEdges(n *workflow.Node, route []string) []string {
 	if route != nil {
 		return route
 	}
-	errEdge := s.node.ErrorEdge()
-	out := s.wf.Graph.Outgoing(s.node.ID)
+	errEdge := n.ErrorEdge()
+	out := s.wf.Graph.Outgoing(n.ID)
 	ids := make([]string, 0, len(out))
 	for _, e := range out {
 		if e.ID != errEdge {
@@ -295,8 +361,12 @@ func (s *step) successEdges(route []string) []string {
 // extend returns a copy of the message's context with key set: contexts are
 // shared between messages and never modified in place.
 func (s *step) extend(key string, v any) map[string]any {
-	ctx := make(map[string]any, len(s.m.AccumulatedContext)+1)
-	for k, old := range s.m.AccumulatedContext {
+	return with(s.m.AccumulatedContext, key, v)
+}
+
+func with(base map[string]any, key string, v any) map[string]any {
+	ctx := make(map[string]any, len(base)+1)
+	for k, old := range base {
 		ctx[k] = old
 	}
 	ctx[key] = v
@@ -306,16 +376,39 @@ func (s *step) extend(key string, v any) map[string]any {
 // MarshalBinary encodes the record for coordinators that store it.
 func (r *record) MarshalBinary() ([]byte, error) { return json.Marshal(r) }
 
-// finish records the outcome with the coordinator, then reports the effects.
+// finish works out the effects of rec, records them with the coordinator,
+// then reports them.
 func (s *step) finish(ctx context.Context, rec *record) error {
 	if err := checkJSON(rec.Output, 0); err != nil {
 		// An output that is not JSON cannot travel; it is the node's failure.
 		rec = &record{StartedAt: rec.StartedAt, FinishedAt: rec.FinishedAt, DurationMS: rec.DurationMS,
 			Err: &message.Error{Code: "OUTPUT_NOT_JSON", Message: fmt.Sprintf("node %q produced output that is not JSON: %v", s.node.ID, err)}}
 	}
-	p := s.plan(rec)
+	f := &effects{}
+	var err error
+	switch {
+	case rec.Noop:
+	case rec.Arrival:
+		err = s.arrive(ctx, f)
+	default:
+		err = s.outcome(ctx, rec, f)
+	}
+	if err != nil {
+		return err
+	}
+	return s.commit(ctx, rec, f)
+}
+
+// commit records the message as finished, then reports its effects.
+func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
+	spawned := len(f.next)
+	if s.uncounted {
+		// The live count never included this message: finishing it must not
+		// remove it (see HandleTimeout).
+		spawned++
+	}
 	out, err := s.e.cfg.Coord.Finish(ctx, s.m.ExecutionID, s.m.MessageID, coord.Finish{
-		Spawned: len(p.next), Record: rec, End: p.end, Halt: p.halt,
+		Spawned: spawned, Record: rec, End: f.end, Halt: f.halt,
 	})
 	if errors.Is(err, coord.ErrUnknownExecution) {
 		s.e.log.Warn("dropping message of an unknown or expired execution", "execution_id", s.m.ExecutionID, "message_id", s.m.MessageID)
@@ -324,9 +417,15 @@ func (s *step) finish(ctx context.Context, rec *record) error {
 	if err != nil {
 		return fmt.Errorf("engine: finish message %s: %w", s.m.MessageID, err)
 	}
-	s.sink.Status(p.status)
-	for _, n := range p.next {
-		s.sink.Execute(n, p.delay)
+	for _, st := range f.statuses {
+		s.sink.Status(st)
+	}
+	for _, n := range f.next {
+		s.sink.Execute(n, f.delay)
+	}
+	now := s.e.cfg.Now()
+	for _, t := range f.timeouts {
+		s.sink.Timeout(t, max(0, t.Deadline.Sub(now)))
 	}
 	s.complete(out)
 	return nil

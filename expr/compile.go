@@ -23,6 +23,7 @@ const (
 	fnIndex  = "rune:index"
 	fnTick   = "rune:tick"
 	fnAdd    = "rune:add"
+	fnMod    = "rune:mod"
 	fnGuard  = "rune:guard"
 	fnRepeat = "rune:repeat"
 	fnBudget = "rune:budget"
@@ -171,6 +172,7 @@ func (c *Compiler) config() *conf.Config {
 	add(fnIndex, indexFn)
 	add(fnTick, tickFn)
 	add(fnAdd, addFn)
+	add(fnMod, modFn)
 	add(fnGuard, guardFn)
 	add(fnRepeat, repeatFn)
 	add(fnBudget, c.newBudget)
@@ -269,6 +271,9 @@ func (r *rewriter) node(n ast.Node, lenient bool) ast.Node {
 				return n // cannot concatenate strings: nothing to charge
 			}
 			return call(n, fnAdd, r.budget(n), n.Left, n.Right)
+		case "%":
+			// JSON numbers are float64; expr's % takes integers only.
+			return call(n, fnMod, r.node(n.Left, false), r.node(n.Right, false))
 		}
 		n.Left = r.node(n.Left, false)
 		n.Right = r.node(n.Right, false)

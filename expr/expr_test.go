@@ -442,3 +442,22 @@ func TestLiquidLimits(t *testing.T) {
 		})
 	}
 }
+
+func TestModuloOnJSONNumbers(t *testing.T) {
+	c := NewCompiler(Limits{})
+	env := map[string]any{"$item": 7.0, "$half": 7.5}
+	for src, want := range map[string]any{"$item % 2": 1, "$item % 2 == 1": true, "$half % 2": 1.5, "10 % 4": 2} {
+		v, err := c.Expression(src)
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		got, err := v.Eval(env)
+		if err != nil || got != want {
+			t.Fatalf("%s = %v (%T), %v; want %v", src, got, got, err, want)
+		}
+	}
+	v, _ := c.Expression("$item % 0")
+	if _, err := v.Eval(env); err == nil || !strings.Contains(err.Error(), "by zero") {
+		t.Fatalf("%% 0: %v, want an error", err)
+	}
+}

@@ -448,3 +448,56 @@ func convert(v any, depth int) (any, error) {
 	}
 	return nil, fmt.Errorf("result of type %T is not a JSON value", v)
 }
+
+// modFn is % for JSON numbers: the remainder of whole numbers, whatever Go
+// type holds them; math.Mod for fractions.
+func modFn(args ...any) (any, error) {
+	a, okA := number(args[0])
+	b, okB := number(args[1])
+	if !okA || !okB {
+		return nil, fmt.Errorf("%% needs numbers, got %s and %s", kindOf(args[0]), kindOf(args[1]))
+	}
+	if b == 0 {
+		return nil, fmt.Errorf("%% by zero")
+	}
+	if a == math.Trunc(a) && b == math.Trunc(b) && math.Abs(a) < 1<<53 && math.Abs(b) < 1<<53 {
+		return int(a) % int(b), nil
+	}
+	return math.Mod(a, b), nil
+}
+
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case float64:
+		return n, true
+	case float32:
+		return float64(n), true
+	case int:
+		return float64(n), true
+	case int64:
+		return float64(n), true
+	case int32:
+		return float64(n), true
+	case uint:
+		return float64(n), true
+	case uint64:
+		return float64(n), true
+	}
+	return 0, false
+}
+
+func kindOf(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("%T", v)
+}

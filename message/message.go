@@ -118,4 +118,7 @@ type Timeout struct {
 	// Key identifies the barrier instance, so that a stale timeout for a
 	// barrier that completed and was reused can be told apart.
 	Key string `json:"key,omitempty"`
+	// Message is the node's message as the timeout would run it: the merge
+	// or aggregator node, its context and the lineage its successors take.
+	Message *NodeExecution `json:"message,omitempty"`
 }

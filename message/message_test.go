@@ -51,6 +51,7 @@ func validTimeout() *Timeout {
 	return &Timeout{
 		ExecutionID: "exec_1", WorkflowID: "wf", NodeID: "merge_1", Deadline: t0, Key: "exec_1:merge_1",
 		LineageStack: []Frame{{SplitNodeID: "s", ItemIndex: 1, TotalItems: 2}},
+		Message:      validExecution(),
 	}
 }
 
@@ -211,7 +212,7 @@ func TestCompletionValidate(t *testing.T) {
 func TestTimeoutValidate(t *testing.T) {
 	expectInvalid(t, validTimeout().Validate(), "Timeout")
 	expectInvalid(t, (&Timeout{LineageStack: []Frame{{SplitNodeID: "s", TotalItems: -1}}}).Validate(), "Timeout",
-		"workflow_id: missing", "execution_id: missing", "node_id: missing", "deadline: missing", "lineage_stack[0].total_items: -1")
+		"workflow_id: missing", "execution_id: missing", "node_id: missing", "deadline: missing", "lineage_stack[0].total_items: -1", "message: missing")
 }
 
 func TestContextKeysListIsBounded(t *testing.T) {

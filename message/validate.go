@@ -220,6 +220,11 @@ func (t *Timeout) Validate() error {
 		p.add("deadline", "missing")
 	}
 	p.lineage(t.LineageStack)
+	if t.Message == nil {
+		p.add("message", "missing")
+	} else if err := t.Message.Validate(); err != nil {
+		p.add("message", "%s", err.Error())
+	}
 	return p.err()
 }
 

@@ -71,6 +71,9 @@ type Result struct {
 	// Route lists the outgoing edge ids to follow. Nil means every outgoing
 	// edge but the error edge; a non-nil empty slice ends the branch.
 	Route []string
+	// Items, for split nodes, are the elements to fan out over: one branch
+	// per element (RFC 004).
+	Items []any
 }
 
 // Error is a node failure (RFC 001 §6.2 error object, plus retryability).

@@ -1,5 +1,6 @@
 // Package nodes implements the built-in node types of dsl.md ("Node types"):
-// trigger, http, conditional, switch, set and log.
+// trigger, http, conditional, switch, set, log, wait, delay, split,
+// aggregator and merge.
 package nodes
 
 import (
@@ -61,6 +62,9 @@ func Register(r *node.Registry, opts Options) {
 	r.Register("log", &logType{logger: opts.Logger})
 	r.Register("wait", waitType{})
 	r.Register("delay", delayType{})
+	r.Register("split", splitType{})
+	r.Register("aggregator", aggregatorType{})
+	r.Register("merge", mergeType{})
 }
 
 // NewRegistry returns a registry holding the built-in node types.

@@ -72,10 +72,36 @@ func Run(ctx context.Context, cfg Config) error {
 		context.AfterFunc(work, func() { t.Stop() })
 	})
 	defer stop()
+	// Barrier timeouts are few; a small consumer beside the main one.
+	timeouts := make(chan error, 1)
+	go func() {
+		opts := broker.ConsumeOptions{Concurrency: 2}
+		timeouts <- cfg.Broker.Consume(ctx, broker.Timeout, opts, func(_ context.Context, d *broker.Delivery) error {
+			return handleTimeout(work, cfg, d)
+		})
+	}()
 	opts := broker.ConsumeOptions{Concurrency: cfg.Concurrency, Prefetch: cfg.Prefetch}
-	return cfg.Broker.Consume(ctx, broker.Execution, opts, func(_ context.Context, d *broker.Delivery) error {
+	err := cfg.Broker.Consume(ctx, broker.Execution, opts, func(_ context.Context, d *broker.Delivery) error {
 		return handle(work, cfg, d)
 	})
+	return errors.Join(err, <-timeouts)
+}
+
+func handleTimeout(ctx context.Context, cfg Config, d *broker.Delivery) error {
+	t, ok := d.Body.(*message.Timeout)
+	if !ok {
+		return fmt.Errorf("%w: body of %T on %s", broker.ErrReject, d.Body, d.Topic)
+	}
+	s := &Publisher{ctx: ctx, b: cfg.Broker}
+	err := cfg.Engine.HandleTimeout(ctx, t, s)
+	if errors.Is(err, engine.ErrInvalid) {
+		cfg.Logger.Error("rejecting timeout", "message_id", d.ID, "execution_id", t.ExecutionID, "err", err)
+		return fmt.Errorf("%w: %v", broker.ErrReject, err)
+	}
+	if err == nil {
+		err = s.Flush()
+	}
+	return err
 }
 
 func handle(ctx context.Context, cfg Config, d *broker.Delivery) error {
@@ -126,6 +152,11 @@ func (p *Publisher) Status(s *message.NodeStatus) {
 // Execute implements engine.Sink.
 func (p *Publisher) Execute(m *message.NodeExecution, delay time.Duration) {
 	p.batch = append(p.batch, broker.Message{Topic: broker.Execution, ID: m.MessageID, Key: m.ExecutionID, Body: m, Delay: delay})
+}
+
+// Timeout implements engine.Sink.
+func (p *Publisher) Timeout(t *message.Timeout, delay time.Duration) {
+	p.batch = append(p.batch, broker.Message{Topic: broker.Timeout, ID: t.Message.MessageID, Key: t.ExecutionID, Body: t, Delay: delay})
 }
 
 // Complete implements engine.Sink.

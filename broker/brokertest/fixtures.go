@@ -121,6 +121,7 @@ func timeout(key string) *message.Timeout {
 		LineageStack: []message.Frame{{SplitNodeID: "split", BranchID: "b-2", ItemIndex: 2, TotalItems: 3}},
 		Deadline:     t2,
 		Key:          "barrier-" + key,
+		Message:      execution("timeout-"+key, key),
 	}
 }
 

@@ -5,15 +5,19 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"os"
+	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/rune-org/rune/broker/amqp"
 	"github.com/rune-org/rune/client"
-	coordredis "github.com/rune-org/rune/coord/redis"
+	"github.com/rune-org/rune/coord"
+	"github.com/rune-org/rune/distributed"
 	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/nodes"
+	"github.com/rune-org/rune/scheduler"
 	"github.com/rune-org/rune/secrets"
 	"github.com/rune-org/rune/worker"
 )
@@ -41,46 +45,15 @@ func (s *servers) check(needRedis bool) error {
 	return nil
 }
 
-func (s *servers) broker(ctx context.Context, log *slog.Logger, role string) (*amqp.Broker, error) {
-	prefix := s.prefix
-	if prefix != "" {
-		prefix += "."
+// connect connects to the servers in role.
+func (s *servers) connect(ctx context.Context, log *slog.Logger, role string) (*distributed.Runtime, error) {
+	if _, err := goredis.ParseURL(s.redisURL); err != nil {
+		return nil, usagef("--redis: %v", err)
 	}
-	b, err := amqp.New(ctx, amqp.Config{URL: s.amqpURL, Prefix: prefix, Role: role, Logger: log, Name: "rune " + role})
-	if err != nil {
-		return nil, fmt.Errorf("connect to RabbitMQ: %w (is it running? check --amqp)", err)
-	}
-	return b, nil
-}
-
-func (s *servers) engine(ctx context.Context, log *slog.Logger) (*engine.Engine, func(), error) {
-	opts, err := goredis.ParseURL(s.redisURL)
-	if err != nil {
-		return nil, nil, usagef("--redis: %v", err)
-	}
-	rc := goredis.NewClient(opts)
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := rc.Ping(pctx).Err(); err != nil {
-		rc.Close()
-		return nil, nil, fmt.Errorf("connect to Redis at %s: %w (is it running? check --redis)", opts.Addr, err)
-	}
-	prefix := s.prefix
-	if prefix == "" {
-		prefix = coordredis.DefaultPrefix
-	}
-	co := coordredis.New(rc, coordredis.Options{Prefix: prefix})
-	eng, err := engine.New(engine.Config{
-		Registry: nodes.NewRegistry(nodes.Options{Logger: log}),
-		Coord:    co,
-		Secrets:  secrets.Env{},
-		Logger:   log,
+	return distributed.Connect(ctx, distributed.Config{
+		AMQPURL: s.amqpURL, RedisURL: s.redisURL, Prefix: s.prefix, Role: role,
+		Logger: log, Secrets: secrets.Env{}, Nodes: nodes.Options{Logger: log},
 	})
-	if err != nil {
-		rc.Close()
-		return nil, nil, err
-	}
-	return eng, func() { rc.Close() }, nil
 }
 
 func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
@@ -91,8 +64,9 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 	concurrency := fs.Int("concurrency", 0, "messages handled at once (default 8 × GOMAXPROCS)")
 	prefetch := fs.Int("prefetch", 0, "unacked messages RabbitMQ may hand over (default 2 × concurrency)")
 	drain := fs.Duration("drain-timeout", 30*time.Second, "on SIGTERM, how long the messages in hand may run on")
+	withScheduler := fs.Bool("scheduler", false, "also fire due timers of wait and delay nodes in this process")
 	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "Usage: rune worker --amqp URL --redis URL [--concurrency N]\n\nConsumes workflow.execution and runs nodes until SIGTERM or Ctrl-C, then finishes\nthe messages in hand (within --drain-timeout) and exits 0.")
+		fmt.Fprintln(env.stderr, "Usage: rune worker --amqp URL --redis URL [--concurrency N] [--scheduler]\n\nConsumes workflow.execution and runs nodes until SIGTERM or Ctrl-C, then finishes\nthe messages in hand (within --drain-timeout) and exits 0.")
 		fs.PrintDefaults()
 	}
 	if _, err := parseInterspersed(fs, args); err != nil {
@@ -102,20 +76,70 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	log := serverLogger(env)
-	b, err := srv.broker(ctx, log, amqp.RoleWorker)
+	rt, err := srv.connect(ctx, log, amqp.RoleWorker)
 	if err != nil {
 		return err
 	}
-	defer b.Close()
-	eng, closeEng, err := srv.engine(ctx, log)
-	if err != nil {
-		return err
+	defer rt.Close()
+	var wg sync.WaitGroup
+	if *withScheduler {
+		warnDurability(ctx, rt, log)
+		wg.Go(func() {
+			_ = scheduler.Run(ctx, scheduler.Config{Timers: rt.Timers, Broker: rt.Broker, Engine: rt.Engine, Logger: log})
+		})
 	}
-	defer closeEng()
-	log.Info("worker started", "concurrency", *concurrency, "prefetch", *prefetch)
-	err = worker.Run(ctx, worker.Config{Broker: b, Engine: eng, Concurrency: *concurrency, Prefetch: *prefetch, DrainTimeout: *drain, Logger: log})
+	log.Info("worker started", "concurrency", *concurrency, "prefetch", *prefetch, "scheduler", *withScheduler)
+	err = worker.Run(ctx, worker.Config{Broker: rt.Broker, Engine: rt.Engine, Concurrency: *concurrency, Prefetch: *prefetch, DrainTimeout: *drain, Logger: log})
+	wg.Wait()
 	log.Info("worker stopped")
 	return err
+}
+
+func cmdScheduler(ctx context.Context, env *cliEnv, args []string) error {
+	fs := flag.NewFlagSet("scheduler", flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	var srv servers
+	srv.flags(fs, env, true)
+	poll := fs.Duration("poll", 50*time.Millisecond, "pause between claims when no timer is due")
+	batch := fs.Int("batch", 500, "timers claimed at once; full batches are drained without pausing")
+	lease := fs.Duration("lease", 30*time.Second, "how long a claimed timer is this scheduler's before another may fire it")
+	fs.Usage = func() {
+		fmt.Fprintln(env.stderr, "Usage: rune scheduler --amqp URL --redis URL\n\nFires the timers of wait and delay nodes when they come due. Run one or more;\na timer fires once even with several, and a scheduler killed mid-fire loses none.")
+		fs.PrintDefaults()
+	}
+	if _, err := parseInterspersed(fs, args); err != nil {
+		return err
+	}
+	if err := srv.check(true); err != nil {
+		return err
+	}
+	log := serverLogger(env)
+	rt, err := srv.connect(ctx, log, amqp.RoleWorker)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	warnDurability(ctx, rt, log)
+	cfg := scheduler.Config{Timers: rt.Timers, Broker: rt.Broker, Engine: rt.Engine, Poll: *poll, Batch: *batch, Lease: *lease, Logger: log}
+	if env.getenv("RUNE_FAULT") == "exit-after-claim" {
+		// Fault injection for the crash tests: die between claim and publish.
+		cfg.AfterClaim = func([]coord.Timer) { os.Exit(137) }
+	}
+	log.Info("scheduler started", "poll", *poll, "batch", *batch, "lease", *lease)
+	err = scheduler.Run(ctx, cfg)
+	log.Info("scheduler stopped")
+	return err
+}
+
+// warnDurability logs what in Redis's configuration would lose timers.
+func warnDurability(ctx context.Context, rt *distributed.Runtime, log *slog.Logger) {
+	warnings, err := rt.DurabilityWarnings(ctx)
+	if err != nil {
+		log.Warn("could not check Redis durability", "err", err)
+	}
+	for _, w := range warnings {
+		log.Warn("Redis may lose timers: " + w)
+	}
 }
 
 func cmdStart(ctx context.Context, env *cliEnv, args []string) error {
@@ -145,31 +169,25 @@ func cmdStart(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	log := cliLogger(env)
-	eng, closeEng, err := srv.engine(ctx, log)
+	rt, err := srv.connect(ctx, cliLogger(env), amqp.RoleMaster)
 	if err != nil {
 		return err
 	}
-	defer closeEng()
-	wf, err := eng.Compile(raw)
+	defer rt.Close()
+	wf, err := rt.Engine.Compile(raw)
 	if err != nil {
 		return invalidWorkflow(env, pos[0], err)
 	}
-	b, err := srv.broker(ctx, log, amqp.RoleMaster)
-	if err != nil {
-		return err
-	}
-	defer b.Close()
 	execID := engine.NewExecutionID(time.Now())
 	if !*wait {
-		if err := client.Start(ctx, b, eng, wf, execID, in); err != nil {
+		if err := client.Start(ctx, rt.Broker, rt.Engine, wf, execID, in); err != nil {
 			return err
 		}
 		fmt.Fprintln(env.stdout, execID)
 		return nil
 	}
 	prog := newProgress(env.stderr, *quiet)
-	comp, err := client.Run(ctx, b, eng, wf, execID, in, prog.status)
+	comp, err := client.Run(ctx, rt.Broker, rt.Engine, wf, execID, in, prog.status)
 	prog.finish(comp)
 	if err != nil {
 		return err

@@ -46,6 +46,7 @@ func commands() []command {
 		{"run", "run a workflow in this process (no servers)", cmdRun},
 		{"validate", "check a workflow definition and list every problem", cmdValidate},
 		{"worker", "run nodes from RabbitMQ (distributed runtime)", cmdWorker},
+		{"scheduler", "fire due timers of wait and delay nodes (distributed runtime)", cmdScheduler},
 		{"start", "start an execution on running workers; --wait follows it", cmdStart},
 		{"bench", "measure node executions per second", cmdBench},
 	}

@@ -1,0 +1,116 @@
+// Package distributed assembles Rune's distributed runtime: the engine on
+// RabbitMQ (broker/amqp) and Redis (coord/redis), for `rune worker`,
+// `rune scheduler` and `rune start`, and for tests that run the same
+// scenarios on both runtimes.
+package distributed
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/rune-org/rune/broker/amqp"
+	coordredis "github.com/rune-org/rune/coord/redis"
+	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/node"
+	"github.com/rune-org/rune/nodes"
+)
+
+// Config says where the servers are.
+type Config struct {
+	// AMQPURL is RabbitMQ's URL. Required.
+	AMQPURL string
+	// RedisURL is Redis's URL. Required.
+	RedisURL string
+	// Prefix isolates deployments (and tests) sharing servers: queues and
+	// exchanges are named "<Prefix>.workflow.execution" and so on, Redis keys
+	// start with Prefix. Default "": RFC 001's queue names and the "rune"
+	// key prefix.
+	Prefix string
+	// Role is the RabbitMQ role (amqp.RoleWorker, RoleMaster, RoleAdmin).
+	// Default amqp.RoleWorker.
+	Role string
+	// Logger receives logs. Default slog.Default().
+	Logger *slog.Logger
+	// Nodes configures the built-in node types.
+	Nodes nodes.Options
+	// Secrets resolves credential references; nil means nodes get none.
+	Secrets node.Secrets
+}
+
+// Runtime is a connected distributed runtime.
+type Runtime struct {
+	Broker   *amqp.Broker
+	Redis    *goredis.Client
+	Engine   *engine.Engine
+	Timers   *coordredis.Timers
+	Coord    *coordredis.Coordinator
+	Barriers *coordredis.Barriers
+}
+
+// Connect connects to RabbitMQ and Redis and builds the engine.
+func Connect(ctx context.Context, cfg Config) (*Runtime, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Role == "" {
+		cfg.Role = amqp.RoleWorker
+	}
+	opts, err := goredis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		return nil, fmt.Errorf("redis URL: %w", err)
+	}
+	rc := goredis.NewClient(opts)
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := rc.Ping(pctx).Err(); err != nil {
+		rc.Close()
+		return nil, fmt.Errorf("connect to Redis at %s: %w (is it running? check the Redis URL)", opts.Addr, err)
+	}
+	qprefix, kprefix := "", coordredis.DefaultPrefix
+	if cfg.Prefix != "" {
+		qprefix, kprefix = cfg.Prefix+".", cfg.Prefix
+	}
+	b, err := amqp.New(ctx, amqp.Config{URL: cfg.AMQPURL, Prefix: qprefix, Role: cfg.Role, Logger: cfg.Logger, Name: "rune " + cfg.Role})
+	if err != nil {
+		rc.Close()
+		return nil, fmt.Errorf("connect to RabbitMQ: %w (is it running? check the AMQP URL)", err)
+	}
+	r := &Runtime{
+		Broker:   b,
+		Redis:    rc,
+		Coord:    coordredis.New(rc, coordredis.Options{Prefix: kprefix}),
+		Barriers: coordredis.NewBarriers(rc, coordredis.BarrierOptions{Prefix: kprefix}),
+		Timers:   coordredis.NewTimers(rc, coordredis.TimerOptions{Prefix: kprefix}),
+	}
+	if cfg.Nodes.Logger == nil {
+		cfg.Nodes.Logger = cfg.Logger
+	}
+	r.Engine, err = engine.New(engine.Config{
+		Registry: nodes.NewRegistry(cfg.Nodes),
+		Coord:    r.Coord,
+		Barriers: r.Barriers,
+		Timers:   r.Timers,
+		Secrets:  cfg.Secrets,
+		Logger:   cfg.Logger,
+	})
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// DurabilityWarnings says what in Redis's configuration would lose timers.
+func (r *Runtime) DurabilityWarnings(ctx context.Context) ([]string, error) {
+	return coordredis.CheckDurability(ctx, r.Redis)
+}
+
+// Close releases the connections.
+func (r *Runtime) Close() {
+	r.Broker.Close()
+	r.Redis.Close()
+}

@@ -1,0 +1,19 @@
+package embedded_test
+
+import (
+	"testing"
+
+	"github.com/rune-org/rune/embedded"
+	"github.com/rune-org/rune/runtimetest"
+)
+
+func TestRuntimeConformance(t *testing.T) {
+	runtimetest.Run(t, func(t *testing.T) runtimetest.Runtime {
+		rt, err := embedded.New(embedded.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rt.Close() })
+		return rt
+	})
+}

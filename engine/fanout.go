@@ -1,0 +1,517 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/rune-org/rune/coord"
+	"github.com/rune-org/rune/message"
+	"github.com/rune-org/rune/nodes"
+	"github.com/rune-org/rune/workflow"
+)
+
+// Fan-out, fan-in and merge (RFC 004, RFC 005). A split opens a barrier for
+// its items and pushes a lineage frame on each branch; whatever ends a
+// branch inside the split (its aggregator, a node with no successor, an
+// untaken conditional side, a halt) arrives at that barrier exactly once per
+// item. The arrival that completes the barrier fires the aggregator: it pops
+// the frame and continues with the split-time context plus the aggregator's
+// output. Merges are barriers over their parents, scoped by lineage.
+
+// slot is what one item contributes to its aggregator, or one parent to a merge.
+type slot struct {
+	S string `json:"s"`
+	V any    `json:"v,omitempty"`
+	// From and Ctx, for merges: the parent and the context it arrived with.
+	From string         `json:"from,omitempty"`
+	Ctx  map[string]any `json:"ctx,omitempty"`
+}
+
+const (
+	slotOK      = "ok"
+	slotFailed  = "failed"
+	slotSkipped = "skipped"
+)
+
+// deadArrival is a merge that learns a parent will not come when an edge
+// is not taken: the parent is the last node on the dead path.
+type deadArrival struct {
+	merge, parent string
+}
+
+// analyse works out, once per definition, what fan-in needs: the aggregator
+// closing each split, the parents of each merge, and for every edge the
+// merges that a not-taken edge cuts off.
+func (wf *Workflow) analyse() workflow.Problems {
+	g := wf.Graph
+	wf.aggregatorOf = map[string]string{}
+	wf.parents = map[string][]string{}
+	wf.dead = map[string][]deadArrival{}
+	closes := map[string]bool{}
+	for i := range wf.Def.Nodes {
+		n := &wf.Def.Nodes[i]
+		switch n.Type {
+		case "split":
+			if agg := matchAggregator(g, n.ID); agg != "" {
+				wf.aggregatorOf[n.ID] = agg
+				closes[agg] = true
+			}
+		case "merge":
+			for _, e := range g.Incoming(n.ID) {
+				if !contains(wf.parents[n.ID], e.Src) {
+					wf.parents[n.ID] = append(wf.parents[n.ID], e.Src)
+				}
+			}
+		}
+	}
+	var ps workflow.Problems
+	for i := range wf.Def.Nodes {
+		n := &wf.Def.Nodes[i]
+		if n.Type == "aggregator" && !closes[n.ID] {
+			ps = append(ps, workflow.Problem{Path: fmt.Sprintf("nodes[%d]", i),
+				Message: fmt.Sprintf("aggregator %q closes no split: put it downstream of a split node", n.ID)})
+		}
+	}
+	for _, e := range wf.Def.Edges {
+		wf.dead[e.ID] = deadPath(g, e, map[string]bool{})
+	}
+	return ps
+}
+
+// matchAggregator finds the aggregator that closes split: the first one
+// reached downstream with as many aggregators as splits in between.
+func matchAggregator(g *workflow.Graph, split string) string {
+	type at struct {
+		id    string
+		depth int
+	}
+	seen := map[string]bool{}
+	queue := []at{}
+	for _, e := range g.Outgoing(split) {
+		queue = append(queue, at{e.Dst, 0})
+	}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		key := cur.id + "#" + strconv.Itoa(cur.depth)
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		n, _ := g.Node(cur.id)
+		depth := cur.depth
+		switch n.Type {
+		case "aggregator":
+			if depth == 0 {
+				return n.ID
+			}
+			depth--
+		case "split":
+			depth++
+		}
+		for _, e := range g.Outgoing(n.ID) {
+			queue = append(queue, at{e.Dst, depth})
+		}
+	}
+	return ""
+}
+
+// deadPath follows a not-taken edge to the merges it cuts off. A node whose
+// every way in is dead is dead too; the walk stops at nodes that other edges
+// may still reach, and at aggregators (their barrier counts ends of branches).
+func deadPath(g *workflow.Graph, e workflow.Edge, seen map[string]bool) []deadArrival {
+	if seen[e.ID] {
+		return nil
+	}
+	seen[e.ID] = true
+	n, _ := g.Node(e.Dst)
+	switch {
+	case n.Type == "merge":
+		return []deadArrival{{merge: n.ID, parent: e.Src}}
+	case n.Type == "aggregator" || len(g.Incoming(n.ID)) > 1:
+		return nil
+	}
+	var out []deadArrival
+	for _, next := range g.Outgoing(n.ID) {
+		out = append(out, deadPath(g, next, seen)...)
+	}
+	return out
+}
+
+// branchOf names the branch a lineage stack is on: "" at the top level.
+func branchOf(stack []message.Frame) string {
+	if len(stack) == 0 {
+		return ""
+	}
+	return stack[len(stack)-1].BranchID
+}
+
+// splitKey is the barrier of the split whose frame tops stack.
+func splitKey(stack []message.Frame) string {
+	top := stack[len(stack)-1]
+	return "split:" + branchOf(stack[:len(stack)-1]) + "|" + top.SplitNodeID
+}
+
+func mergeKey(stack []message.Frame, merge string) string {
+	return "merge:" + branchOf(stack) + "|" + merge
+}
+
+func (s *step) barriers() (coord.Barriers, error) {
+	if s.e.cfg.Barriers == nil {
+		return nil, fmt.Errorf("%w: node %q needs barriers, which this runtime lacks", ErrInvalid, s.node.ID)
+	}
+	return s.e.cfg.Barriers, nil
+}
+
+func (s *step) barrierSpec(n *workflow.Node, total, need int, state []byte) coord.BarrierSpec {
+	timeout := time.Duration(nodes.BarrierTimeout(n) * float64(time.Second))
+	// The barrier outlives its timeout, so the timeout finds it.
+	return coord.BarrierSpec{Total: total, Need: need, State: state, TTL: timeout + time.Hour}
+}
+
+// split fans out: one branch per item and outgoing edge, each with a new
+// lineage frame, and the aggregator's barrier and timeout (RFC 004 §4.1).
+func (s *step) split(ctx context.Context, f *effects, next map[string]any) error {
+	items := s.items
+	if items == nil {
+		// A replay: evaluate the array again (expressions are pure).
+		res, err := s.call(ctx, s.wf.runners[s.node.ID], s.m.StartedAt)
+		if err != nil {
+			return fmt.Errorf("engine: replay split %q: %w", s.node.ID, err)
+		}
+		items = res.Items
+	}
+	stack := s.m.LineageStack
+	aggID := s.wf.aggregatorOf[s.node.ID]
+	agg, _ := s.wf.Graph.Node(aggID)
+	if len(items) == 0 {
+		if agg == nil {
+			return s.endBranch(ctx, f, next, stack, slot{S: slotSkipped})
+		}
+		// Nothing to fan out: straight to the aggregator (RFC 004 §6.1).
+		return s.fireAggregator(ctx, f, agg, nil, next, stack)
+	}
+	n := len(items)
+	parent := branchOf(stack)
+	if parent == "" {
+		parent = s.m.ExecutionID
+	}
+	if agg != nil {
+		state, err := json.Marshal(next)
+		if err != nil {
+			return fmt.Errorf("engine: split %q: encode context: %w", s.node.ID, err)
+		}
+		b, err := s.barriers()
+		if err != nil {
+			return err
+		}
+		probe := append(append([]message.Frame(nil), stack...), message.Frame{SplitNodeID: s.node.ID})
+		key := splitKey(probe)
+		if err := b.Open(ctx, s.m.ExecutionID, key, s.barrierSpec(agg, n, n, state)); err != nil {
+			return fmt.Errorf("engine: open barrier of split %q: %w", s.node.ID, err)
+		}
+		f.timeouts = append(f.timeouts, s.timeout(agg, key, next, stack))
+	}
+	edges := s.successEdges(s.node, nil)
+	f.next = make([]*message.NodeExecution, 0, n*len(edges))
+	for i, item := range items {
+		bctx := make(map[string]any, len(next)+2)
+		for k, v := range next {
+			bctx[k] = v
+		}
+		bctx["$item"] = item
+		bctx["$item_index"] = i
+		fstack := make([]message.Frame, len(stack)+1)
+		copy(fstack, stack)
+		fstack[len(stack)] = message.Frame{
+			SplitNodeID: s.node.ID,
+			BranchID:    parent + "/" + s.node.ID + "_" + strconv.Itoa(i),
+			ItemIndex:   i,
+			TotalItems:  n,
+		}
+		for _, id := range edges {
+			e, _ := s.wf.Graph.Edge(id)
+			f.next = append(f.next, s.successor(s.node, e, bctx, fstack, e.ID+"#"+strconv.Itoa(i)))
+		}
+	}
+	return nil
+}
+
+// timeout is the message that fails barrier node n (an aggregator or a
+// merge) if its barrier is still open at the deadline (RFC 005 §5). It runs
+// n with ctx and stack: the context and lineage n's successors would take.
+func (s *step) timeout(n *workflow.Node, key string, ctx map[string]any, stack []message.Frame) *message.Timeout {
+	deadline := s.e.cfg.Now().Add(time.Duration(nodes.BarrierTimeout(n) * float64(time.Second)))
+	return &message.Timeout{
+		ExecutionID:  s.m.ExecutionID,
+		WorkflowID:   s.m.WorkflowID,
+		NodeID:       n.ID,
+		LineageStack: stack,
+		Deadline:     deadline,
+		Key:          key,
+		Message: &message.NodeExecution{
+			MessageID:          childID(s.m.ExecutionID+"/"+key, "timeout"),
+			WorkflowID:         s.m.WorkflowID,
+			ExecutionID:        s.m.ExecutionID,
+			CurrentNode:        n.ID,
+			Attempt:            1,
+			StartedAt:          s.m.StartedAt,
+			WorkflowDefinition: s.m.WorkflowDefinition,
+			AccumulatedContext: ctx,
+			LineageStack:       stack,
+		},
+	}
+}
+
+// endBranch ends a branch: at the top level its context joins the final
+// context; inside a split it arrives at the split's barrier (RFC 004 §5.3).
+func (s *step) endBranch(ctx context.Context, f *effects, next map[string]any, stack []message.Frame, v slot) error {
+	if len(stack) == 0 {
+		f.endWith(next)
+		return nil
+	}
+	top := stack[len(stack)-1]
+	agg, ok := s.wf.Graph.Node(s.wf.aggregatorOf[top.SplitNodeID])
+	if !ok {
+		return nil // a split without aggregator: its branches just end
+	}
+	return s.arriveAtAggregator(ctx, f, agg, stack, v)
+}
+
+// arriveAtAggregator commits one item's contribution and fires the
+// aggregator when it was the last.
+func (s *step) arriveAtAggregator(ctx context.Context, f *effects, agg *workflow.Node, stack []message.Frame, v slot) error {
+	b, err := s.barriers()
+	if err != nil {
+		return err
+	}
+	top := stack[len(stack)-1]
+	val, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("engine: encode arrival at %q: %w", agg.ID, err)
+	}
+	arr, err := b.Arrive(ctx, s.m.ExecutionID, splitKey(stack), s.barrierSpec(agg, top.TotalItems, top.TotalItems, nil), top.ItemIndex, val)
+	if errors.Is(err, coord.ErrBarrierClosed) {
+		return nil // timed out: late arrivals are ignored
+	}
+	if err != nil {
+		return fmt.Errorf("engine: arrive at aggregator %q: %w", agg.ID, err)
+	}
+	if !arr.Complete {
+		st := s.statusOf(agg, message.StatusWaiting, stack[:len(stack)-1])
+		st.Details = map[string]any{"processed": arr.Arrived, "total": top.TotalItems}
+		f.statuses = append(f.statuses, st)
+		return nil
+	}
+	var base map[string]any
+	if err := json.Unmarshal(arr.State, &base); err != nil {
+		return fmt.Errorf("engine: aggregator %q: split-time context unreadable: %w", agg.ID, err)
+	}
+	return s.fireAggregator(ctx, f, agg, arr.Values, base, stack[:len(stack)-1])
+}
+
+// fireAggregator completes aggregator agg from the items' contributions:
+// the context is the split-time context plus its output, on the outer lineage.
+func (s *step) fireAggregator(ctx context.Context, f *effects, agg *workflow.Node, values [][]byte, base map[string]any, outer []message.Frame) error {
+	items := make([]any, len(values))
+	var ok, failed, skipped int
+	for i, raw := range values {
+		var v slot
+		if raw == nil || json.Unmarshal(raw, &v) != nil {
+			v.S = slotSkipped
+		}
+		switch v.S {
+		case slotOK:
+			items[i] = v.V
+			ok++
+		case slotFailed:
+			items[i] = v.V
+			failed++
+		default:
+			skipped++
+		}
+	}
+	out := map[string]any{"items": items, "total": len(values), "succeeded": ok, "failed": failed, "skipped": skipped}
+	st := s.statusOf(agg, message.StatusSuccess, outer)
+	st.Output = out
+	f.statuses = append(f.statuses, st)
+	return s.follow(ctx, f, agg, s.successEdges(agg, nil), with(base, "$"+agg.ID, out), outer)
+}
+
+// arrive handles a message at an aggregator or a merge.
+func (s *step) arrive(ctx context.Context, f *effects) error {
+	if s.node.Type == "merge" {
+		return s.arriveAtMerge(ctx, f, s.node, s.m.FromNode, slot{S: slotOK, From: s.m.FromNode, Ctx: s.m.AccumulatedContext}, s.m.AccumulatedContext, s.m.LineageStack)
+	}
+	stack := s.m.LineageStack
+	now := s.e.cfg.Now()
+	if len(stack) == 0 {
+		return s.outcome(ctx, &record{StartedAt: now, FinishedAt: now, Err: &message.Error{Code: "AGGREGATOR_OUTSIDE_SPLIT",
+			Message: fmt.Sprintf("aggregator %q was reached outside any split", s.node.ID)}}, f)
+	}
+	value := s.m.AccumulatedContext["$"+s.m.FromNode]
+	if r := s.wf.runners[s.node.ID]; r != nil {
+		res, err := s.call(ctx, r, now)
+		if err != nil {
+			// The item's value cannot be computed: it counts as failed.
+			return s.endBranch(ctx, f, s.m.AccumulatedContext, stack, slot{S: slotFailed, V: map[string]any{"error": map[string]any{
+				"node_id": s.node.ID, "message": err.Error(), "code": "EXPRESSION"}}})
+		}
+		value = res.Output
+	}
+	return s.arriveAtAggregator(ctx, f, s.node, stack, slot{S: slotOK, V: value})
+}
+
+// arriveAtMerge commits parent's arrival (or, with a skipped slot, that
+// parent's path not being taken) at merge, on the branch of stack.
+func (s *step) arriveAtMerge(ctx context.Context, f *effects, merge *workflow.Node, parent string, v slot, fallback map[string]any, stack []message.Frame) error {
+	parents := s.wf.parents[merge.ID]
+	idx := -1
+	for i, p := range parents {
+		if p == parent {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		return invalidf("message %s: merge %q has no parent %q", s.m.MessageID, merge.ID, parent)
+	}
+	b, err := s.barriers()
+	if err != nil {
+		return err
+	}
+	need := len(parents)
+	if nodes.MergeWaitsForAny(merge) {
+		need = 1
+	}
+	val, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("engine: encode arrival at %q: %w", merge.ID, err)
+	}
+	key := mergeKey(stack, merge.ID)
+	arr, err := b.Arrive(ctx, s.m.ExecutionID, key, s.barrierSpec(merge, len(parents), need, nil), idx, val)
+	if errors.Is(err, coord.ErrBarrierClosed) {
+		if v.S == slotOK {
+			// Lost the race (wait_for_any) or came after the timeout.
+			f.statuses = append(f.statuses, s.statusOf(merge, message.StatusSkipped, stack))
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("engine: arrive at merge %q: %w", merge.ID, err)
+	}
+	if !arr.Complete {
+		st := s.statusOf(merge, message.StatusWaiting, stack)
+		st.Details = map[string]any{"arrived": arr.Arrived, "expected": len(parents)}
+		f.statuses = append(f.statuses, st)
+		// Every arrival that leaves the barrier open arms the timeout; the
+		// copies share one message id, so it fires once.
+		f.timeouts = append(f.timeouts, s.timeout(merge, key, fallback, stack))
+		return nil
+	}
+	return s.fireMerge(ctx, f, merge, arr.Values, stack)
+}
+
+// skipMerge tells merge d that its parent d.parent will not come.
+func (s *step) skipMerge(ctx context.Context, f *effects, d deadArrival, next map[string]any, stack []message.Frame) error {
+	merge, _ := s.wf.Graph.Node(d.merge)
+	if nodes.MergeWaitsForAny(merge) {
+		return nil // a race is won by an arrival, never by an absence
+	}
+	return s.arriveAtMerge(ctx, f, merge, d.parent, slot{S: slotSkipped, From: d.parent}, next, stack)
+}
+
+// fireMerge completes merge: the context is the union of the parents'
+// contexts plus its output (RFC 005 §4.3).
+func (s *step) fireMerge(ctx context.Context, f *effects, merge *workflow.Node, values [][]byte, stack []message.Frame) error {
+	union := map[string]any{}
+	items := []any{}
+	from := []any{}
+	for _, raw := range values {
+		var v slot
+		if raw == nil || json.Unmarshal(raw, &v) != nil || v.S != slotOK {
+			continue
+		}
+		for k, val := range v.Ctx {
+			union[k] = val
+		}
+		items = append(items, v.Ctx["$"+v.From])
+		from = append(from, v.From)
+	}
+	if len(from) == 0 {
+		return nil // every parent's path was not taken: the merge is not reached
+	}
+	out := map[string]any{"items": items, "from": from}
+	if nodes.MergeWaitsForAny(merge) {
+		out["winner"] = from[0]
+	}
+	union["$"+merge.ID] = out
+	st := s.statusOf(merge, message.StatusSuccess, stack)
+	st.Output = out
+	f.statuses = append(f.statuses, st)
+	return s.follow(ctx, f, merge, s.successEdges(merge, nil), union, stack)
+}
+
+// statusOf is a status of node n (which may not be the message's node) on stack.
+func (s *step) statusOf(n *workflow.Node, st string, stack []message.Frame) *message.NodeStatus {
+	out := s.status(st, s.e.cfg.Now())
+	out.NodeID = n.ID
+	out.LineageStack = stack
+	return out
+}
+
+// HandleTimeout fires a barrier's deadline: when the barrier of t's merge or
+// aggregator is still open, that node fails with TIMEOUT and its error
+// strategy applies; late arrivals are then ignored (RFC 005 §5.3).
+//
+// Timeout messages are not in the execution's live count (they would hold
+// its completion back until the deadline), so finishing one adds its
+// successors without removing itself.
+func (e *Engine) HandleTimeout(ctx context.Context, t *message.Timeout, sink Sink) error {
+	if err := t.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	m := t.Message
+	wf, err := e.Compile(m.WorkflowDefinition)
+	if err != nil {
+		return fmt.Errorf("%w: timeout %s: %v", ErrInvalid, m.MessageID, err)
+	}
+	n, ok := wf.Graph.Node(m.CurrentNode)
+	if !ok || (n.Type != "merge" && n.Type != "aggregator") {
+		return invalidf("timeout %s: %q is not a merge or aggregator of workflow %q", m.MessageID, m.CurrentNode, wf.Def.ID)
+	}
+	st := &step{e: e, wf: wf, m: m, node: n, sink: sink, uncounted: true}
+	b, err := e.cfg.Coord.Begin(ctx, m.ExecutionID, m.MessageID)
+	if err != nil {
+		return fmt.Errorf("engine: begin timeout %s: %w", m.MessageID, err)
+	}
+	switch b.State {
+	case coord.Drop:
+		return nil // the execution ended or halted
+	case coord.Replay:
+		var rec record
+		if err := json.Unmarshal(b.Record, &rec); err != nil {
+			return invalidf("timeout %s: stored record is unreadable: %v", m.MessageID, err)
+		}
+		return st.finish(ctx, &rec)
+	}
+	bar, err := st.barriers()
+	if err != nil {
+		return err
+	}
+	now := e.cfg.Now()
+	open, err := bar.Cancel(ctx, m.ExecutionID, t.Key)
+	if err != nil {
+		return fmt.Errorf("engine: cancel barrier of %q: %w", n.ID, err)
+	}
+	if !open {
+		return st.finish(ctx, &record{Noop: true, StartedAt: now, FinishedAt: now})
+	}
+	return st.finish(ctx, &record{StartedAt: now, FinishedAt: now, Err: &message.Error{
+		Code:    "TIMEOUT",
+		Message: fmt.Sprintf("Timeout exceeded: %s %q did not complete within %gs", n.Type, n.ID, nodes.BarrierTimeout(n)),
+	}})
+}
