@@ -1,0 +1,60 @@
+package distributed_test
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rune-org/rune/broker/amqp"
+	"github.com/rune-org/rune/client"
+	"github.com/rune-org/rune/distributed"
+	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/internal/testinfra"
+	"github.com/rune-org/rune/message"
+	"github.com/rune-org/rune/runtimetest"
+	"github.com/rune-org/rune/scheduler"
+	"github.com/rune-org/rune/worker"
+)
+
+// runtime is a distributed runtime with a worker and a scheduler running in
+// this process, on queues and keys of its own.
+type runtime struct{ rt *distributed.Runtime }
+
+func (r runtime) Run(ctx context.Context, def []byte, input any, onStatus func(*message.NodeStatus)) (*message.Completion, error) {
+	wf, err := r.rt.Engine.Compile(def)
+	if err != nil {
+		return nil, err
+	}
+	return client.Run(ctx, r.rt.Broker, r.rt.Engine, wf, engine.NewExecutionID(time.Now()), input, onStatus)
+}
+
+func newRuntime(t *testing.T) runtimetest.Runtime {
+	amqpURL, redisURL := testinfra.AMQPURL(t), testinfra.RedisURL(t)
+	log := slog.New(slog.DiscardHandler)
+	rt, err := distributed.Connect(context.Background(), distributed.Config{
+		AMQPURL: amqpURL, RedisURL: redisURL, Prefix: testinfra.Name(t), Role: amqp.RoleAdmin, Logger: log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_ = worker.Run(ctx, worker.Config{Broker: rt.Broker, Engine: rt.Engine, Concurrency: 16, Logger: log})
+	})
+	wg.Go(func() {
+		_ = scheduler.Run(ctx, scheduler.Config{Timers: rt.Timers, Broker: rt.Broker, Engine: rt.Engine, Poll: 20 * time.Millisecond, Logger: log})
+	})
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		rt.Close()
+	})
+	return runtime{rt}
+}
+
+func TestRuntimeConformance(t *testing.T) {
+	runtimetest.Run(t, newRuntime)
+}
