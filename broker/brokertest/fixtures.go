@@ -160,6 +160,12 @@ func diffBody(want, got any) string {
 		ww, gg := *w, *got.(*message.Timeout)
 		times = appendTimeDiff(times, "deadline", ww.Deadline, gg.Deadline)
 		ww.Deadline, gg.Deadline = time.Time{}, time.Time{}
+		if ww.Message != nil && gg.Message != nil {
+			wm, gm := *ww.Message, *gg.Message
+			times = appendTimeDiff(times, "message.execution_started_at", wm.StartedAt, gm.StartedAt)
+			wm.StartedAt, gm.StartedAt = time.Time{}, time.Time{}
+			ww.Message, gg.Message = &wm, &gm
+		}
 		wc, gc = ww, gg
 	default:
 		return fmt.Sprintf("unexpected body type %T", want)

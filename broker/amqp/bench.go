@@ -1,0 +1,240 @@
+package amqp
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+)
+
+// HopResult is what RawHopBenchmark measured.
+type HopResult struct {
+	// Hops is how many messages were consumed (each one consume + one
+	// confirmed persistent publish of its successor, + one ack).
+	Hops int
+	// Concurrency is the number of handlers; InFlight the number of message
+	// chains circulating (one per handler).
+	Concurrency int
+	InFlight    int
+	Elapsed     time.Duration
+	HopsPerSec  float64
+	// Latency of one hop: from a handler receiving a message to the next
+	// handler receiving its successor (publish, confirm, ack, routing and
+	// delivery included).
+	P50, P90, P99, Max time.Duration
+}
+
+func (r HopResult) String() string {
+	return fmt.Sprintf("%d hops in %v: %.0f hops/s, latency p50 %v p90 %v p99 %v max %v (concurrency %d, in flight %d)",
+		r.Hops, r.Elapsed.Round(time.Millisecond), r.HopsPerSec, r.P50, r.P90, r.P99, r.Max, r.Concurrency, r.InFlight)
+}
+
+// RawHopBenchmark measures RabbitMQ's raw ceiling for Rune's work pattern
+// with the bare client, without Rune's encoding or engine: concurrency
+// handlers consume from a queue with the arguments of workflow.execution
+// (durable, TTL, max-priority 10; prefetch 2 × concurrency), and for each
+// message publish its successor persistent with a publisher confirm, wait
+// for the confirm and ack. concurrency chains circulate until hops messages
+// have been consumed. `rune bench` compares the engine's node rate with this figure.
+//
+// It uses cfg.URL, cfg.Prefix (its queue is <prefix>workflow.bench.<random>,
+// deleted at the end), cfg.PublishChannels, cfg.Heartbeat and
+// cfg.DialTimeout; ctx bounds the whole run.
+func RawHopBenchmark(ctx context.Context, cfg Config, hops, concurrency int) (HopResult, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return HopResult{}, err
+	}
+	if hops <= 0 || concurrency <= 0 {
+		return HopResult{}, fmt.Errorf("amqp broker: bench: hops (%d) and concurrency (%d) must be positive", hops, concurrency)
+	}
+	dial := func(name string) (*amqp091.Connection, error) {
+		props := amqp091.NewConnectionProperties()
+		props.SetClientConnectionName(cfg.Name + " bench " + name)
+		conn, err := amqp091.DialConfig(cfg.URL, amqp091.Config{
+			Heartbeat:  cfg.Heartbeat,
+			Properties: props,
+			Dial:       amqp091.DefaultDial(cfg.DialTimeout),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("amqp broker: bench: connect: %w", err)
+		}
+		return conn, nil
+	}
+	pubConn, err := dial("publish")
+	if err != nil {
+		return HopResult{}, err
+	}
+	defer pubConn.Close()
+	subConn, err := dial("consume")
+	if err != nil {
+		return HopResult{}, err
+	}
+	defer subConn.Close()
+
+	n := newNames(cfg.Prefix)
+	queue := n.benchPrefix + randomHex()
+	admin, err := pubConn.Channel()
+	if err != nil {
+		return HopResult{}, fmt.Errorf("amqp broker: bench: open channel: %w", err)
+	}
+	args := executionArgs(n)
+	delete(args, "x-dead-letter-exchange")
+	if _, err := admin.QueueDeclare(queue, true, false, false, false, args); err != nil {
+		return HopResult{}, fmt.Errorf("amqp broker: bench: declare queue %s: %w", queue, err)
+	}
+	defer func() {
+		if ch, err := pubConn.Channel(); err == nil {
+			_, _ = ch.QueueDelete(queue, false, false, false)
+			_ = ch.Close()
+		}
+	}()
+
+	pubs := make([]*amqp091.Channel, cfg.PublishChannels)
+	for i := range pubs {
+		if pubs[i], err = pubConn.Channel(); err == nil {
+			err = pubs[i].Confirm(false)
+		}
+		if err != nil {
+			return HopResult{}, fmt.Errorf("amqp broker: bench: open confirm channel: %w", err)
+		}
+	}
+	publish := func(ctx context.Context, ch *amqp091.Channel, ts int64) error {
+		var body [8]byte
+		binary.BigEndian.PutUint64(body[:], uint64(ts))
+		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", queue, true, false, amqp091.Publishing{
+			ContentType:  "application/octet-stream",
+			DeliveryMode: amqp091.Persistent,
+			Body:         body[:],
+		})
+		if err != nil {
+			return err
+		}
+		ok, err := dc.WaitContext(ctx)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errors.New("nacked")
+		}
+		return nil
+	}
+
+	// One chain per handler: more would only queue behind handlers that
+	// are waiting for confirms, adding latency but no throughput.
+	inflight := min(concurrency, hops)
+	sub, err := subConn.Channel()
+	if err == nil {
+		err = sub.Qos(2*concurrency, 0, false)
+	}
+	var deliveries <-chan amqp091.Delivery
+	if err == nil {
+		deliveries, err = sub.Consume(queue, "", false, false, false, false, nil)
+	}
+	if err != nil {
+		return HopResult{}, fmt.Errorf("amqp broker: bench: consume %s: %w", queue, err)
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		issued    atomic.Int64 // messages published (seeds included)
+		consumed  atomic.Int64
+		nlat      atomic.Int64 // latencies recorded
+		latencies = make([]int64, hops)
+		errOnce   sync.Once
+		runErr    error
+		done      = make(chan struct{})
+	)
+	fail := func(err error) {
+		errOnce.Do(func() { runErr = err; cancel() })
+	}
+	start := time.Now()
+	issued.Store(int64(inflight))
+	for i := range inflight {
+		if err := publish(ctx, pubs[i%len(pubs)], 0); err != nil {
+			return HopResult{}, fmt.Errorf("amqp broker: bench: seed: %w", err)
+		}
+	}
+	var wg sync.WaitGroup
+	for w := range concurrency {
+		wg.Go(func() {
+			ch := pubs[w%len(pubs)]
+			for {
+				var d amqp091.Delivery
+				var ok bool
+				select {
+				case <-ctx.Done():
+					return
+				case d, ok = <-deliveries:
+					if !ok {
+						fail(errors.New("consumer channel closed"))
+						return
+					}
+				}
+				now := time.Now().UnixNano()
+				if ts := int64(binary.BigEndian.Uint64(d.Body)); ts != 0 {
+					latencies[nlat.Add(1)-1] = now - ts
+				}
+				if issued.Add(1) <= int64(hops) {
+					if err := publish(ctx, ch, now); err != nil {
+						fail(fmt.Errorf("amqp broker: bench: publish: %w", err))
+						return
+					}
+				}
+				if err := d.Ack(false); err != nil {
+					fail(fmt.Errorf("amqp broker: bench: ack: %w", err))
+					return
+				}
+				if consumed.Add(1) == int64(hops) {
+					close(done)
+				}
+			}
+		})
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	elapsed := time.Since(start)
+	cancel()
+	wg.Wait()
+	if runErr != nil {
+		return HopResult{}, runErr
+	}
+	if err := ctx.Err(); err != nil && consumed.Load() < int64(hops) {
+		return HopResult{}, fmt.Errorf("amqp broker: bench: %d of %d hops: %w", consumed.Load(), hops, err)
+	}
+	return hopResult(hops, concurrency, inflight, elapsed, latencies), nil
+}
+
+func hopResult(hops, concurrency, inflight int, elapsed time.Duration, lat []int64) HopResult {
+	var l []int64
+	for _, v := range lat {
+		if v > 0 {
+			l = append(l, v)
+		}
+	}
+	slices.Sort(l)
+	pct := func(p float64) time.Duration {
+		if len(l) == 0 {
+			return 0
+		}
+		return time.Duration(l[min(len(l)-1, int(p*float64(len(l))))])
+	}
+	r := HopResult{
+		Hops: hops, Concurrency: concurrency, InFlight: inflight, Elapsed: elapsed,
+		HopsPerSec: float64(hops) / elapsed.Seconds(),
+		P50:        pct(0.50), P90: pct(0.90), P99: pct(0.99),
+	}
+	if len(l) > 0 {
+		r.Max = time.Duration(l[len(l)-1])
+	}
+	return r
+}

@@ -1,0 +1,165 @@
+package amqp
+
+import (
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Roles of the processes sharing one RabbitMQ (RFC 001 §10.3). A role decides
+// which part of the topology a broker declares, and PermissionsFor gives the
+// RabbitMQ permissions that let it do its work and nothing else.
+const (
+	// RoleWorker runs nodes: it consumes workflow.execution and
+	// workflow.timeout.process and publishes executions (also delayed),
+	// statuses, completions, timeouts and dead letters. It declares the whole
+	// topology. It is the default role.
+	RoleWorker = "worker"
+	// RoleMaster starts executions and watches them: it publishes to
+	// workflow.execution, consumes workflow.node.status and
+	// workflow.completion, and follows executions. It cannot consume
+	// workflow.execution, so it does not declare that queue (RabbitMQ requires
+	// read access to declare a queue with a dead-letter exchange): a worker,
+	// or Setup with an administrator's URL, declares it.
+	RoleMaster = "master"
+	// RoleAdmin declares the whole topology and may do everything; Setup and
+	// single-user installations (and tests) use it.
+	RoleAdmin = "admin"
+)
+
+// Config configures a Broker. Only URL is required; every other field has the
+// default its comment states.
+type Config struct {
+	// URL is the AMQP URI, e.g. "amqp://user:pass@host:5672/vhost". Required.
+	URL string
+	// Prefix is prepended to the name of every queue and exchange this broker
+	// declares or uses. Default "" (the names of RFC 001 §8 as they are); tests
+	// use a per-test prefix so they never see each other's messages.
+	Prefix string
+	// Role is RoleWorker, RoleMaster or RoleAdmin; it selects the topology
+	// declared (see the roles). Default RoleWorker.
+	Role string
+	// Logger receives connection, dead-lettering and redelivery logs.
+	// Default slog.Default().
+	Logger *slog.Logger
+	// ReconnectMin is the first pause before reconnecting after the
+	// connection (or a channel) was lost; each failed attempt doubles it up
+	// to ReconnectMax. Defaults 100ms and 10s.
+	ReconnectMin time.Duration
+	ReconnectMax time.Duration
+	// PublishChannels is how many confirm-mode channels publishes are spread
+	// over; messages with the same Key always use the same channel, so they
+	// reach their queue in publish order. Default 2 (on 2 cores, 1, 2 and 4
+	// measured the same: the queue, not the channel, is the bottleneck; more
+	// than one keeps a single channel process from becoming it on bigger
+	// machines).
+	PublishChannels int
+	// Heartbeat is the AMQP heartbeat interval, which bounds how long a dead
+	// TCP connection goes unnoticed. Default 10s.
+	Heartbeat time.Duration
+	// DialTimeout bounds one connection attempt (TCP and AMQP handshake).
+	// Default 10s.
+	DialTimeout time.Duration
+	// RedeliveryPause is how long a consumer holds a message whose handler
+	// failed before returning it to its queue, so a failing handler never
+	// spins in a hot loop. Default 500ms.
+	RedeliveryPause time.Duration
+	// FollowExpiry is how long a follower's queue outlives a lost connection:
+	// a follower that reconnects within it loses nothing. Default 1m.
+	FollowExpiry time.Duration
+	// Name is shown as the connection name in RabbitMQ's management tools.
+	// Default "rune".
+	Name string
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.URL == "" {
+		return c, fmt.Errorf("amqp broker: Config.URL is required")
+	}
+	switch c.Role {
+	case "":
+		c.Role = RoleWorker
+	case RoleWorker, RoleMaster, RoleAdmin:
+	default:
+		return c, fmt.Errorf("amqp broker: unknown role %q (want %q, %q or %q)", c.Role, RoleWorker, RoleMaster, RoleAdmin)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.ReconnectMin <= 0 {
+		c.ReconnectMin = 100 * time.Millisecond
+	}
+	if c.ReconnectMax <= 0 {
+		c.ReconnectMax = 10 * time.Second
+	}
+	if c.ReconnectMax < c.ReconnectMin {
+		c.ReconnectMax = c.ReconnectMin
+	}
+	if c.PublishChannels <= 0 {
+		c.PublishChannels = 2
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = 10 * time.Second
+	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = 10 * time.Second
+	}
+	if c.RedeliveryPause <= 0 {
+		c.RedeliveryPause = 500 * time.Millisecond
+	}
+	if c.FollowExpiry <= 0 {
+		c.FollowExpiry = time.Minute
+	}
+	if c.Name == "" {
+		c.Name = "rune"
+	}
+	return c, nil
+}
+
+// PermissionsFor returns the RabbitMQ permission regexes (configure, write,
+// read, as `rabbitmqctl set_permissions` takes them) for role under prefix,
+// granting exactly what RFC 001 §10.3 lists:
+//
+//   - worker: read and write workflow.execution, write workflow.node.status
+//     and workflow.completion; plus the timeout queues of RFC 005 §5 and
+//     writing dead letters.
+//   - master: write workflow.execution, read workflow.node.status and
+//     workflow.completion (and its own follower queues); plus writing dead
+//     letters. It cannot read workflow.execution.
+//
+// In RabbitMQ publishing needs write on the exchange, consuming read on the
+// queue, binding write on the queue and read on the exchange, and declaring a
+// queue with a dead-letter exchange read on the queue and write on that
+// exchange; the regexes cover what each role declares (see Role) and no more.
+// Nobody but an administrator reads workflow.dlq. Role "admin" gets everything
+// under prefix; an unknown role gets nothing ("^$").
+func PermissionsFor(role, prefix string) (configure, write, read string) {
+	n := newNames(prefix)
+	q := regexp.QuoteMeta
+	alt := func(names ...string) string { return "^(" + strings.Join(names, "|") + ")$" }
+	digits := "[0-9]+"
+	execRetry := q(n.execution+".retry.") + digits
+	timeoutDelay := q(n.timeoutPrefix) + digits
+	follow := q(n.followPrefix) + ".+"
+	switch role {
+	case RoleWorker:
+		all := []string{q(n.execX), q(n.execution), execRetry, q(n.eventsX), q(n.status), q(n.completion),
+			q(n.timeoutX), timeoutDelay, q(n.timeoutProcess), q(n.dlx), q(n.dlq)}
+		configure = alt(all...)
+		write = alt(all...)
+		read = alt(q(n.execX), q(n.execution), execRetry, q(n.eventsX),
+			q(n.timeoutX), timeoutDelay, q(n.timeoutProcess), q(n.dlx))
+	case RoleMaster:
+		configure = alt(q(n.execX), q(n.eventsX), q(n.status), q(n.completion), q(n.dlx), q(n.dlq), follow)
+		write = alt(q(n.execX), q(n.status), q(n.completion), q(n.dlx), q(n.dlq), follow)
+		read = alt(q(n.eventsX), q(n.status), q(n.completion), q(n.dlx), follow)
+	case RoleAdmin:
+		all := "^" + q(prefix) + ".*$"
+		return all, all, all
+	default:
+		return "^$", "^$", "^$"
+	}
+	return configure, write, read
+}

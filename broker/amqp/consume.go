@@ -1,0 +1,346 @@
+package amqp
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/rune-org/rune/broker"
+	"github.com/rune-org/rune/message"
+)
+
+const (
+	// maxReason bounds the x-rune-reason header.
+	maxReason = 4096
+	// deadLetterTimeout bounds publishing one dead letter.
+	deadLetterTimeout = 30 * time.Second
+)
+
+// Consume runs opts.Concurrency handlers (default 1) on the messages of
+// topic, with opts.Prefetch (default 2 × Concurrency) unacked messages
+// handed over by RabbitMQ at once, until ctx is done; then it stops taking
+// messages, hands the prefetched ones back, waits for the running handlers
+// (which see their ctx done) and returns nil. It returns ErrClosed when the
+// broker closes first, and an error at once when RabbitMQ refuses the
+// consumer for good (no read permission on the queue, queue missing).
+//
+// Outcomes: a handler's nil acks the message. An error wrapping
+// broker.ErrReject publishes it to the dead-letter queue with the error as
+// x-rune-reason and the topic as x-rune-topic, and acks it once that is
+// confirmed; a body that does not decode is dead-lettered the same way
+// without calling the handler. (A rejected dead letter is dropped, with a
+// log.) Any other error returns the message to its queue after
+// Config.RedeliveryPause; a handler returning while ctx is done returns it at
+// once, for another consumer. When the connection or channel is lost, the
+// consumer resumes on the next connection; RabbitMQ redelivers what was
+// unacked (Redelivered set).
+func (b *Broker) Consume(ctx context.Context, topic broker.Topic, opts broker.ConsumeOptions, h broker.Handler) error {
+	queue, err := b.n.queueFor(topic)
+	if err != nil {
+		return err
+	}
+	if !b.enter() {
+		return ErrClosed
+	}
+	defer b.wg.Done()
+	conc := max(opts.Concurrency, 1)
+	prefetch := opts.Prefetch
+	if prefetch <= 0 {
+		prefetch = 2 * conc
+	}
+	// Handlers see ctx, and also the broker closing.
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-b.closing:
+			cancel()
+		case <-hctx.Done():
+		}
+	}()
+	log := b.log.With("topic", topic, "queue", queue)
+	c := &consumer{b: b, topic: topic, h: h, log: log}
+
+	pause := b.cfg.ReconnectMin
+	redeclared := false
+	for hctx.Err() == nil {
+		ch, deliveries, tag, err := b.subscribe(hctx, queue, prefetch)
+		if err != nil {
+			if hctx.Err() != nil || errors.Is(err, ErrClosed) {
+				break
+			}
+			if isNotFound(err) && !redeclared {
+				// Someone deleted the queue: declare the topology again, once.
+				redeclared = true
+				if rerr := b.redeclare(hctx); rerr != nil {
+					log.Warn("amqp broker: cannot declare the topology again", "error", rerr)
+				}
+				continue
+			}
+			if isPermanent(err) {
+				return fmt.Errorf("amqp broker: consume %s: %w", topic, err)
+			}
+			log.Warn("amqp broker: cannot consume, retrying", "error", err, "pause", pause)
+			if !sleep(hctx.Done(), jitter(pause)) {
+				break
+			}
+			pause = min(2*pause, b.cfg.ReconnectMax)
+			continue
+		}
+		redeclared = false
+		opened := time.Now()
+		c.serve(hctx, ch, deliveries, tag, conc)
+		_ = ch.Close() // what is still unacked goes back to the queue
+		if hctx.Err() != nil {
+			break
+		}
+		if time.Since(opened) > time.Minute {
+			pause = b.cfg.ReconnectMin
+		}
+		log.Warn("amqp broker: consumer channel lost, resuming", "pause", pause)
+		if !sleep(hctx.Done(), jitter(pause)) {
+			break
+		}
+		pause = min(2*pause, b.cfg.ReconnectMax)
+	}
+	if ctx.Err() == nil && b.isClosed() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// subscribe opens a consuming channel on queue.
+func (b *Broker) subscribe(ctx context.Context, queue string, prefetch int) (*amqp091.Channel, <-chan amqp091.Delivery, string, error) {
+	ch, _, err := b.sub.channel(ctx)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if err := ch.Qos(prefetch, 0, false); err != nil {
+		_ = ch.Close()
+		return nil, nil, "", fmt.Errorf("set prefetch %d on queue %s: %w", prefetch, queue, err)
+	}
+	tag := b.cfg.Name + "." + randomHex()
+	deliveries, err := ch.Consume(queue, tag, false, false, false, false, nil)
+	if err != nil {
+		_ = ch.Close()
+		return nil, nil, "", fmt.Errorf("consume queue %s: %w", queue, err)
+	}
+	return ch, deliveries, tag, nil
+}
+
+// consumer runs one Consume call's handlers.
+type consumer struct {
+	b     *Broker
+	topic broker.Topic
+	h     broker.Handler
+	log   *slog.Logger
+}
+
+// serve handles deliveries with conc goroutines until the channel is lost or
+// ctx is done; then it cancels the subscription and waits for the running
+// handlers.
+func (c *consumer) serve(ctx context.Context, ch *amqp091.Channel, deliveries <-chan amqp091.Delivery, tag string, conc int) {
+	// Cancelling makes RabbitMQ stop sending at once; what was prefetched
+	// goes back when the caller closes the channel.
+	cancelled := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(cancelled)
+		_ = ch.Cancel(tag, false)
+	})
+	// Two RPCs at once on one channel confuse amqp091's replies: the
+	// caller's Close must wait for a Cancel under way.
+	defer func() {
+		if !stop() {
+			<-cancelled
+		}
+	}()
+	var wg sync.WaitGroup
+	for range conc {
+		wg.Go(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case d, ok := <-deliveries:
+					if !ok {
+						return
+					}
+					if ctx.Err() != nil {
+						_ = d.Nack(false, true)
+						return
+					}
+					c.handle(ctx, &d)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// handle decodes d, runs the handler and settles the outcome.
+func (c *consumer) handle(ctx context.Context, d *amqp091.Delivery) {
+	del := &broker.Delivery{
+		Message:     broker.Message{Topic: c.topic, ID: d.MessageId, Key: d.CorrelationId},
+		Redelivered: d.Redelivered,
+	}
+	if c.topic == broker.DeadLetter {
+		c.b.fillDeadLetter(del, d)
+	} else {
+		body, err := broker.Decode(c.topic, d.Body)
+		if err != nil {
+			c.reject(ctx, d, err)
+			return
+		}
+		del.Body = body
+		if del.ID == "" && del.Key == "" {
+			del.ID, del.Key = ids(body) // published raw
+		}
+	}
+	err := c.h(ctx, del)
+	switch {
+	case err == nil:
+		c.ack(d)
+	case errors.Is(err, broker.ErrReject):
+		if c.topic == broker.DeadLetter {
+			c.log.Warn("amqp broker: dead letter rejected again, dropping it",
+				"id", del.ID, "key", del.Key, "reason", del.Reason, "error", err)
+			c.ack(d)
+			return
+		}
+		c.reject(ctx, d, err)
+	case ctx.Err() != nil:
+		// Shutting down: hand the message on at once.
+		c.log.Debug("amqp broker: handler stopped by shutdown, returning message", "id", del.ID, "key", del.Key, "error", err)
+		c.requeue(d)
+	default:
+		c.log.Warn("amqp broker: handler failed, returning message after a pause",
+			"id", del.ID, "key", del.Key, "pause", c.b.cfg.RedeliveryPause, "error", err)
+		// The pause holds this handler slot; the other slots go on.
+		sleep(ctx.Done(), c.b.cfg.RedeliveryPause)
+		c.requeue(d)
+	}
+}
+
+func (c *consumer) ack(d *amqp091.Delivery) {
+	if err := d.Ack(false); err != nil {
+		// The channel is gone: RabbitMQ redelivers the message.
+		c.log.Debug("amqp broker: ack failed, the message will be redelivered", "id", d.MessageId, "error", err)
+	}
+}
+
+func (c *consumer) requeue(d *amqp091.Delivery) {
+	if err := d.Nack(false, true); err != nil {
+		c.log.Debug("amqp broker: nack failed, the message will be redelivered", "id", d.MessageId, "error", err)
+	}
+}
+
+// reject dead-letters d with cause as reason and acks it; when the dead
+// letter cannot be published it returns d to its queue after the pause.
+func (c *consumer) reject(ctx context.Context, d *amqp091.Delivery, cause error) {
+	reason := cause.Error()
+	c.log.Warn("amqp broker: message rejected to the dead-letter queue",
+		"id", d.MessageId, "key", d.CorrelationId, "reason", reason)
+	// Finish what the handler decided even if ctx ends meanwhile: a
+	// dead letter half-published and then requeued would be duplicated.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deadLetterTimeout)
+	defer cancel()
+	if err := c.b.deadLetter(dctx, c.topic, d, reason); err != nil {
+		c.log.Error("amqp broker: cannot dead-letter message, returning it to its queue",
+			"id", d.MessageId, "key", d.CorrelationId, "error", err)
+		sleep(ctx.Done(), c.b.cfg.RedeliveryPause)
+		c.requeue(d)
+		return
+	}
+	c.ack(d)
+}
+
+// deadLetter publishes a copy of d to the dead-letter exchange with reason
+// and the topic it was consumed from, and waits for its confirm.
+func (b *Broker) deadLetter(ctx context.Context, topic broker.Topic, d *amqp091.Delivery, reason string) error {
+	if len(reason) > maxReason {
+		reason = strings.ToValidUTF8(reason[:maxReason], "")
+	}
+	headers := amqp091.Table{}
+	for k, v := range d.Headers {
+		if k != headerSeq {
+			headers[k] = v
+		}
+	}
+	headers[headerReason] = reason
+	headers[headerTopic] = string(topic)
+	o := outgoing{exchange: b.n.dlx, id: d.MessageId, topic: broker.DeadLetter, pub: amqp091.Publishing{
+		Headers:       headers,
+		ContentType:   d.ContentType,
+		DeliveryMode:  amqp091.Persistent,
+		MessageId:     d.MessageId,
+		CorrelationId: d.CorrelationId,
+		Type:          d.Type,
+		Timestamp:     d.Timestamp,
+		Body:          d.Body,
+	}}
+	return b.send(ctx, d.CorrelationId, []outgoing{o}).Wait(ctx)
+}
+
+// fillDeadLetter sets the topic, reason and body of a dead letter. Those we
+// rejected carry x-rune-topic and x-rune-reason; those RabbitMQ dead-lettered
+// itself (expired in workflow.execution) have only x-death.
+func (b *Broker) fillDeadLetter(del *broker.Delivery, d *amqp091.Delivery) {
+	topic, _ := d.Headers[headerTopic].(string)
+	reason, _ := d.Headers[headerReason].(string)
+	if deaths, ok := d.Headers["x-death"].([]any); ok && len(deaths) > 0 {
+		if death, ok := deaths[0].(amqp091.Table); ok {
+			q, _ := death["queue"].(string)
+			why, _ := death["reason"].(string)
+			if topic == "" {
+				topic = string(b.n.topicOfQueue(q))
+			}
+			if reason == "" {
+				reason = fmt.Sprintf("%s in queue %s", why, q)
+			}
+		}
+	}
+	if topic == "" {
+		topic = d.Type
+	}
+	del.Topic = broker.Topic(topic)
+	del.Reason = reason
+	body, err := broker.Decode(del.Topic, d.Body)
+	if err != nil {
+		del.Raw = d.Body
+		return
+	}
+	del.Body = body
+	if del.ID == "" && del.Key == "" {
+		del.ID, del.Key = ids(body)
+	}
+}
+
+// ids returns the message id and execution id of a decoded body, for messages
+// published raw (without properties).
+func ids(body any) (id, key string) {
+	switch v := body.(type) {
+	case *message.NodeExecution:
+		return v.MessageID, v.ExecutionID
+	case *message.NodeStatus:
+		return "", v.ExecutionID
+	case *message.Completion:
+		return "", v.ExecutionID
+	case *message.Timeout:
+		return "", v.ExecutionID
+	}
+	return "", ""
+}
+
+func randomHex() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

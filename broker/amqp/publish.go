@@ -1,0 +1,378 @@
+package amqp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sync"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/rune-org/rune/broker"
+)
+
+// outgoing is one message ready for the wire.
+type outgoing struct {
+	exchange, key string
+	pub           amqp091.Publishing
+	id            string       // for errors
+	topic         broker.Topic // for errors
+}
+
+// Publish validates and encodes msgs (broker.Encode) and, when all are valid,
+// publishes them in order on one confirm-mode channel, chosen by the first
+// message's Key so that messages of one execution keep their order. It
+// returns once they are written; the Pending waits for all their confirms at
+// once. Publish blocks only while the publishing connection is down (until
+// it is back, ctx is done or the broker closes) and, for a Delay, while the
+// delay queue is declared (once per queue per delayLease).
+//
+// Wait fails when RabbitMQ nacks a message, returns it as unroutable (no
+// queue is bound, e.g. a master published before any worker declared
+// workflow.execution), or when the channel or connection is lost before the
+// confirm arrived: the message may or may not have been queued, and the
+// caller publishes it again (ids let consumers recognise duplicates).
+func (b *Broker) Publish(ctx context.Context, msgs ...broker.Message) broker.Pending {
+	if b.isClosed() {
+		return broker.Done{Err: ErrClosed}
+	}
+	if len(msgs) == 0 {
+		return broker.Done{}
+	}
+	out := make([]outgoing, len(msgs))
+	now := time.Now()
+	for i := range msgs {
+		m := &msgs[i]
+		body, err := broker.Encode(*m)
+		if err != nil {
+			return broker.Done{Err: err}
+		}
+		r, err := b.n.routeFor(m)
+		if err != nil {
+			return broker.Done{Err: err}
+		}
+		if r.delayQueue != nil {
+			if err := b.ensureDelay(ctx, r.delayQueue); err != nil {
+				return broker.Done{Err: fmt.Errorf("amqp broker: publish message %q on %s with delay %v: %w", m.ID, m.Topic, m.Delay, err)}
+			}
+		}
+		mode := amqp091.Persistent
+		if m.Topic == broker.Status {
+			mode = amqp091.Transient // the status queue is not durable anyway (RFC 001 §8.2)
+		}
+		out[i] = outgoing{
+			exchange: r.exchange,
+			key:      r.key,
+			id:       m.ID,
+			topic:    m.Topic,
+			pub: amqp091.Publishing{
+				ContentType:   contentType,
+				DeliveryMode:  mode,
+				MessageId:     m.ID,
+				CorrelationId: m.Key,
+				Type:          string(m.Topic),
+				Timestamp:     now,
+				Body:          body,
+			},
+		}
+	}
+	return b.send(ctx, msgs[0].Key, out)
+}
+
+// PublishRaw publishes body as it is on topic, without id or key, and waits
+// for its confirm. Consumers decode it when it is delivered; one that does not
+// decode is dead-lettered. Tests use it to deliver malformed messages.
+func (b *Broker) PublishRaw(ctx context.Context, topic broker.Topic, body []byte) error {
+	if b.isClosed() {
+		return ErrClosed
+	}
+	var r route
+	var err error
+	switch topic {
+	case broker.Execution, broker.Status, broker.Completion, broker.Timeout:
+		r, err = b.n.routeFor(&broker.Message{Topic: topic})
+	default:
+		err = fmt.Errorf("amqp broker: cannot publish raw to topic %q", topic)
+	}
+	if err != nil {
+		return err
+	}
+	o := outgoing{exchange: r.exchange, key: r.key, topic: topic, pub: amqp091.Publishing{
+		ContentType:  contentType,
+		DeliveryMode: amqp091.Persistent,
+		Type:         string(topic),
+		Timestamp:    time.Now(),
+		Body:         body,
+	}}
+	return b.send(ctx, "", []outgoing{o}).Wait(ctx)
+}
+
+// send publishes out on the publisher that key hashes to.
+func (b *Broker) send(ctx context.Context, key string, out []outgoing) broker.Pending {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	p := b.pubs[int(h.Sum32()%uint32(len(b.pubs)))]
+	return p.publish(ctx, out)
+}
+
+// pending is the broker.Pending of one Publish call.
+type pending struct {
+	mu   sync.Mutex
+	left int
+	err  error
+	done chan struct{}
+}
+
+func newPending(n int) *pending {
+	return &pending{left: n, done: make(chan struct{})}
+}
+
+// finish settles one message; the first error is the call's error.
+func (p *pending) finish(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil && p.err == nil {
+		p.err = err
+	}
+	p.left--
+	if p.left == 0 {
+		close(p.done)
+	}
+}
+
+// Wait blocks until every message of the publish is confirmed, or returns
+// the first error; it returns ctx.Err() when ctx is done first.
+func (p *pending) Wait(ctx context.Context) error {
+	select {
+	case <-p.done:
+		return p.err
+	case <-ctx.Done():
+		select {
+		case <-p.done:
+			return p.err
+		default:
+			return ctx.Err()
+		}
+	}
+}
+
+// waiter is a published message waiting for its confirm.
+type waiter struct {
+	p     *pending
+	id    string
+	topic broker.Topic
+}
+
+// publisher is one confirm-mode channel on the publishing connection, kept
+// open by run.
+type publisher struct {
+	b   *Broker
+	idx int
+
+	mu sync.Mutex // serialises publishing, so sequence numbers match
+	ch *amqp091.Channel
+	up chan struct{} // closed while ch is usable
+
+	wmu     sync.Mutex
+	waiting map[uint64]waiter // by delivery tag
+}
+
+func newPublisher(b *Broker, idx int) *publisher {
+	return &publisher{b: b, idx: idx, up: make(chan struct{}), waiting: make(map[uint64]waiter)}
+}
+
+func (p *publisher) publish(ctx context.Context, out []outgoing) broker.Pending {
+	pend := newPending(len(out))
+	p.mu.Lock()
+	for p.ch == nil {
+		up := p.up
+		p.mu.Unlock()
+		select {
+		case <-up:
+		case <-ctx.Done():
+			return broker.Done{Err: fmt.Errorf("amqp broker: publish: waiting for the connection: %w", ctx.Err())}
+		case <-p.b.closing:
+			return broker.Done{Err: ErrClosed}
+		}
+		p.mu.Lock()
+	}
+	ch := p.ch
+	for i := range out {
+		o := &out[i]
+		seq := ch.GetNextPublishSeqNo()
+		if o.pub.Headers == nil {
+			o.pub.Headers = amqp091.Table{}
+		}
+		// The sequence number identifies a returned message (ids may repeat).
+		o.pub.Headers[headerSeq] = int64(seq)
+		p.wmu.Lock()
+		p.waiting[seq] = waiter{p: pend, id: o.id, topic: o.topic}
+		p.wmu.Unlock()
+		if err := ch.PublishWithContext(ctx, o.exchange, o.key, true, false, o.pub); err != nil {
+			err = fmt.Errorf("amqp broker: publish message %q on %s to exchange %s: %w", o.id, o.topic, o.exchange, err)
+			p.wmu.Lock()
+			if w, ok := p.waiting[seq]; ok && w.p == pend {
+				delete(p.waiting, seq)
+				pend.finish(err)
+			}
+			p.wmu.Unlock()
+			for range out[i+1:] {
+				pend.finish(err)
+			}
+			break
+		}
+	}
+	p.mu.Unlock()
+	return pend
+}
+
+// run keeps a confirm-mode channel open and settles confirms and returns,
+// until the broker closes.
+func (p *publisher) run() {
+	b := p.b
+	ctx, cancel := contextFrom(b.closing)
+	defer cancel()
+	pause := b.cfg.ReconnectMin
+	for {
+		ch, _, err := b.pub.channel(ctx)
+		if err == nil {
+			if err = ch.Confirm(false); err != nil {
+				_ = ch.Close()
+				err = fmt.Errorf("amqp broker: put publish channel in confirm mode: %w", err)
+			}
+		}
+		if err != nil {
+			if b.isClosed() {
+				return
+			}
+			b.log.Warn("amqp broker: cannot open publish channel", "publisher", p.idx, "error", err)
+			if !sleep(b.closing, jitter(pause)) {
+				return
+			}
+			pause = min(2*pause, b.cfg.ReconnectMax)
+			continue
+		}
+		opened := time.Now()
+		cause := p.serve(ch)
+		p.mu.Lock()
+		p.ch = nil
+		p.up = make(chan struct{})
+		p.mu.Unlock()
+		p.failAll(cause)
+		if b.isClosed() {
+			return
+		}
+		if isNotFound(cause) {
+			// An exchange was deleted behind our back: declare it again.
+			if err := b.redeclare(ctx); err != nil {
+				b.log.Warn("amqp broker: cannot declare the topology again", "error", err)
+			}
+		}
+		b.log.Warn("amqp broker: publish channel lost, reopening", "publisher", p.idx, "error", cause)
+		// A channel that dies at once (while its connection lives) must not
+		// be reopened in a hot loop.
+		if time.Since(opened) > time.Minute {
+			pause = b.cfg.ReconnectMin
+		}
+		if !sleep(b.closing, jitter(pause)) {
+			return
+		}
+		pause = min(2*pause, b.cfg.ReconnectMax)
+	}
+}
+
+// serve makes ch the publisher's channel and settles its confirms and
+// returns until it closes; it returns why.
+func (p *publisher) serve(ch *amqp091.Channel) error {
+	// Confirms arrive resequenced; the buffer keeps RabbitMQ's reader from
+	// waiting on us. Returns are unbuffered on purpose: RabbitMQ sends a
+	// return before the confirm of the same message, and amqp091 delivers
+	// both from one goroutine, so with an unbuffered return channel this
+	// loop always sees a message's return before its confirm.
+	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 4096))
+	returns := ch.NotifyReturn(make(chan amqp091.Return))
+	closed := ch.NotifyClose(make(chan *amqp091.Error, 1))
+	p.mu.Lock()
+	p.ch = ch
+	close(p.up)
+	p.mu.Unlock()
+
+	returned := make(map[uint64]error)
+	for {
+		select {
+		case <-p.b.closing:
+			_ = ch.Close()
+			return ErrClosed
+		case r, ok := <-returns:
+			if !ok {
+				returns = nil
+				continue
+			}
+			seq, _ := r.Headers[headerSeq].(int64)
+			returned[uint64(seq)] = fmt.Errorf("amqp broker: message %q returned by RabbitMQ from exchange %s with routing key %q: %d %s (no queue accepts it: is the topology declared?)",
+				r.MessageId, r.Exchange, r.RoutingKey, r.ReplyCode, r.ReplyText)
+			p.b.forgetDelay(r.RoutingKey)
+		case c, ok := <-confirms:
+			if !ok {
+				confirms = nil
+				continue
+			}
+			p.settle(c, returned)
+		case err := <-closed:
+			// Confirms already received are real: settle them before
+			// failing the rest.
+			if confirms != nil {
+				for c := range confirms {
+					p.settle(c, returned)
+				}
+			}
+			if err == nil {
+				return errors.New("channel closed")
+			}
+			return err
+		}
+	}
+}
+
+func (p *publisher) settle(c amqp091.Confirmation, returned map[uint64]error) {
+	p.wmu.Lock()
+	w, ok := p.waiting[c.DeliveryTag]
+	delete(p.waiting, c.DeliveryTag)
+	p.wmu.Unlock()
+	err := returned[c.DeliveryTag]
+	delete(returned, c.DeliveryTag)
+	if !ok {
+		return
+	}
+	if err == nil && !c.Ack {
+		err = fmt.Errorf("amqp broker: message %q on %s nacked by RabbitMQ", w.id, w.topic)
+	}
+	w.p.finish(err)
+}
+
+// failAll fails every message still waiting for a confirm: it may or may not
+// have been queued.
+func (p *publisher) failAll(cause error) {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	for seq, w := range p.waiting {
+		var err error
+		if errors.Is(cause, ErrClosed) {
+			err = ErrClosed
+		} else {
+			err = fmt.Errorf("amqp broker: confirm of message %q on %s lost: %w", w.id, w.topic, cause)
+		}
+		w.p.finish(err)
+		delete(p.waiting, seq)
+	}
+}
+
+// forgetDelay makes the next publish redeclare delay queue name (a return
+// from it means someone deleted it).
+func (b *Broker) forgetDelay(name string) {
+	b.delayMu.Lock()
+	delete(b.delays, name)
+	b.delayMu.Unlock()
+}

@@ -1,0 +1,274 @@
+package amqp
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/rune-org/rune/broker"
+)
+
+// The topology (RFC 001 §8, RFC 005 §5), every name carrying Config.Prefix:
+//
+//	exchange workflow.execution.x (direct)
+//	  "workflow.execution"             → queue workflow.execution
+//	                                      durable, TTL 24h, max-priority 10, DLX workflow.execution.dlx
+//	  "workflow.execution.retry.<ms>"  → queue workflow.execution.retry.<ms> (one per delay)
+//	                                      durable, TTL <ms>, expires when unused,
+//	                                      dead-letters to workflow.execution.x "workflow.execution"
+//	exchange workflow.events (topic)
+//	  "status.#"                       → queue workflow.node.status
+//	                                      non-durable, TTL 1h, max-priority 10
+//	  "completion.#"                   → queue workflow.completion
+//	                                      durable, TTL 7 days, max-priority 10
+//	  "status.<key>", "completion.<key>" → queue workflow.follow.<random> (one per Follow)
+//	exchange workflow.timeout.x (direct)
+//	  "workflow.timeout.process"       → queue workflow.timeout.process (durable)
+//	  "workflow.timeout.<ms>"          → queue workflow.timeout.<ms> (one per delay)
+//	                                      durable, TTL <ms>, expires when unused,
+//	                                      dead-letters to workflow.timeout.x "workflow.timeout.process"
+//	exchange workflow.execution.dlx (fanout) → queue workflow.dlq (durable)
+//
+// Publishing goes through named exchanges, never the default one, because
+// RabbitMQ grants publishing per exchange: this is what lets PermissionsFor
+// give the master "write workflow.execution" without anything else.
+//
+// One queue per distinct delay is what keeps mixed delays from blocking each
+// other: a queue's messages all share one TTL, so they expire in arrival
+// order and a 125 s retry never sits in front of a 5 s one.
+
+// names holds the prefixed names of the topology.
+type names struct {
+	prefix         string
+	execX          string
+	execution      string
+	eventsX        string
+	status         string
+	completion     string
+	timeoutX       string
+	timeoutPrefix  string // + <ms>
+	timeoutProcess string
+	dlx            string
+	dlq            string
+	followPrefix   string // + random
+	benchPrefix    string // + random, RawHopBenchmark's queues
+}
+
+func newNames(prefix string) names {
+	return names{
+		prefix:         prefix,
+		execX:          prefix + "workflow.execution.x",
+		execution:      prefix + "workflow.execution",
+		eventsX:        prefix + "workflow.events",
+		status:         prefix + "workflow.node.status",
+		completion:     prefix + "workflow.completion",
+		timeoutX:       prefix + "workflow.timeout.x",
+		timeoutPrefix:  prefix + "workflow.timeout.",
+		timeoutProcess: prefix + "workflow.timeout.process",
+		dlx:            prefix + "workflow.execution.dlx",
+		dlq:            prefix + "workflow.dlq",
+		followPrefix:   prefix + "workflow.follow.",
+		benchPrefix:    prefix + "workflow.bench.",
+	}
+}
+
+// Queue arguments of RFC 001 §8.
+const (
+	executionTTL   = 24 * time.Hour
+	statusTTL      = time.Hour
+	completionTTL  = 7 * 24 * time.Hour
+	maxPriority    = 10
+	headerReason   = "x-rune-reason"
+	headerTopic    = "x-rune-topic"
+	headerSeq      = "x-rune-seq"
+	contentType    = "application/json"
+	maxDelay       = time.Duration(1<<32-1) * time.Millisecond // RabbitMQ's TTL limit
+	delayLease     = 5 * time.Minute
+	routingKeyMax  = 255
+	statusRKPrefix = "status."
+	complRKPrefix  = "completion."
+)
+
+func executionArgs(n names) amqp091.Table {
+	return amqp091.Table{
+		"x-message-ttl":          executionTTL.Milliseconds(),
+		"x-max-priority":         int32(maxPriority),
+		"x-dead-letter-exchange": n.dlx,
+	}
+}
+
+// queueFor is the queue Consume reads for topic.
+func (n names) queueFor(topic broker.Topic) (string, error) {
+	switch topic {
+	case broker.Execution:
+		return n.execution, nil
+	case broker.Status:
+		return n.status, nil
+	case broker.Completion:
+		return n.completion, nil
+	case broker.Timeout:
+		return n.timeoutProcess, nil
+	case broker.DeadLetter:
+		return n.dlq, nil
+	}
+	return "", fmt.Errorf("amqp broker: unknown topic %q", topic)
+}
+
+// route is where a message of topic with key and delay is published.
+// delayQueue is set when the message goes to a per-delay queue that must be
+// declared first.
+type route struct {
+	exchange   string
+	key        string
+	delayQueue *delayQueue
+}
+
+// delayQueue is a per-delay queue: messages sit in it for ttl, then RabbitMQ
+// dead-letters them to dlx with routing key dlk.
+type delayQueue struct {
+	name     string
+	exchange string // bound to this exchange with routing key name
+	ttl      time.Duration
+	dlk      string
+}
+
+func (d *delayQueue) args() amqp091.Table {
+	ttl := d.ttl.Milliseconds()
+	return amqp091.Table{
+		"x-message-ttl":             ttl,
+		"x-dead-letter-exchange":    d.exchange,
+		"x-dead-letter-routing-key": d.dlk,
+		// Unused delay queues vanish. RabbitMQ counts a redeclaration as use
+		// but not a publish, so the queue must outlive its last message
+		// (ttl) after the last redeclaration (at most delayLease ago).
+		"x-expires": ttl + (2 * delayLease).Milliseconds(),
+	}
+}
+
+func (n names) routeFor(m *broker.Message) (route, error) {
+	switch m.Topic {
+	case broker.Execution:
+		if m.Delay > 0 {
+			d, err := roundDelay(m.Delay)
+			if err != nil {
+				return route{}, err
+			}
+			name := n.execution + ".retry." + strconv.FormatInt(d.Milliseconds(), 10)
+			return route{exchange: n.execX, key: name, delayQueue: &delayQueue{name: name, exchange: n.execX, ttl: d, dlk: n.execution}}, nil
+		}
+		return route{exchange: n.execX, key: n.execution}, nil
+	case broker.Timeout:
+		if m.Delay > 0 {
+			d, err := roundDelay(m.Delay)
+			if err != nil {
+				return route{}, err
+			}
+			name := n.timeoutPrefix + strconv.FormatInt(d.Milliseconds(), 10)
+			return route{exchange: n.timeoutX, key: name, delayQueue: &delayQueue{name: name, exchange: n.timeoutX, ttl: d, dlk: n.timeoutProcess}}, nil
+		}
+		return route{exchange: n.timeoutX, key: n.timeoutProcess}, nil
+	case broker.Status, broker.Completion:
+		p := statusRKPrefix
+		if m.Topic == broker.Completion {
+			p = complRKPrefix
+		}
+		if len(p)+len(m.Key) > routingKeyMax {
+			return route{}, fmt.Errorf("amqp broker: message %q on %s: key of %d bytes is too long for a routing key", m.ID, m.Topic, len(m.Key))
+		}
+		return route{exchange: n.eventsX, key: p + m.Key}, nil
+	}
+	return route{}, fmt.Errorf("amqp broker: message %q: cannot publish to topic %q", m.ID, m.Topic)
+}
+
+// roundDelay rounds d up to whole milliseconds and then up to three
+// significant digits, so that arbitrary delays (jitter, computed deadlines)
+// share a bounded number of delay queues while never arriving early.
+func roundDelay(d time.Duration) (time.Duration, error) {
+	if d > maxDelay {
+		return 0, fmt.Errorf("amqp broker: delay %v exceeds RabbitMQ's limit of %v", d, maxDelay)
+	}
+	ms := int64((d + time.Millisecond - 1) / time.Millisecond)
+	step := int64(1)
+	for v := ms; v >= 1000; v /= 10 {
+		step *= 10
+	}
+	ms = (ms + step - 1) / step * step
+	return min(time.Duration(ms)*time.Millisecond, maxDelay), nil
+}
+
+// topicOfQueue maps a (prefixed) queue name to the topic whose messages it
+// holds, for dead letters that arrive without our headers (x-death only).
+func (n names) topicOfQueue(q string) broker.Topic {
+	switch {
+	case q == n.execution || strings.HasPrefix(q, n.execution+".retry."):
+		return broker.Execution
+	case q == n.status:
+		return broker.Status
+	case q == n.completion:
+		return broker.Completion
+	case strings.HasPrefix(q, n.timeoutPrefix):
+		return broker.Timeout
+	}
+	return ""
+}
+
+// declare declares the static topology role needs. Every declaration is
+// idempotent: it runs at start-up and after every reconnect.
+func (n names) declare(ch *amqp091.Channel, role string) error {
+	type exchange struct{ name, kind string }
+	type queue struct {
+		name    string
+		durable bool
+		args    amqp091.Table
+		bind    [][2]string // exchange, routing key
+	}
+	exchanges := []exchange{
+		{n.execX, amqp091.ExchangeDirect},
+		{n.eventsX, amqp091.ExchangeTopic},
+		{n.dlx, amqp091.ExchangeFanout},
+	}
+	queues := []queue{
+		{n.status, false, amqp091.Table{"x-message-ttl": statusTTL.Milliseconds(), "x-max-priority": int32(maxPriority)},
+			[][2]string{{n.eventsX, statusRKPrefix + "#"}}},
+		{n.completion, true, amqp091.Table{"x-message-ttl": completionTTL.Milliseconds(), "x-max-priority": int32(maxPriority)},
+			[][2]string{{n.eventsX, complRKPrefix + "#"}}},
+		{n.dlq, true, nil, [][2]string{{n.dlx, ""}}},
+	}
+	if role != RoleMaster {
+		exchanges = append(exchanges, exchange{n.timeoutX, amqp091.ExchangeDirect})
+		queues = append(queues,
+			queue{n.execution, true, executionArgs(n), [][2]string{{n.execX, n.execution}}},
+			queue{n.timeoutProcess, true, nil, [][2]string{{n.timeoutX, n.timeoutProcess}}},
+		)
+	}
+	for _, x := range exchanges {
+		if err := ch.ExchangeDeclare(x.name, x.kind, true, false, false, false, nil); err != nil {
+			return fmt.Errorf("declare exchange %s: %w", x.name, err)
+		}
+	}
+	for _, q := range queues {
+		if _, err := ch.QueueDeclare(q.name, q.durable, false, false, false, q.args); err != nil {
+			return fmt.Errorf("declare queue %s: %w", q.name, err)
+		}
+		for _, b := range q.bind {
+			if err := ch.QueueBind(q.name, b[1], b[0], false, nil); err != nil {
+				return fmt.Errorf("bind queue %s to exchange %s with key %q: %w", q.name, b[0], b[1], err)
+			}
+		}
+	}
+	return nil
+}
+
+// declareDelay declares a per-delay queue and its binding.
+func declareDelay(ch *amqp091.Channel, d *delayQueue) error {
+	if _, err := ch.QueueDeclare(d.name, true, false, false, false, d.args()); err != nil {
+		return fmt.Errorf("declare delay queue %s: %w", d.name, err)
+	}
+	if err := ch.QueueBind(d.name, d.name, d.exchange, false, nil); err != nil {
+		return fmt.Errorf("bind delay queue %s to exchange %s: %w", d.name, d.exchange, err)
+	}
+	return nil
+}
