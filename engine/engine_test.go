@@ -534,3 +534,19 @@ func TestNodeMapAndExecutionNames(t *testing.T) {
 		t.Fatalf("$b = %v", b)
 	}
 }
+
+func TestIgnoreOnAFailedConditionalFollowsNoSide(t *testing.T) {
+	h := newHarness(t, `{"id":"ign","nodes":[
+		{"id":"start","type":"trigger","trigger":true},
+		{"id":"check","type":"conditional","parameters":{"expression":"$trigger.nope > 1","true_edge_id":"e_yes","false_edge_id":"e_no"},"error":{"type":"ignore"}},
+		{"id":"yes","type":"set","parameters":{"values":{"v":1}}},
+		{"id":"no","type":"set","parameters":{"values":{"v":0}}},
+		{"id":"always","type":"set","parameters":{"values":{"code":"{{ $error.code }}"}}}],
+		"edges":[{"id":"e1","src":"start","dst":"check"},{"id":"e_yes","src":"check","dst":"yes"},{"id":"e_no","src":"check","dst":"no"},{"id":"e_always","src":"check","dst":"always"}]}`)
+	h.start(map[string]any{})
+	h.drain()
+	c := h.completion()
+	if h.ran("yes") || h.ran("no") || !h.ran("always") || c.Status != message.CompletionCompleted {
+		t.Fatalf("statuses %v, completion %s; want neither side, the plain edge followed", h.statuses(), c.Status)
+	}
+}

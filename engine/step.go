@@ -274,7 +274,14 @@ func (s *step) outcome(ctx context.Context, rec *record, f *effects) error {
 	next := s.extend("$error", errObj)
 	switch s.node.Strategy() {
 	case workflow.ErrorIgnore:
-		return s.follow(ctx, f, s.node, s.successEdges(s.node, nil), next, stack)
+		var edges []string
+		routing := nodes.RoutingEdges(s.node)
+		for _, id := range s.successEdges(s.node, nil) {
+			if !contains(routing, id) {
+				edges = append(edges, id)
+			}
+		}
+		return s.follow(ctx, f, s.node, edges, next, stack)
 	case workflow.ErrorBranch:
 		return s.follow(ctx, f, s.node, []string{s.node.ErrorEdge()}, next, stack)
 	}

@@ -235,6 +235,9 @@ func (r *rewriter) node(n ast.Node, lenient bool) ast.Node {
 		if r.isLet(n.Value) || n.Value == "$env" {
 			return n
 		}
+		if n.Value == "null" {
+			return constNode(n, nil) // JSON's spelling of expr's nil
+		}
 		if !strings.HasPrefix(n.Value, "$") {
 			r.fail(n, "unknown name %s (names of the context start with $, as in $trigger)", n.Value)
 			return n

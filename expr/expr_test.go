@@ -461,3 +461,14 @@ func TestModuloOnJSONNumbers(t *testing.T) {
 		t.Fatalf("%% 0: %v, want an error", err)
 	}
 }
+
+func TestNullIsNil(t *testing.T) {
+	v, err := NewCompiler(Limits{}).Expression("$trigger.x == null")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := v.Eval(map[string]any{"$trigger": map[string]any{"x": nil}})
+	if err != nil || got != true {
+		t.Fatalf("$trigger.x == null: %v, %v", got, err)
+	}
+}

@@ -323,7 +323,8 @@ func (r *httpRunner) authorize(ctx context.Context, in *node.Input, req *http.Re
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return &node.Error{Code: CodeCredentials, Message: fmt.Sprintf("credential %q: %v", r.credRef, err)}
+		// Secret stores name the reference in their errors already.
+		return &node.Error{Code: CodeCredentials, Message: err.Error()}
 	}
 	if tok := fields["token"]; tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)

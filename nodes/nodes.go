@@ -139,9 +139,33 @@ func (p paramCheck) string(name string, required bool) (string, bool) {
 
 // edge checks that the edge named at field leaves the node.
 func (p paramCheck) edge(field, id string) {
-	if !p.c.LeavesNode(id) {
+	switch {
+	case !p.c.LeavesNode(id):
 		p.c.Report(field, "edge %q does not leave node %q", id, p.c.Node.ID)
+	case id == p.c.Node.ErrorEdge():
+		p.c.Report(field, "edge %q is the node's error edge, which is followed only on failure", id)
 	}
+}
+
+// RoutingEdges are the edges a conditional or switch node chooses among.
+// When such a node fails and its error strategy is ignore, none of them is
+// followed: there is no decision to follow.
+func RoutingEdges(n *workflow.Node) []string {
+	var ids []string
+	for _, k := range []string{"true_edge_id", "false_edge_id", "default_edge"} {
+		if s, ok := n.Parameters[k].(string); ok {
+			ids = append(ids, s)
+		}
+	}
+	cases, _ := n.Parameters["cases"].([]any)
+	for _, c := range cases {
+		if m, ok := c.(map[string]any); ok {
+			if s, ok := m["edge"].(string); ok {
+				ids = append(ids, s)
+			}
+		}
+	}
+	return ids
 }
 
 // template reports a parameter value that does not compile.

@@ -56,7 +56,7 @@ func compileNode(t *testing.T, reg *node.Registry, n workflow.Node) node.Runner 
 	if !ok {
 		t.Fatalf("type %q not registered", n.Type)
 	}
-	if ps := checkNode(t, n, outgoingOf(n)...); len(ps) > 0 {
+	if ps := checkNode(t, n, RoutingEdges(&n)...); len(ps) > 0 {
 		t.Fatalf("check: %v", ps)
 	}
 	r, err := typ.Compile(&n, expr.NewCompiler(expr.Limits{}))
@@ -64,26 +64,6 @@ func compileNode(t *testing.T, reg *node.Registry, n workflow.Node) node.Runner 
 		t.Fatalf("compile: %v", err)
 	}
 	return r
-}
-
-// outgoingOf lists every edge id the test node's parameters name.
-func outgoingOf(n workflow.Node) []string {
-	var ids []string
-	for _, k := range []string{"true_edge_id", "false_edge_id", "default_edge"} {
-		if s, ok := n.Parameters[k].(string); ok {
-			ids = append(ids, s)
-		}
-	}
-	if cases, ok := n.Parameters["cases"].([]any); ok {
-		for _, c := range cases {
-			if m, ok := c.(map[string]any); ok {
-				if s, ok := m["edge"].(string); ok {
-					ids = append(ids, s)
-				}
-			}
-		}
-	}
-	return ids
 }
 
 func run(t *testing.T, r node.Runner, env map[string]any) (node.Result, error) {
@@ -132,4 +112,13 @@ func TestTrigger(t *testing.T) {
 	if _, err := run(t, r, nil); err == nil || !strings.Contains(err.Error(), "start") {
 		t.Errorf("running a trigger: %v, want an error naming it", err)
 	}
+}
+
+func TestRouteMustNotNameTheErrorEdge(t *testing.T) {
+	n := workflow.Node{ID: "check", Type: "conditional",
+		Parameters: map[string]any{"expression": "$trigger.ok", "true_edge_id": "e_yes", "false_edge_id": "e_err"},
+		Error:      &workflow.ErrorPolicy{Type: workflow.ErrorBranch, ErrorEdge: "e_err"}}
+	wantProblems(t, checkNode(t, n, "e_yes", "e_err"), map[string]string{
+		"nodes[1].parameters.false_edge_id": `edge "e_err" is the node's error edge`,
+	})
 }
