@@ -58,3 +58,15 @@ func newRuntime(t *testing.T) runtimetest.Runtime {
 func TestRuntimeConformance(t *testing.T) {
 	runtimetest.Run(t, newRuntime)
 }
+
+func TestDuplicateAggregatorArrival(t *testing.T) {
+	rt, err := distributed.Connect(context.Background(), distributed.Config{
+		AMQPURL: testinfra.AMQPURL(t), RedisURL: testinfra.RedisURL(t), Prefix: testinfra.Name(t),
+		Role: amqp.RoleAdmin, Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	runtimetest.DuplicateArrival(t, rt.Engine, "exec_dup")
+}

@@ -17,3 +17,12 @@ func TestRuntimeConformance(t *testing.T) {
 		return rt
 	})
 }
+
+func TestDuplicateAggregatorArrival(t *testing.T) {
+	rt, err := embedded.New(embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	runtimetest.DuplicateArrival(t, rt.Engine, "exec_dup")
+}
