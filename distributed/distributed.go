@@ -94,6 +94,7 @@ func Connect(ctx context.Context, cfg Config) (*Runtime, error) {
 		Coord:    r.Coord,
 		Barriers: r.Barriers,
 		Timers:   r.Timers,
+		Blobs:    coordredis.NewBlobs(rc, coordredis.BlobOptions{Prefix: kprefix}),
 		Secrets:  cfg.Secrets,
 		Logger:   cfg.Logger,
 	})

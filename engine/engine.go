@@ -30,6 +30,14 @@ type Config struct {
 	// Barriers join branches at aggregators and merges; nil means such
 	// nodes cannot run (their messages are rejected).
 	Barriers coord.Barriers
+	// Blobs hold large context values once per execution; nil means every
+	// value travels in every message.
+	Blobs coord.Blobs
+	// RefThreshold is the JSON size from which a context value travels by
+	// reference through Blobs. Default 64 KiB; negative never.
+	RefThreshold int
+	// BlobCacheBytes bounds the decoded blobs kept in memory. Default 256 MiB.
+	BlobCacheBytes int
 	// Secrets resolves credential references; nil means nodes get none.
 	Secrets node.Secrets
 	// Logger receives engine logs. Default slog.Default().
@@ -70,6 +78,7 @@ type Engine struct {
 	log      *slog.Logger
 	compiler *expr.Compiler
 	cache    *cache
+	blobs    *blobCache
 }
 
 // New returns an Engine.
@@ -92,11 +101,18 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.CacheSize <= 0 {
 		cfg.CacheSize = 256
 	}
+	if cfg.RefThreshold == 0 {
+		cfg.RefThreshold = 64 << 10
+	}
+	if cfg.BlobCacheBytes <= 0 {
+		cfg.BlobCacheBytes = 256 << 20
+	}
 	return &Engine{
 		cfg:      cfg,
 		log:      cfg.Logger,
 		compiler: expr.NewCompiler(cfg.Limits),
 		cache:    newCache(cfg.CacheSize),
+		blobs:    &blobCache{max: cfg.BlobCacheBytes},
 	}, nil
 }
 

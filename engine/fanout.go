@@ -356,6 +356,10 @@ func (s *step) arrive(ctx context.Context, f *effects) error {
 	value := s.m.AccumulatedContext["$"+s.m.FromNode]
 	if r := s.wf.runners[s.node.ID]; r != nil {
 		res, err := s.call(ctx, r, now)
+		var ie *infraError
+		if errors.As(err, &ie) || errors.Is(err, ErrInvalid) {
+			return err
+		}
 		if err != nil {
 			// The item's value cannot be computed: it counts as failed.
 			return s.endBranch(ctx, f, s.m.AccumulatedContext, stack, slot{S: slotFailed, V: map[string]any{"error": map[string]any{

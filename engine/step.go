@@ -130,6 +130,10 @@ func (s *step) run(ctx context.Context, now time.Time) (*record, error) {
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
+	var ie *infraError
+	if errors.As(err, &ie) || errors.Is(err, ErrInvalid) {
+		return nil, err // the runtime failed, not the node
+	}
 	if err == nil {
 		rec.Output, rec.Route = res.Output, res.Route
 		s.items = res.Items
@@ -151,6 +155,10 @@ func (s *step) run(ctx context.Context, now time.Time) (*record, error) {
 
 // call runs the node, turning a panic into a failure of that node alone.
 func (s *step) call(ctx context.Context, r node.Runner, now time.Time) (res node.Result, err error) {
+	acc, err := s.e.resolve(ctx, s.m.ExecutionID, s.m.AccumulatedContext)
+	if err != nil {
+		return node.Result{}, err
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			s.e.log.Error("node panicked", "execution_id", s.m.ExecutionID, "node_id", s.node.ID, "panic", p, "stack", string(debug.Stack()))
@@ -158,7 +166,7 @@ func (s *step) call(ctx context.Context, r node.Runner, now time.Time) (res node
 		}
 	}()
 	return r.Run(ctx, &node.Input{
-		Env:            s.env(now),
+		Env:            s.env(acc, now),
 		NodeID:         s.node.ID,
 		ExecutionID:    s.m.ExecutionID,
 		Attempt:        s.m.Attempt,
@@ -171,8 +179,7 @@ func (s *step) call(ctx context.Context, r node.Runner, now time.Time) (res node
 
 // env is the expression environment of the node: the accumulated context plus
 // $node, $execution and $now.
-func (s *step) env(now time.Time) map[string]any {
-	acc := s.m.AccumulatedContext
+func (s *step) env(acc map[string]any, now time.Time) map[string]any {
 	env := make(map[string]any, len(acc)+3)
 	for k, v := range acc {
 		env[k] = v
@@ -242,7 +249,16 @@ func (s *step) outcome(ctx context.Context, rec *record, f *effects) error {
 		f.statuses = append(f.statuses, st)
 		next := s.extend("$"+s.node.ID, rec.Output)
 		if s.node.Type == "split" {
+			// Every branch carries the context: big values go by reference.
+			next, err := s.externalize(ctx, next)
+			if err != nil {
+				return err
+			}
 			return s.split(ctx, f, next)
+		}
+		next, err := s.externalize(ctx, next, "$"+s.node.ID)
+		if err != nil {
+			return err
 		}
 		return s.follow(ctx, f, s.node, s.successEdges(s.node, rec.Route), next, stack)
 	}
@@ -434,7 +450,7 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
 	for _, t := range f.timeouts {
 		s.sink.Timeout(t, max(0, t.Deadline.Sub(now)))
 	}
-	s.complete(out)
+	s.complete(ctx, out)
 	return nil
 }
 
@@ -488,13 +504,23 @@ func (s *step) drop(ctx context.Context) error {
 		return fmt.Errorf("engine: finish dropped message %s: %w", s.m.MessageID, err)
 	}
 	s.sink.Status(s.status(message.StatusSkipped, s.e.cfg.Now()))
-	s.complete(out)
+	s.complete(ctx, out)
 	return nil
 }
 
-func (s *step) complete(out coord.Outcome) {
+func (s *step) complete(ctx context.Context, out coord.Outcome) {
 	if !out.Last {
 		return
+	}
+	if final, err := s.e.resolve(ctx, s.m.ExecutionID, out.FinalContext); err == nil {
+		out.FinalContext = final
+	} else {
+		s.e.log.Warn("final context keeps references it could not resolve", "execution_id", s.m.ExecutionID, "err", err)
+	}
+	if s.e.cfg.Blobs != nil {
+		if err := s.e.cfg.Blobs.Release(ctx, s.m.ExecutionID); err != nil {
+			s.e.log.Warn("could not release the execution's blobs; they expire with their TTL", "execution_id", s.m.ExecutionID, "err", err)
+		}
 	}
 	now := s.e.cfg.Now()
 	c := &message.Completion{

@@ -1,0 +1,169 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/rune-org/rune/coord"
+)
+
+// Large context values travel by reference (RFC 001 §11.1, RFC 004 §2): a
+// value whose JSON is at least RefThreshold bytes is stored once per
+// execution in the blob store, and messages carry {"$rune_ref": hash}
+// instead. A split of 100,000 items thus sends 100,000 small messages, not
+// 100,000 copies of the array. References are resolved when a node reads
+// the context, and in the final context of the completion.
+
+// refKey marks a reference; no JSON a user writes is likely to use it.
+const refKey = "$rune_ref"
+
+// isRef returns the reference v holds, if it is one.
+func isRef(v any) (string, bool) {
+	m, ok := v.(map[string]any)
+	if !ok || len(m) != 1 {
+		return "", false
+	}
+	ref, ok := m[refKey].(string)
+	return ref, ok
+}
+
+// infraError is a failure of the runtime's stores, not of a node: the
+// message is delivered again later.
+type infraError struct{ err error }
+
+func (e *infraError) Error() string { return e.err.Error() }
+func (e *infraError) Unwrap() error { return e.err }
+
+// externalize returns ctx with every large top-level value (or, when keys
+// are given, every large one of those) replaced by a reference. Values
+// already referenced stay as they are.
+func (s *step) externalize(ctx context.Context, next map[string]any, keys ...string) (map[string]any, error) {
+	blobs, limit := s.e.cfg.Blobs, s.e.cfg.RefThreshold
+	if blobs == nil || limit <= 0 {
+		return next, nil
+	}
+	var out map[string]any
+	for k, v := range next {
+		if len(keys) > 0 && !contains(keys, k) {
+			continue
+		}
+		switch v.(type) {
+		case map[string]any, []any, string:
+		default:
+			continue // numbers, booleans and null are small
+		}
+		if _, ok := isRef(v); ok {
+			continue
+		}
+		raw, err := json.Marshal(v)
+		if err != nil || len(raw) < limit {
+			continue
+		}
+		ref, err := blobs.Put(ctx, s.m.ExecutionID, raw)
+		if err != nil {
+			return nil, &infraError{fmt.Errorf("engine: store %s (%d bytes) as a blob: %w", k, len(raw), err)}
+		}
+		if out == nil {
+			out = make(map[string]any, len(next))
+			for k2, v2 := range next {
+				out[k2] = v2
+			}
+		}
+		out[k] = map[string]any{refKey: ref}
+	}
+	if out == nil {
+		return next, nil
+	}
+	return out, nil
+}
+
+// resolve returns ctx with every reference replaced by its value.
+func (e *Engine) resolve(ctx context.Context, exec string, acc map[string]any) (map[string]any, error) {
+	var out map[string]any
+	for k, v := range acc {
+		ref, ok := isRef(v)
+		if !ok {
+			continue
+		}
+		val, err := e.blobValue(ctx, exec, ref)
+		if err != nil {
+			return nil, err
+		}
+		if out == nil {
+			out = make(map[string]any, len(acc))
+			for k2, v2 := range acc {
+				out[k2] = v2
+			}
+		}
+		out[k] = val
+	}
+	if out == nil {
+		return acc, nil
+	}
+	return out, nil
+}
+
+// blobValue fetches and decodes a blob, once per process while it is cached:
+// every branch of a split reads the same one.
+func (e *Engine) blobValue(ctx context.Context, exec, ref string) (any, error) {
+	if v, ok := e.blobs.get(ref); ok {
+		return v, nil
+	}
+	if e.cfg.Blobs == nil {
+		return nil, fmt.Errorf("%w: the context holds a reference, but this runtime has no blob store", ErrInvalid)
+	}
+	raw, err := e.cfg.Blobs.Get(ctx, exec, ref)
+	if errors.Is(err, coord.ErrBlobNotFound) {
+		return nil, fmt.Errorf("%w: blob %s of execution %s is gone (the execution ended or expired)", ErrInvalid, ref, exec)
+	}
+	if err != nil {
+		return nil, &infraError{fmt.Errorf("engine: read blob %s: %w", ref, err)}
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, fmt.Errorf("%w: blob %s is not JSON: %v", ErrInvalid, ref, err)
+	}
+	e.blobs.put(ref, v, len(raw))
+	return v, nil
+}
+
+// blobCache keeps decoded blobs, bounded by their encoded size. Values are
+// shared and never modified.
+type blobCache struct {
+	mu    sync.Mutex
+	max   int
+	size  int
+	items map[string]cachedBlob
+}
+
+type cachedBlob struct {
+	v    any
+	size int
+}
+
+func (c *blobCache) get(ref string) (any, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, ok := c.items[ref]
+	return b.v, ok
+}
+
+func (c *blobCache) put(ref string, v any, size int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.items == nil {
+		c.items = map[string]cachedBlob{}
+	}
+	for k, b := range c.items { // evict arbitrary entries: blobs are rare
+		if c.size+size <= c.max {
+			break
+		}
+		delete(c.items, k)
+		c.size -= b.size
+	}
+	c.items[ref] = cachedBlob{v, size}
+	c.size += size
+}
