@@ -34,6 +34,11 @@ type Message struct {
 	// Key is the execution id: followers of one execution receive the
 	// Status and Completion messages whose Key matches.
 	Key string
+	// Lane refines Key for ordering: a broker keeps the publish order of
+	// messages with the same Key and Lane, and may spread other messages
+	// over parallel paths. The engine uses the branch of a split, so the
+	// items of a big fan-out do not queue behind each other.
+	Lane string
 	// Body is *message.NodeExecution, *message.NodeStatus, *message.Completion
 	// or *message.Timeout, by Topic. Bodies are shared, never modified after publishing.
 	Body any

@@ -139,9 +139,18 @@ func NewPublisher(ctx context.Context, b broker.Broker) *Publisher {
 	return &Publisher{ctx: ctx, b: b}
 }
 
+// lane keeps one branch's messages in order while the branches of a
+// fan-out spread over the broker's channels.
+func lane(stack []message.Frame) string {
+	if len(stack) == 0 {
+		return ""
+	}
+	return stack[len(stack)-1].BranchID
+}
+
 // Status implements engine.Sink.
 func (p *Publisher) Status(s *message.NodeStatus) {
-	msg := broker.Message{Topic: broker.Status, Key: s.ExecutionID, Body: s}
+	msg := broker.Message{Topic: broker.Status, Key: s.ExecutionID, Lane: lane(s.LineageStack), Body: s}
 	if s.Status == message.StatusRunning {
 		p.pending = append(p.pending, p.b.Publish(p.ctx, msg))
 		return
@@ -151,7 +160,7 @@ func (p *Publisher) Status(s *message.NodeStatus) {
 
 // Execute implements engine.Sink.
 func (p *Publisher) Execute(m *message.NodeExecution, delay time.Duration) {
-	p.batch = append(p.batch, broker.Message{Topic: broker.Execution, ID: m.MessageID, Key: m.ExecutionID, Body: m, Delay: delay})
+	p.batch = append(p.batch, broker.Message{Topic: broker.Execution, ID: m.MessageID, Key: m.ExecutionID, Lane: lane(m.LineageStack), Body: m, Delay: delay})
 }
 
 // Timeout implements engine.Sink.

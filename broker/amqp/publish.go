@@ -23,7 +23,8 @@ type outgoing struct {
 
 // Publish validates and encodes msgs (broker.Encode) and, when all are valid,
 // publishes them in order on one confirm-mode channel, chosen by the first
-// message's Key so that messages of one execution keep their order. It
+// message's Key and Lane so that messages of one branch of one execution
+// keep their order. It
 // returns once they are written; the Pending waits for all their confirms at
 // once. Publish blocks only while the publishing connection is down (until
 // it is back, ctx is done or the broker closes) and, for a Delay, while the
@@ -78,7 +79,7 @@ func (b *Broker) Publish(ctx context.Context, msgs ...broker.Message) broker.Pen
 			},
 		}
 	}
-	return b.send(ctx, msgs[0].Key, out)
+	return b.send(ctx, msgs[0].Key+"\x00"+msgs[0].Lane, out)
 }
 
 // PublishRaw publishes body as it is on topic, without id or key, and waits
