@@ -70,3 +70,7 @@ func TestDuplicateAggregatorArrival(t *testing.T) {
 	defer rt.Close()
 	runtimetest.DuplicateArrival(t, rt.Engine, "exec_dup")
 }
+
+func TestRetrySpacing(t *testing.T) {
+	runtimetest.RetrySpacing(t, newRuntime(t))
+}

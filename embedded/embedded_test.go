@@ -26,3 +26,12 @@ func TestDuplicateAggregatorArrival(t *testing.T) {
 	defer rt.Close()
 	runtimetest.DuplicateArrival(t, rt.Engine, "exec_dup")
 }
+
+func TestRetrySpacing(t *testing.T) {
+	rt, err := embedded.New(embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	runtimetest.RetrySpacing(t, rt)
+}
