@@ -122,9 +122,15 @@ func (s *step) run(ctx context.Context, now time.Time) (*record, error) {
 	if timeout <= 0 {
 		timeout = s.e.cfg.DefaultNodeTimeout
 	}
-	rctx, cancel := context.WithTimeout(ctx, timeout)
-	res, err := s.call(rctx, runner, now)
-	cancel()
+	var res node.Result
+	var err error
+	if _, pure := runner.(node.Pure); pure {
+		res, err = s.call(ctx, runner, now)
+	} else {
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		res, err = s.call(rctx, runner, now)
+		cancel()
+	}
 	rec.FinishedAt = s.e.cfg.Now()
 	rec.DurationMS = rec.FinishedAt.Sub(now).Milliseconds()
 	if ctx.Err() != nil {
@@ -180,6 +186,9 @@ func (s *step) call(ctx context.Context, r node.Runner, now time.Time) (res node
 // env is the expression environment of the node: the accumulated context plus
 // $node, $execution and $now.
 func (s *step) env(acc map[string]any, now time.Time) map[string]any {
+	if !s.wf.usesNodeMap && !s.wf.usesExecution && !s.wf.usesNow {
+		return acc // nothing to add: runners never modify Env
+	}
 	env := make(map[string]any, len(acc)+3)
 	for k, v := range acc {
 		env[k] = v

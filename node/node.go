@@ -34,6 +34,13 @@ type Runner interface {
 	Run(ctx context.Context, in *Input) (Result, error)
 }
 
+// Pure is implemented by runners that do no I/O: their work is bounded by
+// the expression limits, so the engine runs them without a deadline of
+// their own (which costs a timer per run).
+type Pure interface {
+	Pure()
+}
+
 // Input is what a node sees when it runs.
 type Input struct {
 	// Env is the expression environment: the accumulated context ("$trigger",

@@ -122,3 +122,26 @@ func TestRouteMustNotNameTheErrorEdge(t *testing.T) {
 		"nodes[1].parameters.false_edge_id": `edge "e_err" is the node's error edge`,
 	})
 }
+
+func TestPureRunners(t *testing.T) {
+	reg := NewRegistry(Options{})
+	pure := map[string]map[string]any{
+		"set":         {"values": map[string]any{"a": 1.0}},
+		"log":         {"message": "hi"},
+		"conditional": {"expression": "true"},
+		"switch":      {"cases": []any{}},
+		"wait":        {"amount": 1.0},
+		"delay":       {"delayMs": 1.0},
+		"split":       {"input_array": []any{}},
+	}
+	for typ, params := range pure {
+		r := compileNode(t, reg, workflow.Node{ID: "n", Type: typ, Parameters: params})
+		if _, ok := r.(node.Pure); !ok {
+			t.Errorf("%s runner is not node.Pure", typ)
+		}
+	}
+	r := compileNode(t, reg, workflow.Node{ID: "n", Type: "http", Parameters: map[string]any{"url": "http://x"}})
+	if _, ok := r.(node.Pure); ok {
+		t.Error("the http runner claims to do no I/O")
+	}
+}
