@@ -6,6 +6,7 @@ package distributed
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -108,6 +109,17 @@ func Connect(ctx context.Context, cfg Config) (*Runtime, error) {
 // DurabilityWarnings says what in Redis's configuration would lose timers.
 func (r *Runtime) DurabilityWarnings(ctx context.Context) ([]string, error) {
 	return coordredis.CheckDurability(ctx, r.Redis)
+}
+
+// DeleteTopology deletes this runtime's queues and exchanges and its Redis
+// keys: tests and benchmarks with a prefix of their own clean up with it.
+func (r *Runtime) DeleteTopology(ctx context.Context, prefix string) error {
+	err := r.Broker.DeleteTopology(ctx)
+	iter := r.Redis.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+	for iter.Next(ctx) {
+		r.Redis.Unlink(ctx, iter.Val())
+	}
+	return errors.Join(err, iter.Err())
 }
 
 // Close releases the connections.

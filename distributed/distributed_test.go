@@ -33,8 +33,9 @@ func (r runtime) Run(ctx context.Context, def []byte, input any, onStatus func(*
 func newRuntime(t *testing.T) runtimetest.Runtime {
 	amqpURL, redisURL := testinfra.AMQPURL(t), testinfra.RedisURL(t)
 	log := slog.New(slog.DiscardHandler)
+	prefix := testinfra.Name(t)
 	rt, err := distributed.Connect(context.Background(), distributed.Config{
-		AMQPURL: amqpURL, RedisURL: redisURL, Prefix: testinfra.Name(t), Role: amqp.RoleAdmin, Logger: log,
+		AMQPURL: amqpURL, RedisURL: redisURL, Prefix: prefix, Role: amqp.RoleAdmin, Logger: log,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -50,6 +51,9 @@ func newRuntime(t *testing.T) runtimetest.Runtime {
 	t.Cleanup(func() {
 		cancel()
 		wg.Wait()
+		if err := rt.DeleteTopology(context.Background(), prefix); err != nil {
+			t.Errorf("clean up: %v", err)
+		}
 		rt.Close()
 	})
 	return runtime{rt}
@@ -60,14 +64,18 @@ func TestRuntimeConformance(t *testing.T) {
 }
 
 func TestDuplicateAggregatorArrival(t *testing.T) {
+	prefix := testinfra.Name(t)
 	rt, err := distributed.Connect(context.Background(), distributed.Config{
-		AMQPURL: testinfra.AMQPURL(t), RedisURL: testinfra.RedisURL(t), Prefix: testinfra.Name(t),
+		AMQPURL: testinfra.AMQPURL(t), RedisURL: testinfra.RedisURL(t), Prefix: prefix,
 		Role: amqp.RoleAdmin, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rt.Close()
+	defer func() {
+		_ = rt.DeleteTopology(context.Background(), prefix)
+		rt.Close()
+	}()
 	runtimetest.DuplicateArrival(t, rt.Engine, "exec_dup")
 }
 
