@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/rune-org/rune/coord"
 	"github.com/rune-org/rune/message"
+	"github.com/rune-org/rune/node"
 	"github.com/rune-org/rune/nodes"
 	"github.com/rune-org/rune/workflow"
 )
@@ -29,6 +31,16 @@ type slot struct {
 	// From and Ctx, for merges: the parent and the context it arrived with.
 	From string         `json:"from,omitempty"`
 	Ctx  map[string]any `json:"ctx,omitempty"`
+	// By is the message that made the arrival: a redelivery of it arrives
+	// with the same bytes, another path to the same slot does not.
+	By string `json:"by"`
+}
+
+// lateRepeat reports an arrival that repeats the completing slot of a
+// barrier but comes from another message (a second path to the same item):
+// unlike a redelivery, it must not fire the node again.
+func lateRepeat(arr coord.Arrival, slotIdx int, val []byte) bool {
+	return arr.Duplicate && arr.Complete && slotIdx < len(arr.Values) && !bytes.Equal(arr.Values[slotIdx], val)
 }
 
 const (
@@ -277,7 +289,9 @@ func (s *step) endBranch(ctx context.Context, f *effects, next map[string]any, s
 	top := stack[len(stack)-1]
 	agg, ok := s.wf.Graph.Node(s.wf.aggregatorOf[top.SplitNodeID])
 	if !ok {
-		return nil // a split without aggregator: its branches just end
+		// A split without aggregator: its branches end like top-level ones.
+		f.endWith(next)
+		return nil
 	}
 	return s.arriveAtAggregator(ctx, f, agg, stack, v)
 }
@@ -290,6 +304,7 @@ func (s *step) arriveAtAggregator(ctx context.Context, f *effects, agg *workflow
 		return err
 	}
 	top := stack[len(stack)-1]
+	v.By = s.m.MessageID
 	val, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("engine: encode arrival at %q: %w", agg.ID, err)
@@ -300,6 +315,9 @@ func (s *step) arriveAtAggregator(ctx context.Context, f *effects, agg *workflow
 	}
 	if err != nil {
 		return fmt.Errorf("engine: arrive at aggregator %q: %w", agg.ID, err)
+	}
+	if lateRepeat(arr, top.ItemIndex, val) {
+		return nil
 	}
 	if !arr.Complete {
 		st := s.statusOf(agg, message.StatusWaiting, stack[:len(stack)-1])
@@ -362,8 +380,12 @@ func (s *step) arrive(ctx context.Context, f *effects) error {
 		}
 		if err != nil {
 			// The item's value cannot be computed: it counts as failed.
-			return s.endBranch(ctx, f, s.m.AccumulatedContext, stack, slot{S: slotFailed, V: map[string]any{"error": map[string]any{
-				"node_id": s.node.ID, "message": err.Error(), "code": "EXPRESSION"}}})
+			e := map[string]any{"node_id": s.node.ID, "code": "EXPRESSION", "message": err.Error()}
+			var ne *node.Error
+			if errors.As(err, &ne) {
+				e["code"], e["message"], e["details"] = ne.Code, ne.Message, ne.Details
+			}
+			return s.arriveAtAggregator(ctx, f, s.node, stack, slot{S: slotFailed, V: map[string]any{"error": e}})
 		}
 		value = res.Output
 	}
@@ -391,6 +413,7 @@ func (s *step) arriveAtMerge(ctx context.Context, f *effects, merge *workflow.No
 	if nodes.MergeWaitsForAny(merge) {
 		need = 1
 	}
+	v.By = s.m.MessageID
 	val, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("engine: encode arrival at %q: %w", merge.ID, err)
@@ -407,13 +430,19 @@ func (s *step) arriveAtMerge(ctx context.Context, f *effects, merge *workflow.No
 	if err != nil {
 		return fmt.Errorf("engine: arrive at merge %q: %w", merge.ID, err)
 	}
+	if lateRepeat(arr, idx, val) {
+		return nil
+	}
 	if !arr.Complete {
 		st := s.statusOf(merge, message.StatusWaiting, stack)
 		st.Details = map[string]any{"arrived": arr.Arrived, "expected": len(parents)}
 		f.statuses = append(f.statuses, st)
-		// Every arrival that leaves the barrier open arms the timeout; the
-		// copies share one message id, so it fires once.
-		f.timeouts = append(f.timeouts, s.timeout(merge, key, fallback, stack))
+		if arr.Arrived == 1 || arr.Duplicate {
+			// The first arrival arms the timeout; a redelivery arms it again
+			// in case the first publish was lost. Copies share one message
+			// id, so the timeout acts once.
+			f.timeouts = append(f.timeouts, s.timeout(merge, key, fallback, stack))
+		}
 		return nil
 	}
 	return s.fireMerge(ctx, f, merge, arr.Values, stack)
@@ -442,7 +471,11 @@ func (s *step) fireMerge(ctx context.Context, f *effects, merge *workflow.Node, 
 		for k, val := range v.Ctx {
 			union[k] = val
 		}
-		items = append(items, v.Ctx["$"+v.From])
+		key := "$" + v.From
+		if p, ok := s.wf.Graph.Node(v.From); ok && p.Trigger {
+			key = "$trigger" // the trigger's output is the payload
+		}
+		items = append(items, v.Ctx[key])
 		from = append(from, v.From)
 	}
 	if len(from) == 0 {

@@ -80,8 +80,14 @@ func (s *step) externalize(ctx context.Context, next map[string]any, keys ...str
 	return out, nil
 }
 
-// resolve returns ctx with every reference replaced by its value.
+// resolve returns ctx with every reference replaced by its value. Without a
+// blob store nothing is a reference: a payload that merely looks like one is
+// data. A reference that cannot be resolved is a plain error (the node
+// fails); a store that cannot be reached is an *infraError (retried).
 func (e *Engine) resolve(ctx context.Context, exec string, acc map[string]any) (map[string]any, error) {
+	if e.cfg.Blobs == nil {
+		return acc, nil
+	}
 	var out map[string]any
 	for k, v := range acc {
 		ref, ok := isRef(v)
@@ -112,19 +118,16 @@ func (e *Engine) blobValue(ctx context.Context, exec, ref string) (any, error) {
 	if v, ok := e.blobs.get(ref); ok {
 		return v, nil
 	}
-	if e.cfg.Blobs == nil {
-		return nil, fmt.Errorf("%w: the context holds a reference, but this runtime has no blob store", ErrInvalid)
-	}
 	raw, err := e.cfg.Blobs.Get(ctx, exec, ref)
 	if errors.Is(err, coord.ErrBlobNotFound) {
-		return nil, fmt.Errorf("%w: blob %s of execution %s is gone (the execution ended or expired)", ErrInvalid, ref, exec)
+		return nil, fmt.Errorf("context value %s of execution %s is gone (the execution ended or expired, or the value is not a reference Rune made)", ref, exec)
 	}
 	if err != nil {
 		return nil, &infraError{fmt.Errorf("engine: read blob %s: %w", ref, err)}
 	}
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, fmt.Errorf("%w: blob %s is not JSON: %v", ErrInvalid, ref, err)
+		return nil, fmt.Errorf("context value %s is not JSON: %v", ref, err)
 	}
 	e.blobs.put(ref, v, len(raw))
 	return v, nil

@@ -162,8 +162,12 @@ func (s *step) run(ctx context.Context, now time.Time) (*record, error) {
 // call runs the node, turning a panic into a failure of that node alone.
 func (s *step) call(ctx context.Context, r node.Runner, now time.Time) (res node.Result, err error) {
 	acc, err := s.e.resolve(ctx, s.m.ExecutionID, s.m.AccumulatedContext)
-	if err != nil {
+	var ie *infraError
+	if errors.As(err, &ie) {
 		return node.Result{}, err
+	}
+	if err != nil {
+		return node.Result{}, &node.Error{Code: "CONTEXT_REFERENCE", Message: err.Error()}
 	}
 	defer func() {
 		if p := recover(); p != nil {
@@ -310,7 +314,7 @@ func (s *step) outcome(ctx context.Context, rec *record, f *effects) error {
 	case workflow.ErrorBranch:
 		return s.follow(ctx, f, s.node, []string{s.node.ErrorEdge()}, next, stack)
 	}
-	if len(stack) > 0 {
+	if len(stack) > 0 && s.wf.aggregatorOf[stack[len(stack)-1].SplitNodeID] != "" {
 		// Inside a split, halt ends only this branch: it contributes its
 		// error to the aggregator and the other items go on (RFC 004 §6.2).
 		return s.endBranch(ctx, f, next, stack, slot{S: slotFailed, V: map[string]any{"error": errObj}})

@@ -39,8 +39,15 @@ func (splitType) Check(c *workflow.NodeCheck) {
 
 func isArray(v any) bool { _, ok := v.([]any); return ok }
 
+// splitResultBytes bounds the array a split evaluates: larger than other
+// results, since splitting big arrays is the point (items travel one per
+// message, and the array itself by reference).
+const splitResultBytes = 256 << 20
+
 func (splitType) Compile(n *workflow.Node, c *expr.Compiler) (node.Runner, error) {
-	v, err := c.Value(n.Parameters["input_array"])
+	lim := c.Limits()
+	lim.MaxResultBytes = max(lim.MaxResultBytes, splitResultBytes)
+	v, err := expr.NewCompiler(lim).Value(n.Parameters["input_array"])
 	if err != nil {
 		return nil, compileErr(n, "input_array", err)
 	}

@@ -87,8 +87,8 @@ func Run(ctx context.Context, cfg Config) error {
 		if err != nil {
 			cfg.Logger.Warn("scheduler: claim failed; trying again", "err", err)
 		}
-		if n == cfg.Batch && err == nil {
-			continue // more are due: drain without pausing
+		if n > 0 && err == nil {
+			continue // timers were due: claim again at once, more may be
 		}
 		select {
 		case <-ctx.Done():
@@ -99,8 +99,11 @@ func Run(ctx context.Context, cfg Config) error {
 }
 
 // Tick claims one batch of due timers and fires them, returning how many it
-// claimed. Config defaults must have been applied (Run does).
+// claimed.
 func Tick(ctx context.Context, cfg Config) (int, error) {
+	if err := cfg.defaults(); err != nil {
+		return 0, err
+	}
 	timers, err := cfg.Timers.Claim(ctx, cfg.Now(), cfg.Batch, cfg.Lease)
 	if err != nil || len(timers) == 0 {
 		return 0, err

@@ -97,7 +97,7 @@ func printUsage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nRun 'rune <command> -h' for a command's flags. Docs: docs/README.md")
+	fmt.Fprintln(w, "\nRun 'rune <command> -h' for a command's flags. Docs: README.md and docs/")
 }
 
 // parseInterspersed parses flags that may come before or after positional
