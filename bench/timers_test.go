@@ -1,0 +1,219 @@
+package bench_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/rune-org/rune/bench"
+	"github.com/rune-org/rune/broker"
+	"github.com/rune-org/rune/broker/amqp"
+	"github.com/rune-org/rune/broker/memory"
+	coordmem "github.com/rune-org/rune/coord/memory"
+	coordredis "github.com/rune-org/rune/coord/redis"
+	"github.com/rune-org/rune/distributed"
+	"github.com/rune-org/rune/embedded"
+	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/internal/testinfra"
+	"github.com/rune-org/rune/nodes"
+	"github.com/rune-org/rune/scheduler"
+	"github.com/rune-org/rune/worker"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// inProcess is the embedded runtime's pieces with a broker that queues
+// statuses and completions, so that TimerLateness can consume them.
+func inProcess(t *testing.T) (broker.Broker, *engine.Engine) {
+	t.Helper()
+	b := memory.New(memory.Options{Logger: quiet})
+	cm := coordmem.New(coordmem.Options{})
+	timers := coordmem.NewTimers()
+	e, err := engine.New(engine.Config{Registry: nodes.NewRegistry(nodes.Options{Logger: quiet}), Coord: cm, Timers: timers,
+		Barriers: coordmem.NewBarriers(), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = worker.Run(ctx, worker.Config{Broker: b, Engine: e, Logger: quiet}) })
+	wg.Go(func() {
+		_ = scheduler.Run(ctx, scheduler.Config{Timers: timers, Broker: b, Engine: e, Poll: 10 * time.Millisecond, Logger: quiet})
+	})
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		_ = cm.Close()
+		_ = b.Close()
+	})
+	return b, e
+}
+
+func checkLateness(t *testing.T, res *bench.TimerResult, n int) {
+	t.Helper()
+	var sb strings.Builder
+	res.Print(&sb, "timer lateness")
+	t.Log(sb.String())
+	if res.Executions != n || res.Failed != 0 || res.Early != 0 || res.Duplicates != 0 {
+		t.Fatalf("%d executions, %d failed, %d resumed early, %d duplicates; want %d, 0, 0, 0", res.Executions, res.Failed, res.Early, res.Duplicates, n)
+	}
+	if res.FireP50 < 0 || res.FireP50 > res.FireP99 || res.FireP99 > res.FireMax || res.EndMax < res.FireMax {
+		t.Fatalf("inconsistent lateness: %+v", res)
+	}
+	// In process the scheduler polls every 10ms; seconds late means broken.
+	if res.FireMax > 2*time.Second {
+		t.Fatalf("a wait resumed %s late", res.FireMax)
+	}
+}
+
+func TestTimerLatenessConsumingTopics(t *testing.T) {
+	b, e := inProcess(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := bench.TimerLateness(ctx, bench.TimerLatenessConfig{Broker: b, Engine: e, Executions: 200, Wait: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkLateness(t, res, 200)
+}
+
+func TestTimerLatenessFollowing(t *testing.T) {
+	rt, err := embedded.New(embedded.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := bench.TimerLateness(ctx, bench.TimerLatenessConfig{Broker: rt.Broker, Engine: rt.Engine, Executions: 200, Wait: 300 * time.Millisecond, Follow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkLateness(t, res, 200)
+}
+
+func checkBacklog(t *testing.T, res *bench.TimerBacklogResult, pending, fired int) {
+	t.Helper()
+	var sb strings.Builder
+	res.Print(&sb, "timer backlog")
+	t.Log(sb.String())
+	if res.Pending != pending || res.Fired != fired || res.Early != 0 || res.Duplicate != 0 {
+		t.Fatalf("pending %d, fired %d, early %d, duplicate %d; want %d, %d, 0, 0", res.Pending, res.Fired, res.Early, res.Duplicate, pending, fired)
+	}
+	if res.ScheduleTime <= 0 || res.PayloadBytes < 500 {
+		t.Fatalf("schedule time %s, payload %d bytes: not measured", res.ScheduleTime, res.PayloadBytes)
+	}
+	if res.LateP50 < 0 || res.LateP50 > res.LateP99 || res.LateP99 > res.LateMax || res.LateMax > 2*time.Second {
+		t.Fatalf("lateness p50 %s, p99 %s, max %s", res.LateP50, res.LateP99, res.LateMax)
+	}
+}
+
+func TestTimerBacklogInProcess(t *testing.T) {
+	timers := coordmem.NewTimers()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := bench.TimerBacklog(ctx, bench.TimerBacklogConfig{Timers: timers, Pending: 20000, Rate: 2000, Duration: time.Second, Schedulers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkBacklog(t, res, 20000, 2000)
+	st, err := timers.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Scheduled != 20000 || st.Claimed != 0 || st.NextDue.Before(time.Now().Add(50*time.Minute)) {
+		t.Fatalf("after the run: %+v, want the backlog only, due an hour from now or later", st)
+	}
+}
+
+func TestTimerBacklogRedis(t *testing.T) {
+	opts, err := goredis.ParseURL(testinfra.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := goredis.NewClient(opts)
+	defer rc.Close()
+	timers := coordredis.NewTimers(rc, coordredis.TimerOptions{Prefix: testinfra.Name(t)})
+	defer rc.Unlink(context.Background(), timers.Keys()...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := bench.TimerBacklog(ctx, bench.TimerBacklogConfig{Timers: timers, Redis: rc, Pending: 5000, Rate: 1000, Duration: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkBacklog(t, res, 5000, 1000)
+	// 5,000 payloads of at least 500 bytes cannot fit in less than 2.5 MB.
+	if res.MemoryBefore <= 0 || res.MemoryAfter-res.MemoryBefore < 5000*500 {
+		t.Fatalf("Redis used_memory %d before, %d after: not measured", res.MemoryBefore, res.MemoryAfter)
+	}
+}
+
+// TestTimerBenchFull runs both timer benchmarks at full size on the local
+// Redis and RabbitMQ with RUNE_TIMER_BENCH=1 (about a minute and 1.6 GB of
+// Redis; not part of go test ./...); RUNE_TIMER_BENCH=a runs only the
+// first, RUNE_TIMER_BENCH_SCHEDULERS sets its number of schedulers
+// (default 1). The figures go to docs/benchmarks.md.
+func TestTimerBenchFull(t *testing.T) {
+	which := os.Getenv("RUNE_TIMER_BENCH")
+	if which != "1" && which != "a" {
+		t.Skip("set RUNE_TIMER_BENCH=1 to run the full-size timer benchmarks")
+	}
+	schedulers, _ := strconv.Atoi(os.Getenv("RUNE_TIMER_BENCH_SCHEDULERS"))
+	schedulers = max(schedulers, 1)
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	prefix := testinfra.Name(t)
+	rt, err := distributed.Connect(context.Background(), distributed.Config{
+		AMQPURL: testinfra.AMQPURL(t), RedisURL: testinfra.RedisURL(t), Prefix: prefix, Role: amqp.RoleAdmin, Logger: log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	defer func() {
+		ctx := context.Background()
+		iter := rt.Redis.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+		for iter.Next(ctx) {
+			rt.Redis.Unlink(ctx, iter.Val())
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+
+	// (a) 10,000 executions each waiting 2s, one worker and the schedulers
+	// with the default settings.
+	wctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = worker.Run(wctx, worker.Config{Broker: rt.Broker, Engine: rt.Engine, Logger: log}) })
+	for range schedulers {
+		wg.Go(func() {
+			_ = scheduler.Run(wctx, scheduler.Config{Timers: rt.Timers, Broker: rt.Broker, Engine: rt.Engine, Logger: log})
+		})
+	}
+	res, err := bench.TimerLateness(ctx, bench.TimerLatenessConfig{Broker: rt.Broker, Engine: rt.Engine, Progress: os.Stderr})
+	stop()
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Print(os.Stdout, fmt.Sprintf("timers (a): 10,000 executions waiting 2s, RabbitMQ + Redis, 1 worker, %d scheduler(s)", schedulers))
+	if which == "a" {
+		return
+	}
+
+	// (b) 1,000,000 pending timers, then 5,000 due per second for 10s.
+	timers := coordredis.NewTimers(rt.Redis, coordredis.TimerOptions{Prefix: prefix + "b"})
+	defer rt.Redis.Unlink(context.Background(), timers.Keys()...)
+	back, err := bench.TimerBacklog(ctx, bench.TimerBacklogConfig{Timers: timers, Redis: rt.Redis, Progress: os.Stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	back.Print(os.Stdout, "timers (b): 1,000,000 pending timers on Redis, 5,000 due per second, 1 claim loop")
+}
