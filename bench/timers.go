@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -322,9 +321,16 @@ type TimerBacklogResult struct {
 
 // TimerPayload returns the frozen message a wait node of a small workflow
 // (trigger → set → wait → set, with a realistic trigger payload) leaves in
-// the timer store, produced by a real engine: what Schedule receives in
-// production.
+// the timer store, produced by a real engine with a definition store: what
+// Schedule receives in the distributed runtime.
 func TimerPayload(ctx context.Context) ([]byte, error) {
+	_, payload, err := timerMessage(ctx)
+	return payload, err
+}
+
+// timerMessage runs the payload workflow to its wait and returns the wait
+// node's message and its frozen form.
+func timerMessage(ctx context.Context) (*message.NodeExecution, []byte, error) {
 	def := []byte(`{"id":"notify_after_delay","name":"notification: delay then send","nodes":[
 	{"id":"start","type":"trigger","trigger":true},
 	{"id":"prepare","type":"set","parameters":{"values":{"to":"{{ $trigger.user.email }}","subject":"Your order {{ $trigger.order.id }} has shipped","channel":"email"}}},
@@ -335,13 +341,13 @@ func TimerPayload(ctx context.Context) ([]byte, error) {
 	cm := coordmem.New(coordmem.Options{})
 	defer cm.Close()
 	e, err := engine.New(engine.Config{Registry: nodes.NewRegistry(nodes.Options{}), Coord: cm, Timers: timers,
-		Barriers: coordmem.NewBarriers(), Logger: slog.New(slog.DiscardHandler)})
+		Barriers: coordmem.NewBarriers(), Definitions: coordmem.NewBlobs(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	wf, err := e.Compile(def)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	input := map[string]any{
 		"user":  map[string]any{"id": "usr_8f14e45fceea167a", "email": "ada@example.com", "name": "Ada Lovelace", "locale": "en-GB"},
@@ -349,44 +355,50 @@ func TimerPayload(ctx context.Context) ([]byte, error) {
 	}
 	var f engine.Effects
 	if err := e.Start(ctx, wf, engine.NewExecutionID(time.Now()), input, &f); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for steps := 0; len(f.Next) > 0; steps++ {
 		if steps > 10 {
-			return nil, errors.New("bench: the payload workflow did not reach its wait")
+			return nil, nil, errors.New("bench: the payload workflow did not reach its wait")
 		}
 		m := f.Next[0].Msg
 		f = engine.Effects{}
 		if err := e.Handle(ctx, m, &f); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	ts, err := timers.Claim(ctx, time.Now().Add(2*time.Hour), 1, time.Minute)
 	if err != nil || len(ts) != 1 {
-		return nil, fmt.Errorf("bench: the payload workflow scheduled %d timers (%v), want 1", len(ts), err)
+		return nil, nil, fmt.Errorf("bench: the payload workflow scheduled %d timers (%v), want 1", len(ts), err)
 	}
-	return ts[0].Payload, nil
+	m, err := e.Thaw(ctx, ts[0].Payload)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, ts[0].Payload, nil
 }
 
 // payloads makes timer ids and payloads from one frozen message, each with
-// its own execution and message id, of the template's lengths (so payloads
-// and ids keep their real sizes).
+// its own execution and message id of the template's lengths, frozen as the
+// engine freezes them (so payloads and ids keep their real sizes).
 type payloads struct {
-	tmpl          []byte
+	e             *engine.Engine
+	tmpl          *message.NodeExecution
 	execID, msgID string
 	runID         string
 }
 
 func newPayloads(ctx context.Context) (*payloads, error) {
-	p, err := TimerPayload(ctx)
+	e, err := engine.New(engine.Config{Registry: nodes.NewRegistry(nodes.Options{}), Coord: coordmem.New(coordmem.Options{}),
+		Definitions: coordmem.NewBlobs(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, err
 	}
-	var m message.NodeExecution
-	if err := json.Unmarshal(p, &m); err != nil {
+	m, _, err := timerMessage(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return &payloads{tmpl: p, execID: m.ExecutionID, msgID: m.MessageID, runID: strconv.FormatInt(time.Now().UnixNano(), 36)}, nil
+	return &payloads{e: e, tmpl: m, execID: m.ExecutionID, msgID: m.MessageID, runID: strconv.FormatInt(time.Now().UnixNano(), 36)}, nil
 }
 
 // get returns the id and payload of timer i of series tag (one letter),
@@ -394,8 +406,12 @@ func newPayloads(ctx context.Context) (*payloads, error) {
 func (p *payloads) get(tag string, i int) (string, []byte) {
 	exec := fmt.Sprintf("exec_%s%s_%0*d", p.runID, tag, max(0, len(p.execID)-len(p.runID)-len(tag)-6), i)
 	msg := fmt.Sprintf("%0*x", len(p.msgID), i)
-	b := bytes.Replace(p.tmpl, []byte(p.execID), []byte(exec), 1)
-	b = bytes.Replace(b, []byte(p.msgID), []byte(msg), 1)
+	m := *p.tmpl
+	m.ExecutionID, m.MessageID = exec, msg
+	b, err := p.e.Freeze(context.Background(), &m)
+	if err != nil {
+		panic(err) // an in-memory definition store cannot fail
+	}
 	return exec + ":" + msg, b
 }
 
@@ -436,7 +452,8 @@ func TimerBacklog(ctx context.Context, cfg TimerBacklogConfig) (*TimerBacklogRes
 	if err != nil {
 		return nil, fmt.Errorf("bench: build the timer payload: %w", err)
 	}
-	res := &TimerBacklogResult{Pending: cfg.Pending, PayloadBytes: len(pl.tmpl), Rate: cfg.Rate}
+	_, sample := pl.get("s", 0)
+	res := &TimerBacklogResult{Pending: cfg.Pending, PayloadBytes: len(sample), Rate: cfg.Rate}
 	if res.MemoryBefore, err = usedMemory(ctx, cfg.Redis); err != nil {
 		return nil, err
 	}

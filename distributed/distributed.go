@@ -96,8 +96,10 @@ func Connect(ctx context.Context, cfg Config) (*Runtime, error) {
 		Barriers: r.Barriers,
 		Timers:   r.Timers,
 		Blobs:    coordredis.NewBlobs(rc, coordredis.BlobOptions{Prefix: kprefix}),
-		Secrets:  cfg.Secrets,
-		Logger:   cfg.Logger,
+		// Definitions outlive the longest wait; there are few of them.
+		Definitions: coordredis.NewBlobs(rc, coordredis.BlobOptions{Prefix: kprefix, TTL: 400 * 24 * time.Hour}),
+		Secrets:     cfg.Secrets,
+		Logger:      cfg.Logger,
 	})
 	if err != nil {
 		r.Close()

@@ -6,10 +6,12 @@
 package engine
 
 import (
+	"compress/flate"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/rune-org/rune/coord"
@@ -38,6 +40,11 @@ type Config struct {
 	RefThreshold int
 	// BlobCacheBytes bounds the decoded blobs kept in memory. Default 256 MiB.
 	BlobCacheBytes int
+	// Definitions keeps workflow definitions once, so that frozen messages
+	// of waiting branches refer to theirs instead of carrying a copy. Its
+	// entries must outlive the longest wait (366 days). Nil means frozen
+	// messages carry their definition.
+	Definitions coord.Blobs
 	// Secrets resolves credential references; nil means nodes get none.
 	Secrets node.Secrets
 	// Logger receives engine logs. Default slog.Default().
@@ -79,6 +86,10 @@ type Engine struct {
 	compiler *expr.Compiler
 	cache    *cache
 	blobs    *blobCache
+	flaters  sync.Pool // *flate.Writer for Freeze
+
+	defsMu     sync.Mutex
+	defsStored map[uint64]storedDef // definitions put lately, by hash
 }
 
 // New returns an Engine.
@@ -107,13 +118,19 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.BlobCacheBytes <= 0 {
 		cfg.BlobCacheBytes = 256 << 20
 	}
-	return &Engine{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		compiler: expr.NewCompiler(cfg.Limits),
-		cache:    newCache(cfg.CacheSize),
-		blobs:    &blobCache{max: cfg.BlobCacheBytes},
-	}, nil
+	e := &Engine{
+		cfg:        cfg,
+		log:        cfg.Logger,
+		compiler:   expr.NewCompiler(cfg.Limits),
+		cache:      newCache(cfg.CacheSize),
+		blobs:      &blobCache{max: cfg.BlobCacheBytes},
+		defsStored: map[uint64]storedDef{},
+	}
+	e.flaters.New = func() any {
+		w, _ := flate.NewWriter(nil, flate.BestSpeed)
+		return w
+	}
+	return e, nil
 }
 
 func invalidf(format string, args ...any) error {

@@ -96,7 +96,7 @@ func (s *step) suspend(ctx context.Context, due time.Time) error {
 		return s.finish(ctx, &record{StartedAt: s.e.cfg.Now(), FinishedAt: s.e.cfg.Now(),
 			Err: &message.Error{Code: "UNSUPPORTED_NODE", Message: fmt.Sprintf("node %q waits, but this runtime has no timer store", s.node.ID)}})
 	}
-	frozen, err := json.Marshal(s.m)
+	frozen, err := s.e.Freeze(ctx, s.m)
 	if err != nil {
 		return fmt.Errorf("engine: freeze message %s: %w", s.m.MessageID, err)
 	}

@@ -3,12 +3,15 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/rune-org/rune/coord"
+	coordmem "github.com/rune-org/rune/coord/memory"
 	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/message"
+	"github.com/rune-org/rune/nodes"
 )
 
 // fireTimers claims every timer due by at and resumes it, as the scheduler does.
@@ -158,5 +161,43 @@ func TestRedeliveredSuspendSchedulesOneTimer(t *testing.T) {
 	h.step(0)
 	if st, _ := h.timers.Stats(context.Background()); st.Scheduled != 1 {
 		t.Fatalf("%d timers after a redelivered suspend, want 1", st.Scheduled)
+	}
+}
+
+func TestFrozenMessagesReferToTheirDefinition(t *testing.T) {
+	co := coordmem.New(coordmem.Options{})
+	defer co.Close()
+	defs := coordmem.NewBlobs()
+	eng, err := engine.New(engine.Config{Registry: nodes.NewRegistry(nodes.Options{}), Coord: co, Definitions: defs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf, err := eng.Compile([]byte(waitDef))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f engine.Effects
+	if err := eng.Start(context.Background(), wf, "exec_freeze", map[string]any{"k": "v"}, &f); err != nil {
+		t.Fatal(err)
+	}
+	m := f.Next[0].Msg
+	frozen, err := eng.Freeze(context.Background(), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := json.Marshal(m)
+	if len(frozen) >= len(plain)/2 {
+		t.Fatalf("frozen message is %d bytes, plain %d: the definition should not travel with it", len(frozen), len(plain))
+	}
+	back, err := eng.Thaw(context.Background(), frozen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(back)
+	if string(got) != string(plain) {
+		t.Fatalf("thawed message differs:\n got %s\nwant %s", got, plain)
+	}
+	if _, err := eng.Thaw(context.Background(), []byte{1, 2, 3}); !errors.Is(err, engine.ErrInvalid) {
+		t.Fatalf("garbage thawed: %v", err)
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/rune-org/rune/broker"
 	"github.com/rune-org/rune/coord"
 	"github.com/rune-org/rune/engine"
-	"github.com/rune-org/rune/message"
 	"github.com/rune-org/rune/worker"
 )
 
@@ -130,10 +129,8 @@ func Tick(ctx context.Context, cfg Config) (int, error) {
 // runs out and it is fired again.
 func fire(ctx context.Context, cfg Config, t coord.Timer) {
 	log := cfg.Logger.With("timer", t.ID)
-	m, err := message.DecodeExecution(t.Payload)
-	if err != nil {
-		err = errors.Join(engine.ErrInvalid, err)
-	} else {
+	m, err := cfg.Engine.Thaw(ctx, t.Payload)
+	if err == nil {
 		p := worker.NewPublisher(ctx, cfg.Broker)
 		if err = cfg.Engine.Resume(ctx, m, t.Due, p); err == nil {
 			err = p.Flush()
