@@ -708,6 +708,7 @@ func testUnconsumedSurvive(t *testing.T, b broker.Broker) {
 	publish(t, b, first...)
 
 	acked := make(chan string, 1)
+	holding := make(chan struct{}, 1)
 	var once sync.Once
 	c := consume(t, b, broker.Execution, broker.ConsumeOptions{}, func(ctx context.Context, d *broker.Delivery) error {
 		ack := false
@@ -715,6 +716,10 @@ func testUnconsumedSurvive(t *testing.T, b broker.Broker) {
 		if ack {
 			acked <- d.ID
 			return nil
+		}
+		select { // a message is in hand when the consumer stops
+		case holding <- struct{}{}:
+		default:
 		}
 		<-ctx.Done()
 		return ctx.Err()
@@ -724,6 +729,11 @@ func testUnconsumedSurvive(t *testing.T, b broker.Broker) {
 	case ackedID = <-acked:
 	case <-time.After(patience):
 		t.Fatal("first consumer got nothing")
+	}
+	select {
+	case <-holding:
+	case <-time.After(patience):
+		t.Fatal("first consumer took no second message")
 	}
 	c.stop(t)
 	delete(want, ackedID)
