@@ -11,6 +11,8 @@ import (
 	"math"
 	"runtime"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -51,6 +53,9 @@ type Config struct {
 	InFlight int
 	// Progress, when set, receives a line about progress every second.
 	Progress io.Writer
+	// Stall, for RunWatching: fail when no execution completes for this
+	// long (no worker running, say). Default 30s.
+	Stall time.Duration
 }
 
 // Result summarises a run.
@@ -64,6 +69,12 @@ type Result struct {
 	// engine timestamps them: queueing, handling and publishing included.
 	HopP50 time.Duration `json:"hop_p50_ns"`
 	HopP99 time.Duration `json:"hop_p99_ns"`
+	// Statuses is how many node status messages RunWatching consumed
+	// (running and success of every node, the trigger's success).
+	Statuses int `json:"status_messages,omitempty"`
+	// DuplicateCompletions is how many completion messages RunWatching
+	// received for executions already completed.
+	DuplicateCompletions int `json:"duplicate_completions,omitempty"`
 	// PeakRSS is this process's peak resident set size.
 	PeakRSS   uint64 `json:"peak_rss_bytes"`
 	Failed    int    `json:"failed_executions"`
@@ -149,6 +160,178 @@ func Run(ctx context.Context, b broker.Broker, e *engine.Engine, wf *engine.Work
 	}, nil
 }
 
+// RunWatching drives cfg.Executions executions of wf through b (whose
+// workers must be running) and measures them, like Run; but rather than
+// following each execution, which on RabbitMQ binds a queue of its own per
+// execution and costs the broker more than the work measured, it consumes
+// the Status and Completion topics as a master does. It takes every message
+// on them, so it needs a deployment (a prefix) of its own; messages of other
+// executions are dropped.
+//
+// Every node of wf must succeed once per execution, as in LinearWorkflow:
+// the hops of an execution are the intervals between its successes in time
+// order, as the engine timestamps them.
+func RunWatching(ctx context.Context, b broker.Broker, e *engine.Engine, wf *engine.Workflow, cfg Config) (*Result, error) {
+	if cfg.Executions <= 0 {
+		cfg.Executions = 10000
+	}
+	if cfg.InFlight <= 0 {
+		cfg.InFlight = 1000
+	}
+	if cfg.Stall <= 0 {
+		cfg.Stall = 30 * time.Second
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	runID := fmt.Sprintf("bench_%d_", time.Now().UnixNano())
+	perExec := len(wf.Def.Nodes) // successes per execution, the trigger's included
+	var (
+		mu        sync.Mutex
+		successes = make(map[string][]time.Time, cfg.Executions)
+		nsucc     int
+		completed = make(map[string]bool, cfg.Executions)
+		dups      int
+		failed    int
+		statuses  atomic.Int64
+		done      atomic.Int64
+		lastDone  atomic.Int64 // when the last execution completed, Unix ns
+		finished  = make(chan struct{})
+		allStatus = make(chan struct{})
+		sem       = make(chan struct{}, cfg.InFlight)
+	)
+	var consumers sync.WaitGroup
+	consume := func(topic broker.Topic, opts broker.ConsumeOptions, h broker.Handler) {
+		consumers.Go(func() {
+			if err := b.Consume(ctx, topic, opts, h); err != nil && ctx.Err() == nil {
+				cancel(fmt.Errorf("bench: consume %s: %w", topic, err))
+			}
+		})
+	}
+	consume(broker.Status, broker.ConsumeOptions{Concurrency: 2, Prefetch: 2000}, func(_ context.Context, d *broker.Delivery) error {
+		s, ok := d.Body.(*message.NodeStatus)
+		if !ok || !strings.HasPrefix(s.ExecutionID, runID) {
+			return nil
+		}
+		statuses.Add(1)
+		if s.Status != message.StatusSuccess {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		successes[s.ExecutionID] = append(successes[s.ExecutionID], s.ExecutedAt)
+		if nsucc++; nsucc == cfg.Executions*perExec {
+			close(allStatus)
+		}
+		return nil
+	})
+	consume(broker.Completion, broker.ConsumeOptions{Concurrency: 1, Prefetch: 1000}, func(_ context.Context, d *broker.Delivery) error {
+		c, ok := d.Body.(*message.Completion)
+		if !ok || !strings.HasPrefix(c.ExecutionID, runID) {
+			return nil
+		}
+		mu.Lock()
+		if completed[c.ExecutionID] {
+			dups++
+			mu.Unlock()
+			return nil
+		}
+		completed[c.ExecutionID] = true
+		if c.Status != message.CompletionCompleted {
+			failed++
+		}
+		mu.Unlock()
+		lastDone.Store(time.Now().UnixNano())
+		<-sem
+		if done.Add(1) == int64(cfg.Executions) {
+			close(finished)
+		}
+		return nil
+	})
+
+	start := time.Now()
+	lastDone.Store(start.UnixNano())
+	stopProgress := reportProgress(cfg, &done)
+	defer stopProgress()
+	// Several starters: one start is a Redis round trip and a confirmed
+	// publish, and one at a time would hold the rate below the workers'.
+	var next atomic.Int64
+	var starters sync.WaitGroup
+	for range 8 {
+		starters.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= cfg.Executions {
+					return
+				}
+				select {
+				case sem <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+				id := runID + strconv.Itoa(i)
+				if err := client.Start(ctx, b, e, wf, id, map[string]any{"seed": i}); err != nil {
+					cancel(fmt.Errorf("bench: %w", err))
+					return
+				}
+			}
+		})
+	}
+	stall := time.NewTicker(time.Second)
+	defer stall.Stop()
+wait:
+	for {
+		select {
+		case <-finished:
+			break wait
+		case <-ctx.Done():
+			starters.Wait()
+			consumers.Wait()
+			return nil, context.Cause(ctx)
+		case <-stall.C:
+			if since := time.Since(time.Unix(0, lastDone.Load())); since > cfg.Stall {
+				cancel(fmt.Errorf("bench: no execution completed for %v (%d of %d completed): are workers running on this broker, with this prefix?",
+					since.Round(time.Second), done.Load(), cfg.Executions))
+			}
+		}
+	}
+	elapsed := time.Since(start)
+	// Statuses are published before their execution's completion but come
+	// from another queue: wait for the last ones.
+	select {
+	case <-allStatus:
+	case <-time.After(cfg.Stall):
+	case <-ctx.Done():
+	}
+	cancel(nil)
+	starters.Wait()
+	consumers.Wait()
+
+	mu.Lock()
+	defer mu.Unlock()
+	hops := make([]time.Duration, 0, cfg.Executions*(perExec-1))
+	for _, ts := range successes {
+		sort.Slice(ts, func(i, j int) bool { return ts[i].Before(ts[j]) })
+		for i := 1; i < len(ts); i++ {
+			hops = append(hops, ts[i].Sub(ts[i-1]))
+		}
+	}
+	sort.Slice(hops, func(i, j int) bool { return hops[i] < hops[j] })
+	n := len(hops) // node executions seen succeeding, the triggers' not counted
+	return &Result{
+		Executions:           int(done.Load()),
+		NodeExecutions:       n,
+		Elapsed:              elapsed,
+		NodesPerSecond:       float64(n) / elapsed.Seconds(),
+		HopP50:               Percentile(hops, 0.50),
+		HopP99:               Percentile(hops, 0.99),
+		Statuses:             int(statuses.Load()),
+		DuplicateCompletions: dups,
+		PeakRSS:              PeakRSS(),
+		Failed:               failed,
+		GoMaxProc:            runtime.GOMAXPROCS(0),
+	}, nil
+}
+
 func reportProgress(cfg Config, done *atomic.Int64) func() {
 	if cfg.Progress == nil {
 		return func() {}
@@ -200,5 +383,11 @@ func (r *Result) Print(w io.Writer, title string) {
 	fmt.Fprintf(w, "  executions:       %d (%d not completed)\n", r.Executions, r.Failed)
 	fmt.Fprintf(w, "  node executions:  %d in %s = %.0f /s\n", r.NodeExecutions, r.Elapsed.Round(time.Millisecond), r.NodesPerSecond)
 	fmt.Fprintf(w, "  per-node latency: p50 %s, p99 %s\n", r.HopP50.Round(time.Microsecond), r.HopP99.Round(time.Microsecond))
+	if r.Statuses > 0 {
+		fmt.Fprintf(w, "  status messages:  %d = %.0f /s\n", r.Statuses, float64(r.Statuses)/r.Elapsed.Seconds())
+	}
+	if r.DuplicateCompletions > 0 {
+		fmt.Fprintf(w, "  duplicate completions: %d\n", r.DuplicateCompletions)
+	}
 	fmt.Fprintf(w, "  peak RSS:         %.1f MiB (GOMAXPROCS %d)\n", float64(r.PeakRSS)/(1<<20), r.GoMaxProc)
 }

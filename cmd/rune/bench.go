@@ -1,32 +1,97 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/rune-org/rune/bench"
+	"github.com/rune-org/rune/broker/amqp"
 	"github.com/rune-org/rune/embedded"
+)
+
+// Defaults of rune bench.
+const (
+	benchEmbeddedExecutions    = 20000
+	benchDistributedExecutions = 3000
 )
 
 func cmdBench(ctx context.Context, env *cliEnv, args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
-	execs := fs.Int("executions", 20000, "executions to run")
+	var srv servers
+	srv.flags(fs, env, true)
+	execs := fs.Int("executions", 0, fmt.Sprintf("executions to run (default %d embedded, %d distributed)", benchEmbeddedExecutions, benchDistributedExecutions))
 	inflight := fs.Int("inflight", 1000, "executions running at once")
 	nodes := fs.Int("nodes", 10, "set nodes per execution (a linear workflow)")
-	concurrency := fs.Int("concurrency", 0, "worker concurrency (default: the worker default)")
+	concurrency := fs.Int("concurrency", 0, "handlers per worker: the embedded worker's, the spawned workers' (their --concurrency), and the raw ceiling's per worker (default 8 × GOMAXPROCS, the worker default)")
+	prefetch := fs.Int("prefetch", 0, "distributed, with --spawn-workers: the workers' --prefetch (default: the worker default)")
+	spawn := fs.Int("spawn-workers", 0, "distributed: start this many `rune worker` processes (this binary, same flags) for the run and stop them at the end")
+	idle := fs.Int("idle-executions", 200, "distributed: then run this many executions one at a time, for the per-node latency of an idle system (0: skip)")
+	rawHops := fs.Int("raw-hops", 0, "distributed: hops of the raw RabbitMQ ceiling (default: as many as node executions; negative: skip)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "Usage: rune bench [flags]\n\nRuns executions of a linear workflow of set nodes on the embedded runtime and\nreports node executions per second, per-node latency p50/p99 and peak memory.")
+		fmt.Fprintln(env.stderr, `Usage: rune bench [flags]
+       rune bench --amqp URL --redis URL [--prefix P] [--spawn-workers N] [flags]
+
+Runs executions of a linear workflow of set nodes and reports node executions
+per second, per-node latency p50/p99 and peak memory.
+
+Without --amqp it measures the embedded runtime, in this process.
+
+With --amqp and --redis (or RUNE_AMQP_URL, RUNE_REDIS_URL) it measures the
+distributed runtime: it starts the executions on RUNNING workers, e.g.
+
+    rune worker --amqp URL --redis URL --prefix bench &     # one or more
+    rune bench  --amqp URL --redis URL --prefix bench
+
+and watches them by consuming the prefix's workflow.node.status and
+workflow.completion queues, so give the bench a --prefix no one else uses.
+--spawn-workers N starts N workers itself (on a fresh prefix unless --prefix
+is given, deleted at the end), so that one command measures everything.
+In the same run it measures executions one at a time (the latency of an idle
+system) and the raw ceiling of RabbitMQ for the same work pattern (one consume
++ one confirmed persistent publish + one ack per hop, with as many handlers as
+the workers have), and prints the ratio of the two rates.`)
 		fs.PrintDefaults()
 	}
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
 	}
-	if *execs <= 0 || *inflight <= 0 || *nodes <= 0 {
-		return usagef("--executions, --inflight and --nodes must be positive")
+	if *execs < 0 || *inflight <= 0 || *nodes <= 0 || *concurrency < 0 || *prefetch < 0 || *spawn < 0 || *idle < 0 {
+		return usagef("--executions, --inflight and --nodes must be positive; --concurrency, --prefetch, --spawn-workers and --idle-executions not negative")
+	}
+	if srv.amqpURL != "" {
+		if *execs == 0 {
+			*execs = benchDistributedExecutions
+		}
+		return benchDistributed(ctx, env, &srv, distributedBench{
+			executions: *execs, inflight: *inflight, nodes: *nodes, concurrency: *concurrency, prefetch: *prefetch,
+			spawn: *spawn, idle: *idle, rawHops: *rawHops, asJSON: *asJSON,
+		})
+	}
+	if *spawn > 0 || *prefetch > 0 {
+		return usagef("--spawn-workers and --prefetch need --amqp and --redis (the distributed runtime)")
+	}
+	if *execs == 0 {
+		*execs = benchEmbeddedExecutions
 	}
 	rt, err := embedded.New(embedded.Options{Logger: cliLogger(env), Concurrency: *concurrency})
 	if err != nil {
@@ -47,4 +112,390 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	res.Print(env.stdout, "embedded runtime, linear workflow of set nodes")
 	return nil
+}
+
+// distributedBench is the parsed flags of a distributed rune bench.
+type distributedBench struct {
+	executions, inflight, nodes int
+	concurrency, prefetch       int
+	spawn, idle, rawHops        int
+	asJSON                      bool
+}
+
+// distributedReport is what a distributed rune bench measured.
+type distributedReport struct {
+	Runtime string `json:"runtime"`
+	Prefix  string `json:"prefix"`
+	// Workers is how many workers the bench spawned (0: they were running).
+	Workers     int `json:"spawned_workers"`
+	Concurrency int `json:"worker_concurrency"`
+	Prefetch    int `json:"worker_prefetch,omitempty"`
+	InFlight    int `json:"inflight"`
+	// WorkerPeakRSS is the largest peak RSS of the spawned workers (Linux).
+	WorkerPeakRSS uint64          `json:"worker_peak_rss_bytes,omitempty"`
+	Throughput    *bench.Result   `json:"throughput"`
+	Idle          *bench.Result   `json:"idle,omitempty"`
+	Raw           *amqp.HopResult `json:"raw_ceiling,omitempty"`
+	// Ratio is the node execution rate over the raw hop rate.
+	Ratio float64 `json:"ratio_to_raw_ceiling,omitempty"`
+}
+
+func benchDistributed(ctx context.Context, env *cliEnv, srv *servers, o distributedBench) error {
+	if err := srv.check(true); err != nil {
+		return err
+	}
+	conc := o.concurrency
+	if conc == 0 {
+		conc = 8 * runtime.GOMAXPROCS(0) // worker.Config's default
+	}
+	rep := &distributedReport{Runtime: "distributed", Workers: o.spawn, Concurrency: conc, Prefetch: o.prefetch, InFlight: o.inflight}
+	log := cliLogger(env)
+	if srv.prefix == "" && o.spawn > 0 {
+		// A deployment of its own, deleted at the end.
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		srv.prefix = "bench-" + hex.EncodeToString(b[:])
+		defer purgeDeployment(env, srv)
+	}
+	if srv.prefix == "" {
+		fmt.Fprintln(env.stderr, "rune bench: warning: no --prefix: the bench consumes the production workflow.node.status and workflow.completion queues")
+	}
+	rep.Prefix = srv.prefix
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var workers *workerGroup
+	if o.spawn > 0 {
+		wargs := append([]string{"worker", "--amqp", srv.amqpURL, "--redis", srv.redisURL, "--prefix", srv.prefix},
+			"--concurrency", strconv.Itoa(conc))
+		if o.prefetch > 0 {
+			wargs = append(wargs, "--prefetch", strconv.Itoa(o.prefetch))
+		}
+		var err error
+		if workers, err = spawnWorkers(o.spawn, wargs, cancel); err != nil {
+			return err
+		}
+		defer workers.stop(env)
+		fmt.Fprintf(env.stderr, "rune bench: %d worker(s) started (concurrency %d, prefetch %s), prefix %q\n",
+			o.spawn, conc, orDefault(o.prefetch), srv.prefix)
+	}
+
+	rt, err := srv.connect(ctx, log, amqp.RoleMaster)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	b, eng := rt.Broker, rt.Engine
+	wf, err := eng.Compile(bench.LinearWorkflow(o.nodes))
+	if err != nil {
+		return err
+	}
+
+	fmt.Fprintf(env.stderr, "rune bench: %d executions of %d set nodes, %d in flight, distributed runtime\n", o.executions, o.nodes, o.inflight)
+	rep.Throughput, err = bench.RunWatching(ctx, b, eng, wf, bench.Config{Executions: o.executions, InFlight: o.inflight, Progress: env.stderr})
+	if err != nil {
+		return workers.explain(err)
+	}
+	if o.idle > 0 {
+		fmt.Fprintf(env.stderr, "rune bench: %d executions one at a time (idle latency)\n", o.idle)
+		rep.Idle, err = bench.RunWatching(ctx, b, eng, wf, bench.Config{Executions: o.idle, InFlight: 1})
+		if err != nil {
+			return workers.explain(err)
+		}
+	}
+	if workers != nil {
+		rep.WorkerPeakRSS = workers.peakRSS()
+		workers.stop(env) // the raw ceiling gets the machine to itself
+	}
+	if o.rawHops >= 0 {
+		hops := o.rawHops
+		if hops == 0 {
+			hops = rep.Throughput.NodeExecutions
+		}
+		handlers := conc * max(o.spawn, 1)
+		fmt.Fprintf(env.stderr, "rune bench: raw RabbitMQ ceiling, %d hops, %d handlers\n", hops, handlers)
+		prefix := srv.prefix
+		if prefix != "" {
+			prefix += "."
+		}
+		raw, err := amqp.RawHopBenchmark(ctx, amqp.Config{URL: srv.amqpURL, Prefix: prefix, Logger: log, Name: "rune bench"}, hops, handlers)
+		if err != nil {
+			return err
+		}
+		rep.Raw = &raw
+		rep.Ratio = rep.Throughput.NodesPerSecond / raw.HopsPerSec
+	}
+	if o.asJSON {
+		return json.NewEncoder(env.stdout).Encode(rep)
+	}
+	rep.print(env.stdout, o.nodes)
+	return nil
+}
+
+func orDefault(n int) string {
+	if n == 0 {
+		return "default"
+	}
+	return strconv.Itoa(n)
+}
+
+func (r *distributedReport) print(w io.Writer, nodes int) {
+	who := "running workers"
+	if r.Workers > 0 {
+		who = fmt.Sprintf("%d spawned worker(s)", r.Workers)
+	}
+	r.Throughput.Print(w, fmt.Sprintf("distributed runtime (RabbitMQ, Redis), linear workflow of %d set nodes, %d in flight, %s, concurrency %d, prefetch %s",
+		nodes, r.InFlight, who, r.Concurrency, orDefault(r.Prefetch)))
+	if r.WorkerPeakRSS > 0 {
+		fmt.Fprintf(w, "  worker peak RSS:  %.1f MiB\n", float64(r.WorkerPeakRSS)/(1<<20))
+	}
+	if r.Idle != nil {
+		fmt.Fprintf(w, "idle system, one execution at a time (%d executions)\n", r.Idle.Executions)
+		fmt.Fprintf(w, "  per-node latency: p50 %s, p99 %s (%.0f node executions/s)\n",
+			r.Idle.HopP50.Round(time.Microsecond), r.Idle.HopP99.Round(time.Microsecond), r.Idle.NodesPerSecond)
+	}
+	if r.Raw != nil {
+		fmt.Fprintf(w, "raw RabbitMQ ceiling (consume + confirmed persistent publish + ack per hop, %d handlers)\n", r.Raw.Concurrency)
+		fmt.Fprintf(w, "  hops:             %d in %s = %.0f /s\n", r.Raw.Hops, r.Raw.Elapsed.Round(time.Millisecond), r.Raw.HopsPerSec)
+		fmt.Fprintf(w, "  hop latency:      p50 %s, p99 %s\n", r.Raw.P50.Round(time.Microsecond), r.Raw.P99.Round(time.Microsecond))
+		fmt.Fprintf(w, "node executions / raw hops: %.0f%%\n", 100*r.Ratio)
+	}
+}
+
+// workerGroup is the `rune worker` processes a bench spawned.
+type workerGroup struct {
+	procs []*workerProc
+	mu    sync.Mutex
+	ended bool // stopping on purpose: exits are expected
+}
+
+type workerProc struct {
+	n    int
+	cmd  *exec.Cmd
+	log  *logTail
+	done chan struct{}
+	err  error
+}
+
+// spawnWorkers starts n workers of this binary with args and waits until
+// each has started. A worker that exits before stop cancels the run, with
+// its log as the cause.
+func spawnWorkers(n int, args []string, cancel context.CancelCauseFunc) (*workerGroup, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("spawn workers: %w", err)
+	}
+	g := &workerGroup{}
+	for i := range n {
+		p := &workerProc{n: i + 1, log: newLogTail("worker started"), done: make(chan struct{})}
+		p.cmd = exec.Command(exe, args...)
+		p.cmd.Stderr = p.log
+		if err := p.cmd.Start(); err != nil {
+			g.kill()
+			return nil, fmt.Errorf("spawn worker %d: %w", p.n, err)
+		}
+		g.procs = append(g.procs, p)
+		go func() {
+			p.err = p.cmd.Wait()
+			close(p.done)
+			if !g.stopping() {
+				cancel(fmt.Errorf("worker %d exited during the bench (%v); its log:\n%s", p.n, p.err, p.log.String()))
+			}
+		}()
+	}
+	deadline := time.After(30 * time.Second)
+	for _, p := range g.procs {
+		select {
+		case <-p.log.found:
+		case <-p.done:
+			g.kill()
+			return nil, fmt.Errorf("worker %d exited at start-up (%v); its log:\n%s", p.n, p.err, p.log.String())
+		case <-deadline:
+			g.kill()
+			return nil, fmt.Errorf("worker %d did not start within 30s; its log:\n%s", p.n, p.log.String())
+		}
+	}
+	return g, nil
+}
+
+func (g *workerGroup) stopping() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.ended
+}
+
+func (g *workerGroup) setStopping() {
+	g.mu.Lock()
+	g.ended = true
+	g.mu.Unlock()
+}
+
+// kill ends every worker at once.
+func (g *workerGroup) kill() {
+	g.setStopping()
+	for _, p := range g.procs {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// stop sends every worker SIGTERM and waits for it to drain and exit (a
+// minute at most, then it is killed). It is idempotent.
+func (g *workerGroup) stop(env *cliEnv) {
+	if g == nil || g.stopping() && g.allDone() {
+		return
+	}
+	g.setStopping()
+	for _, p := range g.procs {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	deadline := time.After(time.Minute)
+	for _, p := range g.procs {
+		select {
+		case <-p.done:
+			if p.err != nil {
+				fmt.Fprintf(env.stderr, "rune bench: worker %d: %v; its log:\n%s", p.n, p.err, p.log.String())
+			}
+		case <-deadline:
+			fmt.Fprintf(env.stderr, "rune bench: worker %d did not stop within a minute after SIGTERM; killing it\n", p.n)
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	}
+}
+
+func (g *workerGroup) allDone() bool {
+	for _, p := range g.procs {
+		select {
+		case <-p.done:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// explain adds the workers' logs to a failed run's error when they hold
+// warnings or errors.
+func (g *workerGroup) explain(err error) error {
+	if g == nil {
+		return err
+	}
+	var b strings.Builder
+	for _, p := range g.procs {
+		if l := p.log.String(); strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") {
+			fmt.Fprintf(&b, "\nworker %d log:\n%s", p.n, l)
+		}
+	}
+	if b.Len() == 0 {
+		return err
+	}
+	return fmt.Errorf("%w%s", err, b.String())
+}
+
+// peakRSS is the largest peak resident set size among the workers, from
+// /proc (0 where there is none).
+func (g *workerGroup) peakRSS() uint64 {
+	var peak uint64
+	for _, p := range g.procs {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(data)) {
+			if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				f := strings.Fields(rest)
+				if len(f) == 2 && f[1] == "kB" {
+					if kb, err := strconv.ParseUint(f[0], 10, 64); err == nil {
+						peak = max(peak, kb*1024)
+					}
+				}
+			}
+		}
+	}
+	return peak
+}
+
+// logTail keeps the last 64 KiB written to it and signals when a marker was
+// written.
+type logTail struct {
+	mu     sync.Mutex
+	buf    []byte
+	marker string
+	found  chan struct{}
+	seen   bool
+}
+
+const logTailSize = 64 << 10
+
+func newLogTail(marker string) *logTail {
+	return &logTail{marker: marker, found: make(chan struct{})}
+}
+
+func (l *logTail) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	if !l.seen && bytes.Contains(l.buf, []byte(l.marker)) {
+		l.seen = true
+		close(l.found)
+	}
+	if len(l.buf) > logTailSize {
+		l.buf = append(l.buf[:0], l.buf[len(l.buf)-logTailSize:]...)
+	}
+	return len(p), nil
+}
+
+func (l *logTail) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return string(l.buf)
+}
+
+// purgeDeployment deletes the queues, exchanges (the names of
+// broker/amqp/topology.go) and Redis keys of a prefix the bench made up.
+func purgeDeployment(env *cliEnv, srv *servers) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var errs []error
+	if opts, err := goredis.ParseURL(srv.redisURL); err == nil {
+		rc := goredis.NewClient(opts)
+		iter := rc.Scan(ctx, 0, srv.prefix+":*", 1000).Iterator()
+		for iter.Next(ctx) {
+			if err := rc.Del(ctx, iter.Val()).Err(); err != nil {
+				errs = append(errs, err)
+				break
+			}
+		}
+		if err := iter.Err(); err != nil {
+			errs = append(errs, err)
+		}
+		rc.Close()
+	}
+	conn, err := amqp091.Dial(srv.amqpURL)
+	if err != nil {
+		errs = append(errs, err)
+	} else {
+		p := srv.prefix + "."
+		for _, q := range []string{"workflow.execution", "workflow.node.status", "workflow.completion", "workflow.timeout.process", "workflow.dlq"} {
+			if ch, err := conn.Channel(); err == nil {
+				if _, err := ch.QueueDelete(p+q, false, false, false); err != nil {
+					errs = append(errs, err)
+				}
+				_ = ch.Close()
+			}
+		}
+		for _, x := range []string{"workflow.execution.x", "workflow.events", "workflow.timeout.x", "workflow.execution.dlx"} {
+			if ch, err := conn.Channel(); err == nil {
+				if err := ch.ExchangeDelete(p+x, false, false); err != nil {
+					errs = append(errs, err)
+				}
+				_ = ch.Close()
+			}
+		}
+		_ = conn.Close()
+	}
+	if err := errors.Join(errs...); err != nil {
+		fmt.Fprintf(env.stderr, "rune bench: cleaning up prefix %q: %v\n", srv.prefix, err)
+	}
 }

@@ -1,0 +1,478 @@
+// Package e2e tests the distributed runtime end to end: real `rune worker`
+// and `rune start` processes (the binary is built once per test run) on the
+// real RabbitMQ and Redis, each test under a prefix of its own.
+//
+// The three tests that push 1,000 executions through two workers (plain,
+// kill -9, close_all_connections) run one after another, because they
+// compete for the CPU; the light ones run in parallel after them.
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rune-org/rune/bench"
+	"github.com/rune-org/rune/broker"
+	"github.com/rune-org/rune/client"
+	"github.com/rune-org/rune/internal/testinfra"
+	"github.com/rune-org/rune/message"
+)
+
+const (
+	linearExecutions = 1000
+	linearNodes      = 10
+	// linearTimeout bounds one run of 1,000 executions (about 5 s on an
+	// idle 2-core machine, see the test logs).
+	linearTimeout = 120 * time.Second
+)
+
+// runLinear runs linearExecutions executions of the linear workflow on two
+// workers, calls disrupt (when not nil) once 30% of them completed, and
+// checks that every execution completed exactly once with the right result.
+func runLinear(t *testing.T, c *cluster, disrupt func(workers []*proc)) {
+	workers := []*proc{c.startWorker(), c.startWorker()}
+	waitFor(t, 30*time.Second, "both workers consuming", func() bool {
+		return inspectQueue(t, c, c.prefix+".workflow.execution").Consumers == 2
+	})
+	wf := c.compile(bench.LinearWorkflow(linearNodes))
+	cs := c.collect()
+	ids := linearIDs(c.prefix, linearExecutions)
+	begin := time.Now()
+	c.startAll(wf, ids, func(i int) any { return map[string]any{"seed": i} })
+	t.Logf("started %d executions in %v", len(ids), time.Since(begin).Round(time.Millisecond))
+	if disrupt != nil {
+		waitFor(t, linearTimeout, "30% of the completions", func() bool { return cs.distinct() >= linearExecutions*3/10 })
+		n := cs.distinct()
+		if n == linearExecutions {
+			t.Fatal("every execution completed before the disruption: it tested nothing")
+		}
+		t.Logf("disrupting after %d completions", n)
+		disrupt(workers)
+	}
+	cs.waitDistinct(linearExecutions, linearTimeout)
+	elapsed := time.Since(begin)
+	t.Logf("%d executions of %d nodes completed in %v (%.0f node executions/s)",
+		linearExecutions, linearNodes, elapsed.Round(time.Millisecond), float64(linearExecutions*linearNodes)/elapsed.Seconds())
+	// Stopping the workers first means nothing is published after the
+	// sentinel, so drain sees every completion, duplicates included.
+	for _, w := range workers {
+		if !w.exited() {
+			w.terminate(t, 60*time.Second)
+		}
+	}
+	cs.drain(c)
+	cs.checkLinear(ids, linearNodes)
+}
+
+// Two workers, 1,000 executions of a 10-node workflow: each completes once.
+func TestTwoWorkers(t *testing.T) {
+	c := newCluster(t, "")
+	runLinear(t, c, nil)
+}
+
+// kill -9 of one of two workers mid-run: the other one finishes everything,
+// each execution still completes once.
+func TestKillWorker(t *testing.T) {
+	c := newCluster(t, "")
+	runLinear(t, c, func(w []*proc) {
+		if err := w[0].cmd.Process.Kill(); err != nil {
+			t.Fatalf("kill -9 worker 1: %v", err)
+		}
+		if code := w[0].wait(t, 10*time.Second); code != -1 {
+			t.Fatalf("worker 1 exited with status %d, want killed (-1)", code)
+		}
+	})
+}
+
+// rabbitmqctl close_all_connections mid-run: the workers reconnect and each
+// execution still completes once. The test runs on a RabbitMQ virtual host
+// of its own, so closing all its connections disturbs no other test.
+func TestCloseAllConnections(t *testing.T) {
+	needRabbitmqctl(t)
+	testinfra.RedisURL(t)
+	vhost := "rune-e2e-" + testinfra.Name(t)
+	c := newCluster(t, ownVhost(t, vhost))
+	runLinear(t, c, func(w []*proc) {
+		rabbitmqctl(t, "close_all_connections", "-p", vhost, "e2e")
+		for _, p := range w {
+			p.waitLog(t, "amqp broker: reconnected", 30*time.Second)
+		}
+	})
+}
+
+// Malformed messages on workflow.execution land in the dead-letter queue
+// with the reason, while the worker goes on with the executions flowing.
+func TestMalformedMessageDeadLettered(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, "")
+	w := c.startWorker()
+	def := bench.LinearWorkflow(linearNodes)
+	wf := c.compile(def)
+	cs := c.collect()
+
+	type dead struct {
+		topic  broker.Topic
+		raw    []byte
+		reason string
+	}
+	var (
+		mu    sync.Mutex
+		deads []dead
+	)
+	dctx, dcancel := context.WithCancel(context.Background())
+	dstopped := make(chan struct{})
+	go func() {
+		defer close(dstopped)
+		err := c.master.Consume(dctx, broker.DeadLetter, broker.ConsumeOptions{}, func(_ context.Context, d *broker.Delivery) error {
+			mu.Lock()
+			defer mu.Unlock()
+			deads = append(deads, dead{d.Topic, d.Raw, d.Reason})
+			return nil
+		})
+		if err != nil {
+			t.Errorf("consume dead letters: %v", err)
+		}
+	}()
+	stopDead := func() { dcancel(); <-dstopped }
+	t.Cleanup(stopDead)
+
+	ids := linearIDs(c.prefix, 201)
+	seed := func(i int) any { return map[string]any{"seed": i} }
+	c.startAll(wf, ids[:100], seed)
+
+	garbage := []byte("{this is not JSON")
+	noExec, err := json.Marshal(map[string]any{
+		"message_id": "m_no_exec", "workflow_id": "bench_linear", "current_node": "step_1", "from_node": "start",
+		"attempt": 1, "execution_started_at": time.Now().UTC(), "workflow_definition": json.RawMessage(def),
+		"accumulated_context": map[string]any{"$trigger": map[string]any{"seed": 1}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for _, body := range [][]byte{garbage, noExec} {
+		if err := c.master.PublishRaw(ctx, broker.Execution, body); err != nil {
+			t.Fatalf("PublishRaw: %v", err)
+		}
+	}
+	c.startAll(wf, ids[100:200], func(i int) any { return seed(100 + i) })
+
+	waitFor(t, 30*time.Second, "two dead letters", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(deads) >= 2
+	})
+	// An execution started after the dead-lettering still completes.
+	c.startAll(wf, ids[200:], func(int) any { return seed(200) })
+	cs.waitDistinct(len(ids), 60*time.Second)
+	if w.exited() {
+		t.Fatalf("the worker exited: %v", w.err)
+	}
+	w.terminate(t, 30*time.Second)
+	cs.drain(c)
+	cs.checkLinear(ids, linearNodes)
+
+	// Nothing else was dead-lettered: what the consumer did not take is
+	// still in the queue once it stopped.
+	stopDead()
+	left := queueLength(t, c, c.prefix+".workflow.dlq")
+	mu.Lock()
+	defer mu.Unlock()
+	if len(deads) != 2 || left != 0 {
+		t.Errorf("got %d dead letters (+%d left in the queue), want 2: %+v", len(deads), left, deads)
+	}
+	want := map[string][]string{
+		string(garbage): {"decode", "workflow.execution", "invalid character"},
+		string(noExec):  {"decode", "execution_id", "missing"},
+	}
+	for _, d := range deads {
+		words, ok := want[string(d.raw)]
+		if !ok {
+			t.Errorf("unexpected dead letter on %s: %q (reason %q)", d.topic, d.raw, d.reason)
+			continue
+		}
+		delete(want, string(d.raw))
+		if d.topic != broker.Execution {
+			t.Errorf("dead letter %q: topic %q, want %q", d.raw, d.topic, broker.Execution)
+		}
+		for _, w := range words {
+			if !strings.Contains(d.reason, w) {
+				t.Errorf("dead letter %.40q: reason %q does not mention %q", d.raw, d.reason, w)
+			}
+		}
+		t.Logf("dead letter %.40q: reason %q", d.raw, d.reason)
+	}
+	for raw := range want {
+		t.Errorf("no dead letter for %.60q", raw)
+	}
+}
+
+// A worker receiving SIGTERM while an http node runs finishes that node,
+// publishes its successor, takes nothing more and exits 0; a second worker
+// finishes the execution, without running the http node again.
+func TestSIGTERMFinishesNodeInFlight(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, "")
+	const hold = time.Second
+	var hits atomic.Int32
+	arrived := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		select {
+		case <-time.After(hold):
+		case <-r.Context().Done():
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"ok": true}`)
+	}))
+	t.Cleanup(srv.Close)
+	def := fmt.Sprintf(`{"id": "sigterm", "nodes": [
+		{"id": "start", "type": "trigger", "trigger": true},
+		{"id": "slow", "type": "http", "parameters": {"method": "GET", "url": %q, "timeout": "20s"}},
+		{"id": "after", "type": "set", "parameters": {"values": {"code": "{{ $slow.status }}", "ok": "{{ $slow.body.ok }}"}}}
+	], "edges": [{"id": "e1", "src": "start", "dst": "slow"}, {"id": "e2", "src": "slow", "dst": "after"}]}`, srv.URL+"/slow")
+
+	w1 := c.startWorker()
+	wf := c.compile([]byte(def))
+	execID := "e2e_" + c.prefix + "_sigterm"
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	events, err := c.master.Follow(ctx, execID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Start(ctx, c.master, c.engine, wf, execID, map[string]any{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-arrived:
+	case <-ctx.Done():
+		t.Fatal("the http node's request never arrived")
+	}
+	signalled := time.Now()
+	w1.terminate(t, 30*time.Second)
+	t.Logf("worker 1 exited 0, %v after SIGTERM", time.Since(signalled).Round(time.Millisecond))
+	if d := time.Since(signalled); d < hold/2 {
+		t.Errorf("worker 1 exited %v after SIGTERM, before the node could finish (it holds %v)", d, hold)
+	}
+
+	var statuses []*message.NodeStatus
+	var comp *message.Completion
+	next := func(deadline <-chan time.Time) {
+		t.Helper()
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				t.Fatal("the follower stopped")
+			}
+			switch b := ev.Body.(type) {
+			case *message.NodeStatus:
+				statuses = append(statuses, b)
+			case *message.Completion:
+				comp = b
+			}
+		case <-deadline:
+			t.Fatalf("timed out following the execution; statuses so far: %s", describe(statuses))
+		}
+	}
+	// Worker 1 reported the http node's success before exiting...
+	deadline := time.After(10 * time.Second)
+	for !hasStatus(statuses, "slow", message.StatusSuccess) {
+		next(deadline)
+	}
+	w2Started := time.Now()
+	w2 := c.startWorker()
+	// ...and the successor ran on worker 2.
+	deadline = time.After(30 * time.Second)
+	for comp == nil {
+		next(deadline)
+	}
+	if comp.Status != message.CompletionCompleted {
+		t.Fatalf("completion %s, failure %+v; statuses %s", comp.Status, comp.FailureReason, describe(statuses))
+	}
+	got := comp.FinalContext["$after"]
+	if want := map[string]any{"code": float64(200), "ok": true}; !reflect.DeepEqual(got, want) {
+		t.Errorf("$after = %v, want %v", got, want)
+	}
+	var slow []string
+	for _, s := range statuses {
+		switch s.NodeID {
+		case "slow":
+			slow = append(slow, s.Status)
+		case "after":
+			if s.ExecutedAt.Before(w2Started) {
+				t.Errorf("node after reported %s at %v, before worker 2 started (%v): worker 1 took it after SIGTERM",
+					s.Status, s.ExecutedAt, w2Started)
+			}
+		}
+	}
+	if want := []string{message.StatusRunning, message.StatusSuccess}; !reflect.DeepEqual(slow, want) {
+		t.Errorf("statuses of the http node: %v, want %v", slow, want)
+	}
+	if n := hits.Load(); n != 1 {
+		t.Errorf("the http node sent %d requests, want 1", n)
+	}
+	w2.terminate(t, 30*time.Second)
+}
+
+func hasStatus(ss []*message.NodeStatus, nodeID, status string) bool {
+	for _, s := range ss {
+		if s.NodeID == nodeID && s.Status == status {
+			return true
+		}
+	}
+	return false
+}
+
+func describe(ss []*message.NodeStatus) string {
+	var b strings.Builder
+	for _, s := range ss {
+		fmt.Fprintf(&b, " %s:%s", s.NodeID, s.Status)
+	}
+	return b.String()
+}
+
+// `rune start --wait --json` prints the same CompletionMessage as `rune run
+// --json`, and exits with the same status, for every example.
+func TestStartWaitMatchesRun(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, "")
+	// The scheduler fires the timers of delay and wait nodes.
+	c.startWorker("--scheduler")
+	files, err := filepath.Glob("../examples/*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var examples []string
+	for _, f := range files {
+		if !strings.HasSuffix(f, ".input.json") {
+			examples = append(examples, f)
+		}
+	}
+	if len(examples) == 0 {
+		t.Fatal("no examples found in ../examples")
+	}
+	for _, ex := range examples {
+		name := strings.TrimSuffix(filepath.Base(ex), ".json")
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			abs, err := filepath.Abs(ex)
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := []string{abs, "--json"}
+			if in := strings.TrimSuffix(abs, ".json") + ".input.json"; fileExists(in) {
+				args = append(args, "--input", "@"+in)
+			}
+			runOut, runErr, runCode := runCLI(t, 60*time.Second, append([]string{"run"}, args...)...)
+			startArgs := append(append([]string{"start"}, args...), "--wait")
+			startOut, startErr, startCode := runCLI(t, 60*time.Second, append(startArgs, c.serverArgs()...)...)
+			if runCode != startCode {
+				t.Errorf("exit status: run %d, start --wait %d", runCode, startCode)
+			}
+			run, start := decodeCompletion(t, "run", runOut, runErr), decodeCompletion(t, "start", startOut, startErr)
+			for _, k := range []string{"workflow_id", "status", "final_context", "failure_reason"} {
+				if !reflect.DeepEqual(run[k], start[k]) {
+					t.Errorf("%s differs:\n  run:   %s\n  start: %s", k, jsonOf(run[k]), jsonOf(start[k]))
+				}
+			}
+			for _, m := range []map[string]any{run, start} {
+				for _, k := range []string{"workflow_id", "status", "final_context", "failure_reason", "execution_id", "completed_at", "total_duration_ms"} {
+					delete(m, k)
+				}
+			}
+			if len(run) != 0 || len(start) != 0 {
+				t.Errorf("fields not compared: run %v, start %v", run, start)
+			}
+			t.Logf("%s: exit status %d, status %s", name, runCode, jsonOf(decodeCompletion(t, "run", runOut, runErr)["status"]))
+		})
+	}
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+func decodeCompletion(t *testing.T, what, stdout, stderr string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(stdout), &m); err != nil {
+		t.Fatalf("%s: stdout is not one JSON object: %v\nstdout:\n%s\nstderr:\n%s", what, err, stdout, stderr)
+	}
+	return m
+}
+
+func jsonOf(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// `rune bench --spawn-workers` measures the distributed runtime in one
+// command and leaves nothing behind.
+func TestBenchSpawnWorkers(t *testing.T) {
+	amqpURL, redisURL := testinfra.AMQPURL(t), testinfra.RedisURL(t)
+	out, errOut, code := runCLI(t, 120*time.Second, "bench", "--amqp", amqpURL, "--redis", redisURL, "--spawn-workers", "1",
+		"--executions", "300", "--inflight", "100", "--idle-executions", "5", "--raw-hops", "1000", "--json")
+	if code != 0 {
+		t.Fatalf("rune bench: exit status %d\nstderr:\n%s", code, errOut)
+	}
+	var rep struct {
+		Prefix     string `json:"prefix"`
+		Workers    int    `json:"spawned_workers"`
+		Throughput struct {
+			Executions     int     `json:"executions"`
+			NodeExecutions int     `json:"node_executions"`
+			Failed         int     `json:"failed_executions"`
+			Statuses       int     `json:"status_messages"`
+			NodesPerSecond float64 `json:"node_executions_per_second"`
+			HopP50         int64   `json:"hop_p50_ns"`
+		} `json:"throughput"`
+		Idle struct {
+			Executions int   `json:"executions"`
+			HopP50     int64 `json:"hop_p50_ns"`
+		} `json:"idle"`
+		Raw struct {
+			Hops       int
+			HopsPerSec float64
+		} `json:"raw_ceiling"`
+		Ratio float64 `json:"ratio_to_raw_ceiling"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("rune bench --json: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	tp := rep.Throughput
+	// Per node: a running and a success status; plus the trigger's success.
+	if rep.Workers != 1 || tp.Executions != 300 || tp.Failed != 0 || tp.NodeExecutions != 300*linearNodes ||
+		tp.Statuses != 300*(2*linearNodes+1) || tp.NodesPerSecond <= 0 || tp.HopP50 <= 0 ||
+		rep.Idle.Executions != 5 || rep.Idle.HopP50 <= 0 || rep.Raw.Hops != 1000 || rep.Raw.HopsPerSec <= 0 || rep.Ratio <= 0 {
+		t.Errorf("unexpected report:\n%s", out)
+	}
+	t.Logf("%.0f node executions/s, %.0f raw hops/s (ratio %.2f)", tp.NodesPerSecond, rep.Raw.HopsPerSec, rep.Ratio)
+	if !strings.HasPrefix(rep.Prefix, "bench-") {
+		t.Fatalf("prefix %q, want a made-up bench-… one", rep.Prefix)
+	}
+	c := &cluster{t: t, prefix: rep.Prefix, amqpURL: amqpURL}
+	for _, q := range []string{"workflow.execution", "workflow.completion", "workflow.node.status"} {
+		if queueExists(t, c, rep.Prefix+"."+q) {
+			t.Errorf("queue %s.%s is left behind", rep.Prefix, q)
+		}
+	}
+}
