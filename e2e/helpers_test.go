@@ -354,12 +354,10 @@ func (c *cluster) startAll(wf *engine.Workflow, ids []string, input func(i int) 
 }
 
 // strictCompletionTimes makes duplicate completions that differ only in
-// completed_at or total_duration_ms a failure. The engine stamps a
-// completion when it is produced, so one produced again by a redelivery
-// (Replay after a crash or a lost connection) carries later times; such
-// duplicates are counted and logged instead, until the engine derives the
-// times from what the coordinator stored.
-const strictCompletionTimes = false
+// completed_at or total_duration_ms a failure: the engine takes them from
+// the completer's stored record, so a redelivery reports the very same
+// completion.
+const strictCompletionTimes = true
 
 // completions collects the completion messages of a cluster (its
 // workflow.completion queue), counting duplicates.

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/rune-org/rune/coord"
+	"github.com/rune-org/rune/message"
 )
 
 // Large context values travel by reference (RFC 001 §11.1, RFC 004 §2): a
@@ -169,4 +170,16 @@ func (c *blobCache) put(ref string, v any, size int) {
 	}
 	c.items[ref] = cachedBlob{v, size}
 	c.size += size
+}
+
+// Completed releases what an execution kept in the blob store. Runtimes call
+// it once its completion is safely published: a redelivered completer before
+// that still needs the values to report the final context.
+func (e *Engine) Completed(ctx context.Context, c *message.Completion) {
+	if e.cfg.Blobs == nil {
+		return
+	}
+	if err := e.cfg.Blobs.Release(ctx, c.ExecutionID); err != nil {
+		e.log.Warn("could not release the execution's large values; they expire with their TTL", "execution_id", c.ExecutionID, "err", err)
+	}
 }

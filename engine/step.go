@@ -463,7 +463,18 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
 	for _, t := range f.timeouts {
 		s.sink.Timeout(t, max(0, t.Deadline.Sub(now)))
 	}
-	s.complete(ctx, out)
+	at := rec.FinishedAt
+	if out.Duplicate && out.Last {
+		// Another delivery of this message finished it first (they ran at
+		// once): report its completion time, so both completions are equal.
+		if b, err := s.e.cfg.Coord.Begin(ctx, s.m.ExecutionID, s.m.MessageID); err == nil && b.State == coord.Replay {
+			var first record
+			if json.Unmarshal(b.Record, &first) == nil {
+				at = first.FinishedAt
+			}
+		}
+	}
+	s.complete(ctx, out, at)
 	return nil
 }
 
@@ -508,7 +519,9 @@ func checkJSON(v any, depth int) error {
 
 // drop closes the accounting of a message whose execution was halted.
 func (s *step) drop(ctx context.Context) error {
-	out, err := s.e.cfg.Coord.Finish(ctx, s.m.ExecutionID, s.m.MessageID, coord.Finish{})
+	now := s.e.cfg.Now()
+	rec := &record{Noop: true, StartedAt: now, FinishedAt: now}
+	out, err := s.e.cfg.Coord.Finish(ctx, s.m.ExecutionID, s.m.MessageID, coord.Finish{Record: rec})
 	if errors.Is(err, coord.ErrUnknownExecution) {
 		s.e.log.Warn("dropping message of an unknown or expired execution", "execution_id", s.m.ExecutionID, "message_id", s.m.MessageID)
 		return nil
@@ -516,12 +529,15 @@ func (s *step) drop(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("engine: finish dropped message %s: %w", s.m.MessageID, err)
 	}
-	s.sink.Status(s.status(message.StatusSkipped, s.e.cfg.Now()))
-	s.complete(ctx, out)
+	s.sink.Status(s.status(message.StatusSkipped, now))
+	s.complete(ctx, out, now)
 	return nil
 }
 
-func (s *step) complete(ctx context.Context, out coord.Outcome) {
+// complete reports the completion when out says this message ended the
+// execution. at is when the message finished, from its record, so that a
+// redelivery reports the very same completion.
+func (s *step) complete(ctx context.Context, out coord.Outcome, at time.Time) {
 	if !out.Last {
 		return
 	}
@@ -530,19 +546,13 @@ func (s *step) complete(ctx context.Context, out coord.Outcome) {
 	} else {
 		s.e.log.Warn("final context keeps references it could not resolve", "execution_id", s.m.ExecutionID, "err", err)
 	}
-	if s.e.cfg.Blobs != nil {
-		if err := s.e.cfg.Blobs.Release(ctx, s.m.ExecutionID); err != nil {
-			s.e.log.Warn("could not release the execution's blobs; they expire with their TTL", "execution_id", s.m.ExecutionID, "err", err)
-		}
-	}
-	now := s.e.cfg.Now()
 	c := &message.Completion{
 		WorkflowID:      s.m.WorkflowID,
 		ExecutionID:     s.m.ExecutionID,
 		Status:          out.Status,
 		FinalContext:    out.FinalContext,
-		CompletedAt:     now.UTC(),
-		TotalDurationMS: now.Sub(s.m.StartedAt).Milliseconds(),
+		CompletedAt:     at.UTC(),
+		TotalDurationMS: at.Sub(s.m.StartedAt).Milliseconds(),
 		FailureReason:   out.Failure,
 	}
 	if c.Status == "" {

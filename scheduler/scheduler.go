@@ -132,6 +132,7 @@ func fire(ctx context.Context, cfg Config, t coord.Timer) {
 	m, err := cfg.Engine.Thaw(ctx, t.Payload)
 	if err == nil {
 		p := worker.NewPublisher(ctx, cfg.Broker)
+		p.OnComplete(cfg.Engine.Completed)
 		if err = cfg.Engine.Resume(ctx, m, t.Due, p); err == nil {
 			err = p.Flush()
 		}

@@ -23,8 +23,9 @@ type Config struct {
 	Broker broker.Broker
 	// Engine handles messages. Required.
 	Engine *engine.Engine
-	// Concurrency is how many messages are handled at once.
-	// Default 8 × GOMAXPROCS: most nodes wait on I/O, not CPU.
+	// Concurrency is how many messages are handled at once. Default
+	// 32 × GOMAXPROCS: a handler mostly waits (broker confirms, Redis, the
+	// nodes' own I/O); measured in docs/benchmarks.md.
 	Concurrency int
 	// Prefetch is how many unacked messages the broker may hand over.
 	// Default 2 × Concurrency.
@@ -42,7 +43,7 @@ func (c *Config) defaults() error {
 		return errors.New("worker: Config.Broker and Config.Engine are required")
 	}
 	if c.Concurrency <= 0 {
-		c.Concurrency = 8 * runtime.GOMAXPROCS(0)
+		c.Concurrency = 32 * runtime.GOMAXPROCS(0)
 	}
 	if c.Prefetch <= 0 {
 		c.Prefetch = 2 * c.Concurrency
@@ -92,7 +93,7 @@ func handleTimeout(ctx context.Context, cfg Config, d *broker.Delivery) error {
 	if !ok {
 		return fmt.Errorf("%w: body of %T on %s", broker.ErrReject, d.Body, d.Topic)
 	}
-	s := &Publisher{ctx: ctx, b: cfg.Broker}
+	s := &Publisher{ctx: ctx, b: cfg.Broker, onComplete: cfg.Engine.Completed}
 	err := cfg.Engine.HandleTimeout(ctx, t, s)
 	if errors.Is(err, engine.ErrInvalid) {
 		cfg.Logger.Error("rejecting timeout", "message_id", d.ID, "execution_id", t.ExecutionID, "err", err)
@@ -109,7 +110,7 @@ func handle(ctx context.Context, cfg Config, d *broker.Delivery) error {
 	if !ok {
 		return fmt.Errorf("%w: body of %T on %s", broker.ErrReject, d.Body, d.Topic)
 	}
-	s := &Publisher{ctx: ctx, b: cfg.Broker}
+	s := &Publisher{ctx: ctx, b: cfg.Broker, onComplete: cfg.Engine.Completed}
 	err := cfg.Engine.Handle(ctx, m, s)
 	if errors.Is(err, engine.ErrInvalid) {
 		cfg.Logger.Error("rejecting message", "message_id", d.ID, "execution_id", m.ExecutionID, "err", err)
@@ -128,11 +129,19 @@ func handle(ctx context.Context, cfg Config, d *broker.Delivery) error {
 // at once (so followers see progress while the node runs), everything else in
 // one pipelined batch at Flush.
 type Publisher struct {
-	ctx     context.Context
-	b       broker.Broker
-	batch   []broker.Message
-	pending []broker.Pending
+	ctx       context.Context
+	b         broker.Broker
+	batch     []broker.Message
+	pending   []broker.Pending
+	completed []*message.Completion
+	// onComplete, when set, is called for each completion once it is safely
+	// published (the engine then releases the execution's large values).
+	onComplete func(context.Context, *message.Completion)
 }
+
+// OnComplete sets f to be called for each completion once Flush has
+// published it.
+func (p *Publisher) OnComplete(f func(context.Context, *message.Completion)) { p.onComplete = f }
 
 // NewPublisher returns a Publisher on b; ctx bounds its publishes.
 func NewPublisher(ctx context.Context, b broker.Broker) *Publisher {
@@ -170,6 +179,7 @@ func (p *Publisher) Timeout(t *message.Timeout, delay time.Duration) {
 
 // Complete implements engine.Sink.
 func (p *Publisher) Complete(c *message.Completion) {
+	p.completed = append(p.completed, c)
 	p.batch = append(p.batch, broker.Message{Topic: broker.Completion, ID: c.ExecutionID, Key: c.ExecutionID, Body: c})
 }
 
@@ -187,5 +197,11 @@ func (p *Publisher) Flush() error {
 		}
 	}
 	p.pending = p.pending[:0]
+	if first == nil && p.onComplete != nil {
+		for _, c := range p.completed {
+			p.onComplete(p.ctx, c)
+		}
+	}
+	p.completed = nil
 	return first
 }

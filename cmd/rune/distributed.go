@@ -61,7 +61,7 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 	fs.SetOutput(env.stderr)
 	var srv servers
 	srv.flags(fs, env, true)
-	concurrency := fs.Int("concurrency", 0, "messages handled at once (default 8 × GOMAXPROCS)")
+	concurrency := fs.Int("concurrency", 0, "messages handled at once (default 32 × GOMAXPROCS)")
 	prefetch := fs.Int("prefetch", 0, "unacked messages RabbitMQ may hand over (default 2 × concurrency)")
 	drain := fs.Duration("drain-timeout", 30*time.Second, "on SIGTERM, how long the messages in hand may run on")
 	withScheduler := fs.Bool("scheduler", false, "also fire due timers of wait and delay nodes in this process")
