@@ -360,36 +360,62 @@ func (s *step) fireAggregator(ctx context.Context, f *effects, agg *workflow.Nod
 	return s.follow(ctx, f, agg, s.successEdges(agg, nil), with(base, "$"+agg.ID, out), outer)
 }
 
+// closingAggregator returns e's destination when it is the aggregator that
+// closes the innermost split of stack.
+func (s *step) closingAggregator(e workflow.Edge, stack []message.Frame) *workflow.Node {
+	if len(stack) == 0 {
+		return nil
+	}
+	id := s.wf.aggregatorOf[stack[len(stack)-1].SplitNodeID]
+	if id == "" || id != e.Dst {
+		return nil
+	}
+	agg, _ := s.wf.Graph.Node(id)
+	return agg
+}
+
+// arriveInline makes the arrival at agg that a message from node from with
+// context next would make.
+func (s *step) arriveInline(ctx context.Context, f *effects, agg *workflow.Node, from *workflow.Node, next map[string]any, stack []message.Frame) error {
+	return s.itemArrival(ctx, f, agg, from.ID, next, stack)
+}
+
 // arrive handles a message at an aggregator or a merge.
 func (s *step) arrive(ctx context.Context, f *effects) error {
 	if s.node.Type == "merge" {
 		return s.arriveAtMerge(ctx, f, s.node, s.m.FromNode, slot{S: slotOK, From: s.m.FromNode, Ctx: s.m.AccumulatedContext}, s.m.AccumulatedContext, s.m.LineageStack)
 	}
 	stack := s.m.LineageStack
-	now := s.e.cfg.Now()
 	if len(stack) == 0 {
+		now := s.e.cfg.Now()
 		return s.outcome(ctx, &record{StartedAt: now, FinishedAt: now, Err: &message.Error{Code: "AGGREGATOR_OUTSIDE_SPLIT",
 			Message: fmt.Sprintf("aggregator %q was reached outside any split", s.node.ID)}}, f)
 	}
-	value := s.m.AccumulatedContext["$"+s.m.FromNode]
-	if r := s.wf.runners[s.node.ID]; r != nil {
-		res, err := s.call(ctx, r, now)
+	return s.itemArrival(ctx, f, s.node, s.m.FromNode, s.m.AccumulatedContext, stack)
+}
+
+// itemArrival commits one item's contribution to aggregator agg: the value
+// expression on acc, or the output of the node that fed it.
+func (s *step) itemArrival(ctx context.Context, f *effects, agg *workflow.Node, fromID string, acc map[string]any, stack []message.Frame) error {
+	value := acc["$"+fromID]
+	if r := s.wf.runners[agg.ID]; r != nil {
+		res, err := s.callWith(ctx, r, s.e.cfg.Now(), acc)
 		var ie *infraError
 		if errors.As(err, &ie) || errors.Is(err, ErrInvalid) {
 			return err
 		}
 		if err != nil {
 			// The item's value cannot be computed: it counts as failed.
-			e := map[string]any{"node_id": s.node.ID, "code": "EXPRESSION", "message": err.Error()}
+			e := map[string]any{"node_id": agg.ID, "code": "EXPRESSION", "message": err.Error()}
 			var ne *node.Error
 			if errors.As(err, &ne) {
 				e["code"], e["message"], e["details"] = ne.Code, ne.Message, ne.Details
 			}
-			return s.arriveAtAggregator(ctx, f, s.node, stack, slot{S: slotFailed, V: map[string]any{"error": e}})
+			return s.arriveAtAggregator(ctx, f, agg, stack, slot{S: slotFailed, V: map[string]any{"error": e}})
 		}
 		value = res.Output
 	}
-	return s.arriveAtAggregator(ctx, f, s.node, stack, slot{S: slotOK, V: value})
+	return s.arriveAtAggregator(ctx, f, agg, stack, slot{S: slotOK, V: value})
 }
 
 // arriveAtMerge commits parent's arrival (or, with a skipped slot, that

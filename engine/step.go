@@ -161,7 +161,12 @@ func (s *step) run(ctx context.Context, now time.Time) (*record, error) {
 
 // call runs the node, turning a panic into a failure of that node alone.
 func (s *step) call(ctx context.Context, r node.Runner, now time.Time) (res node.Result, err error) {
-	acc, err := s.e.resolve(ctx, s.m.ExecutionID, s.m.AccumulatedContext)
+	return s.callWith(ctx, r, now, s.m.AccumulatedContext)
+}
+
+// callWith runs r on context acc.
+func (s *step) callWith(ctx context.Context, r node.Runner, now time.Time, acc map[string]any) (res node.Result, err error) {
+	acc, err = s.e.resolve(ctx, s.m.ExecutionID, acc)
 	var ie *infraError
 	if errors.As(err, &ie) {
 		return node.Result{}, err
@@ -333,6 +338,14 @@ func (s *step) follow(ctx context.Context, f *effects, from *workflow.Node, edge
 		e, ok := s.wf.Graph.Edge(id)
 		if !ok {
 			continue // Validate guarantees routing names real edges
+		}
+		if agg := s.closingAggregator(e, stack); agg != nil {
+			// Arrive here rather than through a message: half the hops
+			// of a fan-out, the same arrival the aggregator would make.
+			if err := s.arriveInline(ctx, f, agg, from, next, stack); err != nil {
+				return err
+			}
+			continue
 		}
 		f.next = append(f.next, s.successor(from, e, next, stack, from.ID+"/"+e.ID))
 	}

@@ -41,12 +41,17 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) error {
 	execs := fs.Int("executions", 0, fmt.Sprintf("executions to run (default %d embedded, %d distributed)", benchEmbeddedExecutions, benchDistributedExecutions))
 	inflight := fs.Int("inflight", 1000, "executions running at once")
 	nodes := fs.Int("nodes", 10, "set nodes per execution (a linear workflow)")
-	concurrency := fs.Int("concurrency", 0, "handlers per worker: the embedded worker's, the spawned workers' (their --concurrency), and the raw ceiling's per worker (default 8 × GOMAXPROCS, the worker default)")
+	concurrency := fs.Int("concurrency", 0, "handlers per worker: the embedded worker's, the spawned workers' (their --concurrency), and the raw ceiling's per worker (default 32 × GOMAXPROCS, the worker default)")
 	prefetch := fs.Int("prefetch", 0, "distributed, with --spawn-workers: the workers' --prefetch (default: the worker default)")
 	spawn := fs.Int("spawn-workers", 0, "distributed: start this many `rune worker` processes (this binary, same flags) for the run and stop them at the end")
 	idle := fs.Int("idle-executions", 200, "distributed: then run this many executions one at a time, for the per-node latency of an idle system (0: skip)")
 	rawHops := fs.Int("raw-hops", 0, "distributed: hops of the raw RabbitMQ ceiling (default: as many as node executions; negative: skip)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
+	mode := fs.String("mode", "linear", "linear (executions of set nodes), fanout (one split over --items items), or timers (distributed: --executions waiting --wait each, then a backlog of --pending timers)")
+	items := fs.Int("items", 10000, "fanout: items split")
+	wait := fs.Duration("wait", 2*time.Second, "timers: how long each execution waits")
+	pending := fs.Int("pending", 1000000, "timers: pending timers in the backlog (0: skip the backlog)")
+	rate := fs.Int("rate", 5000, "timers: backlog timers coming due per second while lateness is measured")
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, `Usage: rune bench [flags]
        rune bench --amqp URL --redis URL [--prefix P] [--spawn-workers N] [flags]
@@ -77,6 +82,18 @@ the workers have), and prints the ratio of the two rates.`)
 	}
 	if *execs < 0 || *inflight <= 0 || *nodes <= 0 || *concurrency < 0 || *prefetch < 0 || *spawn < 0 || *idle < 0 {
 		return usagef("--executions, --inflight and --nodes must be positive; --concurrency, --prefetch, --spawn-workers and --idle-executions not negative")
+	}
+	switch *mode {
+	case "linear":
+	case "fanout":
+		return benchFanout(ctx, env, &srv, *items, *spawn, *concurrency, *asJSON)
+	case "timers":
+		if *execs == 0 {
+			*execs = 10000
+		}
+		return benchTimers(ctx, env, &srv, timerBench{executions: *execs, wait: *wait, pending: *pending, rate: *rate, spawn: *spawn, concurrency: *concurrency, asJSON: *asJSON})
+	default:
+		return usagef("--mode %q: want linear, fanout or timers", *mode)
 	}
 	if srv.amqpURL != "" {
 		if *execs == 0 {
@@ -146,7 +163,7 @@ func benchDistributed(ctx context.Context, env *cliEnv, srv *servers, o distribu
 	}
 	conc := o.concurrency
 	if conc == 0 {
-		conc = 8 * runtime.GOMAXPROCS(0) // worker.Config's default
+		conc = 32 * runtime.GOMAXPROCS(0) // worker.Config's default
 	}
 	rep := &distributedReport{Runtime: "distributed", Workers: o.spawn, Concurrency: conc, Prefetch: o.prefetch, InFlight: o.inflight}
 	log := cliLogger(env)

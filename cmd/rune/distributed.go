@@ -45,6 +45,15 @@ func (s *servers) check(needRedis bool) error {
 	return nil
 }
 
+// redisClient opens a client of --redis, nil when the URL does not parse.
+func (s *servers) redisClient() *goredis.Client {
+	opts, err := goredis.ParseURL(s.redisURL)
+	if err != nil {
+		return nil
+	}
+	return goredis.NewClient(opts)
+}
+
 // connect connects to the servers in role.
 func (s *servers) connect(ctx context.Context, log *slog.Logger, role string) (*distributed.Runtime, error) {
 	if _, err := goredis.ParseURL(s.redisURL); err != nil {

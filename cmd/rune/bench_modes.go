@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/rune-org/rune/bench"
+	"github.com/rune-org/rune/broker/amqp"
+	"github.com/rune-org/rune/embedded"
+)
+
+// ownPrefix gives a distributed bench a deployment of its own when it
+// spawns its workers; the deployment is deleted at the end.
+func ownPrefix(env *cliEnv, srv *servers, spawn int) (cleanup func()) {
+	if srv.prefix != "" || spawn == 0 {
+		return func() {}
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	srv.prefix = "bench-" + hex.EncodeToString(b[:])
+	return func() { purgeDeployment(env, srv) }
+}
+
+// benchFanout runs one split over n items → set → aggregator, embedded or
+// (with --amqp) distributed on running or spawned workers.
+func benchFanout(ctx context.Context, env *cliEnv, srv *servers, n, spawn, concurrency int, asJSON bool) error {
+	cfg := bench.FanoutConfig{Items: n, Progress: env.stderr}
+	var res *bench.FanoutResult
+	var err error
+	if srv.amqpURL == "" {
+		rt, err := embedded.New(embedded.Options{Logger: cliLogger(env), Concurrency: concurrency})
+		if err != nil {
+			return err
+		}
+		defer rt.Close()
+		cfg.Sample = func() (uint64, uint64) { return bench.PeakRSS(), 0 }
+		fmt.Fprintf(env.stderr, "rune bench: fan-out over %d items, embedded runtime\n", n)
+		if res, err = bench.Fanout(ctx, rt.Broker, rt.Engine, cfg); err != nil {
+			return err
+		}
+	} else {
+		if err := srv.check(true); err != nil {
+			return err
+		}
+		defer ownPrefix(env, srv, spawn)()
+		ctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		if spawn > 0 {
+			args := []string{"worker", "--amqp", srv.amqpURL, "--redis", srv.redisURL, "--prefix", srv.prefix}
+			if concurrency > 0 {
+				args = append(args, "--concurrency", strconv.Itoa(concurrency))
+			}
+			workers, err := spawnWorkers(spawn, args, cancel)
+			if err != nil {
+				return err
+			}
+			defer workers.stop(env)
+			cfg.Sample = func() (uint64, uint64) { return workers.peakRSS(), redisUsed(ctx, srv) }
+		}
+		rt, err := srv.connect(ctx, cliLogger(env), amqp.RoleMaster)
+		if err != nil {
+			return err
+		}
+		defer rt.Close()
+		fmt.Fprintf(env.stderr, "rune bench: fan-out over %d items, distributed runtime, prefix %q\n", n, srv.prefix)
+		if res, err = bench.Fanout(ctx, rt.Broker, rt.Engine, cfg); err != nil {
+			return err
+		}
+	}
+	if asJSON {
+		return json.NewEncoder(env.stdout).Encode(res)
+	}
+	res.Print(env.stdout)
+	return err
+}
+
+// redisUsed reads Redis's used_memory (0 when it cannot).
+func redisUsed(ctx context.Context, srv *servers) uint64 {
+	rt := srv.redisClient()
+	if rt == nil {
+		return 0
+	}
+	defer rt.Close()
+	mem, err := rt.InfoMap(ctx, "memory").Result()
+	if err != nil {
+		return 0
+	}
+	u, _ := strconv.ParseUint(mem["Memory"]["used_memory"], 10, 64)
+	return u
+}
+
+type timerBench struct {
+	executions, pending, rate, spawn, concurrency int
+	wait                                          time.Duration
+	asJSON                                        bool
+}
+
+// benchTimers measures (a) how late waits resume with many executions
+// waiting at once, and (b) a backlog of pending timers on Redis.
+func benchTimers(ctx context.Context, env *cliEnv, srv *servers, o timerBench) error {
+	if srv.amqpURL == "" {
+		return usagef("--mode timers measures the distributed runtime: give --amqp and --redis")
+	}
+	if err := srv.check(true); err != nil {
+		return err
+	}
+	defer ownPrefix(env, srv, o.spawn)()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if o.spawn > 0 {
+		args := []string{"worker", "--scheduler", "--amqp", srv.amqpURL, "--redis", srv.redisURL, "--prefix", srv.prefix}
+		if o.concurrency > 0 {
+			args = append(args, "--concurrency", strconv.Itoa(o.concurrency))
+		}
+		workers, err := spawnWorkers(o.spawn, args, cancel)
+		if err != nil {
+			return err
+		}
+		defer workers.stop(env)
+	}
+	rt, err := srv.connect(ctx, cliLogger(env), amqp.RoleMaster)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	report := map[string]any{}
+	fmt.Fprintf(env.stderr, "rune bench: %d executions each waiting %s, prefix %q\n", o.executions, o.wait, srv.prefix)
+	lat, err := bench.TimerLateness(ctx, bench.TimerLatenessConfig{Broker: rt.Broker, Engine: rt.Engine, Executions: o.executions, Wait: o.wait, Progress: env.stderr})
+	if err != nil {
+		return err
+	}
+	report["lateness"] = lat
+	if o.pending > 0 {
+		fmt.Fprintf(env.stderr, "rune bench: a backlog of %d pending timers, %d/s coming due\n", o.pending, o.rate)
+		backlog, err := bench.TimerBacklog(ctx, bench.TimerBacklogConfig{Timers: rt.Timers, Redis: rt.Redis, Pending: o.pending, Rate: o.rate, Progress: env.stderr})
+		if err != nil {
+			return err
+		}
+		report["backlog"] = backlog
+		if o.asJSON {
+			return json.NewEncoder(env.stdout).Encode(report)
+		}
+		lat.Print(env.stdout, fmt.Sprintf("timers (a): %d executions waiting %s", o.executions, o.wait))
+		backlog.Print(env.stdout, fmt.Sprintf("timers (b): %d pending timers, %d/s due", o.pending, o.rate))
+		return nil
+	}
+	if o.asJSON {
+		return json.NewEncoder(env.stdout).Encode(report)
+	}
+	lat.Print(env.stdout, fmt.Sprintf("timers (a): %d executions waiting %s", o.executions, o.wait))
+	return nil
+}
