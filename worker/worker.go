@@ -143,6 +143,9 @@ type Publisher struct {
 // published it.
 func (p *Publisher) OnComplete(f func(context.Context, *message.Completion)) { p.onComplete = f }
 
+// flushChunk is how many messages one Publish call carries.
+const flushChunk = 500
+
 // NewPublisher returns a Publisher on b; ctx bounds its publishes.
 func NewPublisher(ctx context.Context, b broker.Broker) *Publisher {
 	return &Publisher{ctx: ctx, b: b}
@@ -186,10 +189,15 @@ func (p *Publisher) Complete(c *message.Completion) {
 // Flush publishes what is batched and waits until the broker has accepted
 // every message this Publisher sent.
 func (p *Publisher) Flush() error {
-	if len(p.batch) > 0 {
-		p.pending = append(p.pending, p.b.Publish(p.ctx, p.batch...))
-		p.batch = nil
+	// In chunks: a split's many branch messages are then encoded and
+	// written a chunk at a time, and their bytes freed as they go, still
+	// pipelined (confirms are awaited below, all together).
+	for len(p.batch) > 0 {
+		n := min(len(p.batch), flushChunk)
+		p.pending = append(p.pending, p.b.Publish(p.ctx, p.batch[:n]...))
+		p.batch = p.batch[n:]
 	}
+	p.batch = nil
 	var first error
 	for _, pd := range p.pending {
 		if err := pd.Wait(p.ctx); err != nil && first == nil {
