@@ -88,3 +88,19 @@ func Decode(topic Topic, data []byte) (any, error) {
 	}
 	return body, nil
 }
+
+// IDs returns the message id and execution id (the Key) of a decoded body,
+// for messages that arrive without them (published raw).
+func IDs(body any) (id, key string) {
+	switch v := body.(type) {
+	case *message.NodeExecution:
+		return v.MessageID, v.ExecutionID
+	case *message.NodeStatus:
+		return "", v.ExecutionID
+	case *message.Completion:
+		return "", v.ExecutionID
+	case *message.Timeout:
+		return "", v.ExecutionID
+	}
+	return "", ""
+}

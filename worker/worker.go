@@ -93,16 +93,7 @@ func handleTimeout(ctx context.Context, cfg Config, d *broker.Delivery) error {
 	if !ok {
 		return fmt.Errorf("%w: body of %T on %s", broker.ErrReject, d.Body, d.Topic)
 	}
-	s := &Publisher{ctx: ctx, b: cfg.Broker, onComplete: cfg.Engine.Completed}
-	err := cfg.Engine.HandleTimeout(ctx, t, s)
-	if errors.Is(err, engine.ErrInvalid) {
-		cfg.Logger.Error("rejecting timeout", "message_id", d.ID, "execution_id", t.ExecutionID, "err", err)
-		return fmt.Errorf("%w: %v", broker.ErrReject, err)
-	}
-	if err == nil {
-		err = s.Flush()
-	}
-	return err
+	return settle(ctx, cfg, d, t.ExecutionID, func(s *Publisher) error { return cfg.Engine.HandleTimeout(ctx, t, s) })
 }
 
 func handle(ctx context.Context, cfg Config, d *broker.Delivery) error {
@@ -110,17 +101,25 @@ func handle(ctx context.Context, cfg Config, d *broker.Delivery) error {
 	if !ok {
 		return fmt.Errorf("%w: body of %T on %s", broker.ErrReject, d.Body, d.Topic)
 	}
+	return settle(ctx, cfg, d, m.ExecutionID, func(s *Publisher) error { return cfg.Engine.Handle(ctx, m, s) })
+}
+
+// settle runs the engine on a delivery through a Publisher and turns the
+// outcome into the broker's: nil acks once every effect is published, an
+// invalid message is rejected (dead-lettered), anything else is delivered
+// again.
+func settle(ctx context.Context, cfg Config, d *broker.Delivery, exec string, run func(*Publisher) error) error {
 	s := &Publisher{ctx: ctx, b: cfg.Broker, onComplete: cfg.Engine.Completed}
-	err := cfg.Engine.Handle(ctx, m, s)
+	err := run(s)
 	if errors.Is(err, engine.ErrInvalid) {
-		cfg.Logger.Error("rejecting message", "message_id", d.ID, "execution_id", m.ExecutionID, "err", err)
+		cfg.Logger.Error("rejecting message", "topic", d.Topic, "message_id", d.ID, "execution_id", exec, "err", err)
 		return fmt.Errorf("%w: %v", broker.ErrReject, err)
 	}
 	if err == nil {
 		err = s.Flush()
 	}
 	if err != nil && ctx.Err() == nil {
-		cfg.Logger.Warn("message will be delivered again", "message_id", d.ID, "execution_id", m.ExecutionID, "err", err)
+		cfg.Logger.Warn("message will be delivered again", "topic", d.Topic, "message_id", d.ID, "execution_id", exec, "err", err)
 	}
 	return err
 }

@@ -14,7 +14,6 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/rune-org/rune/broker"
-	"github.com/rune-org/rune/message"
 )
 
 const (
@@ -201,7 +200,7 @@ func (c *consumer) handle(ctx context.Context, d *amqp091.Delivery) {
 		}
 		del.Body = body
 		if del.ID == "" && del.Key == "" {
-			del.ID, del.Key = ids(body) // published raw
+			del.ID, del.Key = broker.IDs(body) // published raw
 		}
 	}
 	err := c.h(ctx, del)
@@ -319,24 +318,8 @@ func (b *Broker) fillDeadLetter(del *broker.Delivery, d *amqp091.Delivery) {
 	}
 	del.Body = body
 	if del.ID == "" && del.Key == "" {
-		del.ID, del.Key = ids(body)
+		del.ID, del.Key = broker.IDs(body)
 	}
-}
-
-// ids returns the message id and execution id of a decoded body, for messages
-// published raw (without properties).
-func ids(body any) (id, key string) {
-	switch v := body.(type) {
-	case *message.NodeExecution:
-		return v.MessageID, v.ExecutionID
-	case *message.NodeStatus:
-		return "", v.ExecutionID
-	case *message.Completion:
-		return "", v.ExecutionID
-	case *message.Timeout:
-		return "", v.ExecutionID
-	}
-	return "", ""
 }
 
 func randomHex() string {

@@ -213,7 +213,7 @@ func (f *follower) decode(d *amqp091.Delivery) (broker.Message, error) {
 	}
 	m := broker.Message{Topic: topic, ID: d.MessageId, Key: d.CorrelationId, Body: body}
 	if m.Key == "" {
-		_, m.Key = ids(body)
+		_, m.Key = broker.IDs(body)
 	}
 	return m, nil
 }

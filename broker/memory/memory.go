@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/rune-org/rune/broker"
-	"github.com/rune-org/rune/message"
 )
 
 // ErrClosed is returned by a Broker's methods after Close.
@@ -252,7 +251,7 @@ func (b *Broker) handle(ctx context.Context, q *queue, topic broker.Topic, d *br
 			return
 		}
 		d.Body, d.Raw = body, nil
-		d.ID, d.Key = ids(body)
+		d.ID, d.Key = broker.IDs(body)
 	}
 	err := h(ctx, d)
 	switch {
@@ -289,21 +288,6 @@ func (b *Broker) deadLetter(d *broker.Delivery, reason string) {
 	dl.Redelivered = false
 	dl.Reason = reason
 	b.queues[topicIndex(broker.DeadLetter)].push(&dl)
-}
-
-// ids returns the message id and execution id of a decoded body.
-func ids(body any) (id, key string) {
-	switch v := body.(type) {
-	case *message.NodeExecution:
-		return v.MessageID, v.ExecutionID
-	case *message.NodeStatus:
-		return "", v.ExecutionID
-	case *message.Completion:
-		return "", v.ExecutionID
-	case *message.Timeout:
-		return "", v.ExecutionID
-	}
-	return "", ""
 }
 
 // Close stops the broker: consumers return ErrClosed once their handlers
