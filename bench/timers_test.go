@@ -175,13 +175,7 @@ func TestTimerBenchFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Close()
-	defer func() {
-		ctx := context.Background()
-		iter := rt.Redis.Scan(ctx, 0, prefix+":*", 1000).Iterator()
-		for iter.Next(ctx) {
-			rt.Redis.Unlink(ctx, iter.Val())
-		}
-	}()
+	defer func() { _ = rt.DeleteTopology(context.Background(), prefix) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 

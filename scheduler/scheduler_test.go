@@ -52,7 +52,11 @@ func connect(t *testing.T, prefix string) *distributed.Runtime {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(rt.Close)
+	t.Cleanup(func() {
+		// Several runtimes share prefix; deleting twice is harmless.
+		_ = rt.DeleteTopology(context.Background(), prefix)
+		rt.Close()
+	})
 	return rt
 }
 
