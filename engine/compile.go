@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/maphash"
+	"strings"
 	"sync"
 
 	"github.com/rune-org/rune/node"
@@ -26,8 +27,11 @@ type Workflow struct {
 	// Fan-in (see analyse): the aggregator closing each split, each merge's
 	// parents, and the merges each not-taken edge cuts off.
 	aggregatorOf map[string]string
-	parents      map[string][]string
-	dead         map[string][]deadArrival
+	// params holds each node's parameters as JSON text, to tell which
+	// context keys its expressions may read.
+	params  map[string]string
+	parents map[string][]string
+	dead    map[string][]deadArrival
 }
 
 // Compile decodes, validates and compiles a definition. Results are cached by
@@ -65,6 +69,11 @@ func (e *Engine) Compile(raw []byte) (*Workflow, error) {
 		if r != nil {
 			wf.runners[n.ID] = r
 		}
+	}
+	wf.params = make(map[string]string, len(def.Nodes))
+	for i := range def.Nodes {
+		raw, _ := json.Marshal(def.Nodes[i].Parameters)
+		wf.params[def.Nodes[i].ID] = string(raw)
 	}
 	if ps := wf.analyse(); len(ps) > 0 {
 		return nil, ps
@@ -111,4 +120,15 @@ func (c *cache) put(wf *Workflow) {
 		}
 	}
 	c.m[h] = wf
+}
+
+// mentions returns which context keys node id may read: those its parameters
+// name (a textual test; a false positive only costs a load), or every key
+// when they use $node.
+func (wf *Workflow) mentions(id string) func(string) bool {
+	text := wf.params[id]
+	if strings.Contains(text, "$node") {
+		return nil
+	}
+	return func(key string) bool { return strings.Contains(text, key) }
 }

@@ -399,7 +399,7 @@ func (s *step) arrive(ctx context.Context, f *effects) error {
 func (s *step) itemArrival(ctx context.Context, f *effects, agg *workflow.Node, fromID string, acc map[string]any, stack []message.Frame) error {
 	value := acc["$"+fromID]
 	if r := s.wf.runners[agg.ID]; r != nil {
-		res, err := s.callWith(ctx, r, s.e.cfg.Now(), acc)
+		res, err := s.callWith(ctx, agg, r, s.e.cfg.Now(), acc)
 		var ie *infraError
 		if errors.As(err, &ie) || errors.Is(err, ErrInvalid) {
 			return err

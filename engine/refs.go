@@ -85,14 +85,17 @@ func (s *step) externalize(ctx context.Context, next map[string]any, keys ...str
 // blob store nothing is a reference: a payload that merely looks like one is
 // data. A reference that cannot be resolved is a plain error (the node
 // fails); a store that cannot be reached is an *infraError (retried).
-func (e *Engine) resolve(ctx context.Context, exec string, acc map[string]any) (map[string]any, error) {
+//
+// With need, only the keys need accepts are resolved: a node that never
+// reads the split array does not load it.
+func (e *Engine) resolve(ctx context.Context, exec string, acc map[string]any, need func(string) bool) (map[string]any, error) {
 	if e.cfg.Blobs == nil {
 		return acc, nil
 	}
 	var out map[string]any
 	for k, v := range acc {
 		ref, ok := isRef(v)
-		if !ok {
+		if !ok || (need != nil && !need(k)) {
 			continue
 		}
 		val, err := e.blobValue(ctx, exec, ref)
@@ -119,6 +122,13 @@ func (e *Engine) blobValue(ctx context.Context, exec, ref string) (any, error) {
 	if v, ok := e.blobs.get(ref); ok {
 		return v, nil
 	}
+	// One load per blob at a time: the branches of a split all want the
+	// same one at once, and each decoded copy may be large.
+	unlock := e.blobs.lock(ref)
+	defer unlock()
+	if v, ok := e.blobs.get(ref); ok {
+		return v, nil
+	}
 	raw, err := e.cfg.Blobs.Get(ctx, exec, ref)
 	if errors.Is(err, coord.ErrBlobNotFound) {
 		return nil, fmt.Errorf("context value %s of execution %s is gone (the execution ended or expired, or the value is not a reference Rune made)", ref, exec)
@@ -137,10 +147,34 @@ func (e *Engine) blobValue(ctx context.Context, exec, ref string) (any, error) {
 // blobCache keeps decoded blobs, bounded by their encoded size. Values are
 // shared and never modified.
 type blobCache struct {
-	mu    sync.Mutex
-	max   int
-	size  int
-	items map[string]cachedBlob
+	mu      sync.Mutex
+	max     int
+	size    int
+	items   map[string]cachedBlob
+	loading map[string]*sync.Mutex
+}
+
+// lock serialises loads of ref; the returned func unlocks.
+func (c *blobCache) lock(ref string) func() {
+	c.mu.Lock()
+	if c.loading == nil {
+		c.loading = map[string]*sync.Mutex{}
+	}
+	l := c.loading[ref]
+	if l == nil {
+		l = &sync.Mutex{}
+		c.loading[ref] = l
+	}
+	c.mu.Unlock()
+	l.Lock()
+	return func() {
+		l.Unlock()
+		c.mu.Lock()
+		if c.loading[ref] == l {
+			delete(c.loading, ref)
+		}
+		c.mu.Unlock()
+	}
 }
 
 type cachedBlob struct {
@@ -158,6 +192,9 @@ func (c *blobCache) get(ref string) (any, bool) {
 func (c *blobCache) put(ref string, v any, size int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if size > c.max {
+		return // would evict everything and still not fit
+	}
 	if c.items == nil {
 		c.items = map[string]cachedBlob{}
 	}

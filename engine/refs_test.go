@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -61,5 +62,51 @@ func TestSplitBranchMessagesDoNotGrowWithItems(t *testing.T) {
 	// The completion shows the values, not references.
 	if _, ok := c.FinalContext["$trigger"].(map[string]any)["items"]; !ok {
 		t.Fatalf("final $trigger is %v, want the payload resolved", c.FinalContext["$trigger"])
+	}
+}
+
+// countingBlobs counts reads.
+type countingBlobs struct {
+	*coordmem.Blobs
+	gets int
+}
+
+func (c *countingBlobs) Get(ctx context.Context, exec, ref string) ([]byte, error) {
+	c.gets++
+	return c.Blobs.Get(ctx, exec, ref)
+}
+
+func TestBranchesDoNotLoadValuesTheyDoNotRead(t *testing.T) {
+	co := coordmem.New(coordmem.Options{})
+	defer co.Close()
+	blobs := &countingBlobs{Blobs: coordmem.NewBlobs()}
+	eng, err := engine.New(engine.Config{Registry: nodes.NewRegistry(nodes.Options{}), Coord: co,
+		Barriers: coordmem.NewBarriers(), Blobs: blobs, RefThreshold: 256, BlobCacheBytes: 1}) // no cache: count every load
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf, err := eng.Compile([]byte(`{"id":"lazy","nodes":[
+		{"id":"start","type":"trigger","trigger":true},
+		{"id":"each","type":"split","parameters":{"input_array":"{{ $trigger.items }}"}},
+		{"id":"work","type":"set","parameters":{"values":{"v":"{{ $item.id }}"}}},
+		{"id":"agg","type":"aggregator"}],
+		"edges":[{"id":"e1","src":"start","dst":"each"},{"id":"e2","src":"each","dst":"work"},{"id":"e3","src":"work","dst":"agg"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := make([]any, 100)
+	for i := range items {
+		items[i] = map[string]any{"id": float64(i), "pad": strings.Repeat("x", 20)}
+	}
+	h := &harness{t: t, eng: eng, wf: wf}
+	h.start(map[string]any{"items": items})
+	h.drain()
+	if c := h.completion(); c.Status != message.CompletionCompleted {
+		t.Fatalf("completion %s", c.Status)
+	}
+	// Only the completion reads the array back (its final context); the
+	// 100 branches never load it.
+	if blobs.gets > 1 {
+		t.Fatalf("%d blob reads for 100 branches that never read the array", blobs.gets)
 	}
 }

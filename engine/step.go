@@ -161,12 +161,12 @@ func (s *step) run(ctx context.Context, now time.Time) (*record, error) {
 
 // call runs the node, turning a panic into a failure of that node alone.
 func (s *step) call(ctx context.Context, r node.Runner, now time.Time) (res node.Result, err error) {
-	return s.callWith(ctx, r, now, s.m.AccumulatedContext)
+	return s.callWith(ctx, s.node, r, now, s.m.AccumulatedContext)
 }
 
-// callWith runs r on context acc.
-func (s *step) callWith(ctx context.Context, r node.Runner, now time.Time, acc map[string]any) (res node.Result, err error) {
-	acc, err = s.e.resolve(ctx, s.m.ExecutionID, acc)
+// callWith runs r, the runner of n, on context acc.
+func (s *step) callWith(ctx context.Context, n *workflow.Node, r node.Runner, now time.Time, acc map[string]any) (res node.Result, err error) {
+	acc, err = s.e.resolve(ctx, s.m.ExecutionID, acc, s.wf.mentions(n.ID))
 	var ie *infraError
 	if errors.As(err, &ie) {
 		return node.Result{}, err
@@ -554,7 +554,7 @@ func (s *step) complete(ctx context.Context, out coord.Outcome, at time.Time) {
 	if !out.Last {
 		return
 	}
-	if final, err := s.e.resolve(ctx, s.m.ExecutionID, out.FinalContext); err == nil {
+	if final, err := s.e.resolve(ctx, s.m.ExecutionID, out.FinalContext, nil); err == nil {
 		out.FinalContext = final
 	} else {
 		s.e.log.Warn("final context keeps references it could not resolve", "execution_id", s.m.ExecutionID, "err", err)
