@@ -320,9 +320,13 @@ func (s *step) arriveAtAggregator(ctx context.Context, f *effects, agg *workflow
 		return nil
 	}
 	if !arr.Complete {
-		st := s.statusOf(agg, message.StatusWaiting, stack[:len(stack)-1])
-		st.Details = map[string]any{"processed": arr.Arrived, "total": top.TotalItems}
-		f.statuses = append(f.statuses, st)
+		// Progress for a bar: about a hundred updates per barrier rather
+		// than one per item, which would be a third of a fan-out's traffic.
+		if step := max(top.TotalItems/100, 1); arr.Arrived == 1 || arr.Arrived%step == 0 {
+			st := s.statusOf(agg, message.StatusWaiting, stack[:len(stack)-1])
+			st.Details = map[string]any{"processed": arr.Arrived, "total": top.TotalItems}
+			f.statuses = append(f.statuses, st)
+		}
 		return nil
 	}
 	var base map[string]any
