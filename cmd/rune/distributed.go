@@ -172,17 +172,14 @@ func cmdStart(ctx context.Context, env *cliEnv, args []string) error {
 		fmt.Fprintln(env.stderr, "Usage: rune start WORKFLOW.json [--input ...] [--wait] [--json] --amqp URL --redis URL\n\nStarts an execution on running workers and prints its id. With --wait, follows it;\nexit status as rune run: 0 completed, 1 halted or failed, 2 invalid input.")
 		fs.PrintDefaults()
 	}
-	pos, err := parseInterspersed(fs, args)
+	path, err := workflowArg(fs, args)
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usagef("want exactly one workflow file, got %d (see rune start -h)", len(pos))
 	}
 	if err := srv.check(true); err != nil {
 		return err
 	}
-	raw, in, err := readWorkflowAndInput(pos[0], *input)
+	raw, in, err := readWorkflowAndInput(path, *input)
 	if err != nil {
 		return err
 	}
@@ -193,7 +190,7 @@ func cmdStart(ctx context.Context, env *cliEnv, args []string) error {
 	defer rt.Close()
 	wf, err := rt.Engine.Compile(raw)
 	if err != nil {
-		return invalidWorkflow(env, pos[0], err)
+		return invalidWorkflow(env, path, err)
 	}
 	execID := engine.NewExecutionID(time.Now())
 	if !*wait {

@@ -118,3 +118,16 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		args = fs.Args()[1:]
 	}
 }
+
+// workflowArg parses args and returns the one positional argument, the
+// workflow file, that run, validate and start take.
+func workflowArg(fs *flag.FlagSet, args []string) (string, error) {
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return "", err
+	}
+	if len(pos) != 1 {
+		return "", usagef("want exactly one workflow file, got %d (see rune %s -h)", len(pos), fs.Name())
+	}
+	return pos[0], nil
+}

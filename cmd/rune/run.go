@@ -26,14 +26,11 @@ func cmdRun(ctx context.Context, env *cliEnv, args []string) error {
 		fmt.Fprintln(env.stderr, "Usage: rune run WORKFLOW.json [--input '{\"k\":1}' | --input @payload.json] [--json]\n\nRuns the workflow in this process and waits for it to complete.\nExit status: 0 completed, 1 halted or failed, 2 invalid workflow, input or usage.")
 		fs.PrintDefaults()
 	}
-	pos, err := parseInterspersed(fs, args)
+	path, err := workflowArg(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usagef("want exactly one workflow file, got %d (see rune run -h)", len(pos))
-	}
-	raw, in, err := readWorkflowAndInput(pos[0], *input)
+	raw, in, err := readWorkflowAndInput(path, *input)
 	if err != nil {
 		return err
 	}
@@ -46,7 +43,7 @@ func cmdRun(ctx context.Context, env *cliEnv, args []string) error {
 	defer rt.Close()
 	wf, err := rt.Engine.Compile(raw)
 	if err != nil {
-		return invalidWorkflow(env, pos[0], err)
+		return invalidWorkflow(env, path, err)
 	}
 	prog := newProgress(env.stderr, *quiet)
 	comp, err := rt.RunCompiled(ctx, wf, in, prog.status)
@@ -112,14 +109,11 @@ func cmdValidate(ctx context.Context, env *cliEnv, args []string) error {
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, "Usage: rune validate WORKFLOW.json\n\nExit status 0 when valid; 2 with every problem listed.")
 	}
-	pos, err := parseInterspersed(fs, args)
+	path, err := workflowArg(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usagef("want exactly one workflow file, got %d", len(pos))
-	}
-	raw, err := readFileLimited(pos[0], workflow.MaxDefinitionSize)
+	raw, err := readFileLimited(path, workflow.MaxDefinitionSize)
 	if err != nil {
 		return usagef("%v", err)
 	}
@@ -129,9 +123,9 @@ func cmdValidate(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	defer rt.Close()
 	if _, err := rt.Engine.Compile(raw); err != nil {
-		return invalidWorkflow(env, pos[0], err)
+		return invalidWorkflow(env, path, err)
 	}
-	fmt.Fprintf(env.stdout, "%s: valid\n", pos[0])
+	fmt.Fprintf(env.stdout, "%s: valid\n", path)
 	return nil
 }
 
