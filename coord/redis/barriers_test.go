@@ -153,7 +153,7 @@ func TestBarrierOneRoundTrip(t *testing.T) {
 	b.Arrive(ctx, "warm", "k", spec, 0, nil)
 	b.Cancel(ctx, "warm", "k")
 
-	hook := &countHook{}
+	hook := &tripHook{}
 	client.AddHook(hook)
 	steps := []struct {
 		name string

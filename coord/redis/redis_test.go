@@ -167,23 +167,6 @@ func TestRetain(t *testing.T) {
 	}
 }
 
-// countHook counts the commands sent to Redis.
-type countHook struct{ n atomic.Int64 }
-
-func (h *countHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
-func (h *countHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
-	return func(ctx context.Context, cmd goredis.Cmder) error {
-		h.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-func (h *countHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []goredis.Cmder) error {
-		h.n.Add(int64(len(cmds)))
-		return next(ctx, cmds)
-	}
-}
-
 // TestOneRoundTrip: each operation is a single command once the scripts are
 // cached.
 func TestOneRoundTrip(t *testing.T) {
@@ -197,7 +180,7 @@ func TestOneRoundTrip(t *testing.T) {
 	c.Begin(ctx, "warm", "a")
 	c.Finish(ctx, "warm", "a", coord.Finish{})
 
-	hook := &countHook{}
+	hook := &tripHook{}
 	client.AddHook(hook)
 	steps := []struct {
 		name string
