@@ -378,12 +378,6 @@ func (s *step) closingAggregator(e workflow.Edge, stack []message.Frame) *workfl
 	return agg
 }
 
-// arriveInline makes the arrival at agg that a message from node from with
-// context next would make.
-func (s *step) arriveInline(ctx context.Context, f *effects, agg *workflow.Node, from *workflow.Node, next map[string]any, stack []message.Frame) error {
-	return s.itemArrival(ctx, f, agg, from.ID, next, stack)
-}
-
 // arrive handles a message at an aggregator or a merge.
 func (s *step) arrive(ctx context.Context, f *effects) error {
 	if s.node.Type == "merge" {

@@ -342,7 +342,7 @@ func (s *step) follow(ctx context.Context, f *effects, from *workflow.Node, edge
 		if agg := s.closingAggregator(e, stack); agg != nil {
 			// Arrive here rather than through a message: half the hops
 			// of a fan-out, the same arrival the aggregator would make.
-			if err := s.arriveInline(ctx, f, agg, from, next, stack); err != nil {
+			if err := s.itemArrival(ctx, f, agg, from.ID, next, stack); err != nil {
 				return err
 			}
 			continue
@@ -533,18 +533,8 @@ func checkJSON(v any, depth int) error {
 // drop closes the accounting of a message whose execution was halted.
 func (s *step) drop(ctx context.Context) error {
 	now := s.e.cfg.Now()
-	rec := &record{Noop: true, StartedAt: now, FinishedAt: now}
-	out, err := s.e.cfg.Coord.Finish(ctx, s.m.ExecutionID, s.m.MessageID, coord.Finish{Record: rec})
-	if errors.Is(err, coord.ErrUnknownExecution) {
-		s.e.log.Warn("dropping message of an unknown or expired execution", "execution_id", s.m.ExecutionID, "message_id", s.m.MessageID)
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("engine: finish dropped message %s: %w", s.m.MessageID, err)
-	}
-	s.sink.Status(s.status(message.StatusSkipped, now))
-	s.complete(ctx, out, now)
-	return nil
+	return s.commit(ctx, &record{Noop: true, StartedAt: now, FinishedAt: now},
+		&effects{statuses: []*message.NodeStatus{s.status(message.StatusSkipped, now)}})
 }
 
 // complete reports the completion when out says this message ended the

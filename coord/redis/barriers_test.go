@@ -155,10 +155,7 @@ func TestBarrierOneRoundTrip(t *testing.T) {
 
 	hook := &tripHook{}
 	client.AddHook(hook)
-	steps := []struct {
-		name string
-		fn   func() error
-	}{
+	steps := []step{
 		{"Open", func() error { return b.Open(ctx, "e", "k", spec) }},
 		{"Arrive", func() error { _, err := b.Arrive(ctx, "e", "k", spec, 0, []byte("a")); return err }},
 		{"completing Arrive", func() error {
@@ -170,15 +167,7 @@ func TestBarrierOneRoundTrip(t *testing.T) {
 		}},
 		{"Cancel", func() error { _, err := b.Cancel(ctx, "e", "other"); return err }},
 	}
-	for _, s := range steps {
-		before := hook.n.Load()
-		if err := s.fn(); err != nil {
-			t.Fatalf("%s: %v", s.name, err)
-		}
-		if n := hook.n.Load() - before; n != 1 {
-			t.Errorf("%s sent %d commands, want 1", s.name, n)
-		}
-	}
+	oneTripEach(t, hook, steps)
 }
 
 // TestBarrierScale: one barrier of 100,000 slots of about 100 bytes. It logs

@@ -182,10 +182,7 @@ func TestOneRoundTrip(t *testing.T) {
 
 	hook := &tripHook{}
 	client.AddHook(hook)
-	steps := []struct {
-		name string
-		fn   func() error
-	}{
+	steps := []step{
 		{"Start", func() error { return c.Start(ctx, "e", 1) }},
 		{"Begin", func() error { _, err := c.Begin(ctx, "e", "a"); return err }},
 		{"Finish", func() error {
@@ -194,15 +191,7 @@ func TestOneRoundTrip(t *testing.T) {
 		}},
 		{"last Finish", func() error { _, err := c.Finish(ctx, "e", "b", coord.Finish{}); return err }},
 	}
-	for _, s := range steps {
-		before := hook.n.Load()
-		if err := s.fn(); err != nil {
-			t.Fatalf("%s: %v", s.name, err)
-		}
-		if n := hook.n.Load() - before; n != 1 {
-			t.Errorf("%s sent %d commands, want 1", s.name, n)
-		}
-	}
+	oneTripEach(t, hook, steps)
 }
 
 // BenchmarkBeginFinish measures one Begin plus one Finish, as a worker does

@@ -83,6 +83,26 @@ func TestTimersKeys(t *testing.T) {
 	}
 }
 
+// step is one operation whose round trips a test counts.
+type step struct {
+	name string
+	fn   func() error
+}
+
+// oneTripEach runs each step and checks it took exactly one round trip.
+func oneTripEach(t *testing.T, hook *tripHook, steps []step) {
+	t.Helper()
+	for _, s := range steps {
+		before := hook.n.Load()
+		if err := s.fn(); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if n := hook.n.Load() - before; n != 1 {
+			t.Errorf("%s took %d round trips, want 1", s.name, n)
+		}
+	}
+}
+
 // tripHook counts round trips to Redis: a command, or a pipeline (a MULTI
 // included) sent at once.
 type tripHook struct{ n atomic.Int64 }
@@ -115,24 +135,13 @@ func TestTimersOneRoundTrip(t *testing.T) {
 
 	hook := &tripHook{}
 	client.AddHook(hook)
-	steps := []struct {
-		name string
-		fn   func() error
-	}{
+	steps := []step{
 		{"Schedule", func() error { return ts.Schedule(ctx, "a", base, []byte("p")) }},
 		{"Claim", func() error { _, err := ts.Claim(ctx, base, 10, time.Minute); return err }},
 		{"Done", func() error { return ts.Done(ctx, "a") }},
 		{"Stats", func() error { _, err := ts.Stats(ctx); return err }},
 	}
-	for _, s := range steps {
-		before := hook.n.Load()
-		if err := s.fn(); err != nil {
-			t.Fatalf("%s: %v", s.name, err)
-		}
-		if n := hook.n.Load() - before; n != 1 {
-			t.Errorf("%s took %d round trips, want 1", s.name, n)
-		}
-	}
+	oneTripEach(t, hook, steps)
 }
 
 // TestTimersPrefix: an invalid prefix panics; the default is "rune".
