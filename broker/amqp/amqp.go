@@ -48,7 +48,7 @@ type Broker struct {
 	declared map[string]bool // every delay queue ever declared, for tests' clean-up
 
 	declareMu  sync.Mutex
-	declareCh  *amqp091.Channel // for declaring delay queues
+	declarer   *declarer // for declaring delay queues
 	declareGen uint64
 
 	closing   chan struct{} // closed first by Close: everything stops
@@ -109,12 +109,9 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 
 // declareTopology declares the static topology on a fresh connection.
 func (b *Broker) declareTopology(conn *amqp091.Connection) error {
-	ch, err := conn.Channel()
-	if err != nil {
-		return fmt.Errorf("open channel: %w", err)
-	}
-	defer ch.Close()
-	return b.n.declare(ch, b.cfg.Role)
+	d := &declarer{conn: conn, log: b.log}
+	defer d.close()
+	return b.n.declare(d, b.cfg.Role)
 }
 
 // ensureDelay declares the delay queue d unless this connection declared it
@@ -139,18 +136,13 @@ func (b *Broker) ensureDelay(ctx context.Context, d *delayQueue) error {
 	// round trip because publishers' confirm loops take it (forgetDelay).
 	b.declareMu.Lock()
 	defer b.declareMu.Unlock()
-	if b.declareCh == nil || b.declareCh.IsClosed() || b.declareGen != gen {
-		if b.declareCh != nil {
-			_ = b.declareCh.Close()
+	if b.declarer == nil || b.declareGen != gen {
+		if b.declarer != nil {
+			b.declarer.close()
 		}
-		ch, err := conn.Channel()
-		if err != nil {
-			return fmt.Errorf("amqp broker: open channel to declare %s: %w", d.name, err)
-		}
-		b.declareCh, b.declareGen = ch, gen
+		b.declarer, b.declareGen = &declarer{conn: conn, log: b.log}, gen
 	}
-	if err := declareDelay(b.declareCh, d); err != nil {
-		b.declareCh = nil // an error closes the channel
+	if err := declareDelay(b.declarer, d); err != nil {
 		return fmt.Errorf("amqp broker: %w", err)
 	}
 	b.delayMu.Lock()

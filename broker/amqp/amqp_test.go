@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -148,8 +149,9 @@ func next(t *testing.T, ch <-chan *broker.Delivery, what string) *broker.Deliver
 	}
 }
 
-// The queues have the properties of RFC 001 §8: redeclaring them with
-// exactly those arguments succeeds, and with others fails.
+// The queues have the properties of RFC 001 §8 (and classic queue version
+// 2): redeclaring them with exactly those arguments succeeds, and with others
+// fails.
 func TestTopology(t *testing.T) {
 	cfg := testConfig(t)
 	b := open(t, cfg)
@@ -167,7 +169,7 @@ func TestTopology(t *testing.T) {
 		{n.dlq, true, nil},
 	}
 	for _, w := range want {
-		if _, err := ch.QueueDeclare(w.queue, w.durable, false, false, false, w.args); err != nil {
+		if _, err := ch.QueueDeclare(w.queue, w.durable, false, false, false, versioned(w.args)); err != nil {
 			t.Fatalf("queue %s does not have durable=%v args=%v: %v", w.queue, w.durable, w.args, err)
 		}
 	}
@@ -187,6 +189,48 @@ func TestTopology(t *testing.T) {
 
 	// Declaring again (a second process, a reconnect) is idempotent.
 	open(t, Config{URL: cfg.URL, Prefix: cfg.Prefix, Logger: cfg.Logger})
+}
+
+// Queues declared by an earlier Rune as classic queue version 1 keep
+// working: the broker declares them as they are, says how to move them, and
+// messages flow.
+func TestQueueVersionOneKept(t *testing.T) {
+	cfg := testConfig(t)
+	n := newNames(cfg.Prefix)
+	ch := rawChannel(t)
+	if _, err := ch.QueueDeclare(n.execution, true, false, false, false, executionArgs(n)); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	b := open(t, cfg)
+	if !strings.Contains(logs.String(), "queue="+n.execution) || !strings.Contains(logs.String(), "Queue version") {
+		t.Errorf("no warning about version 1 queue %s; logs:\n%s", n.execution, logs.String())
+	}
+	// Still version 1: redeclaring without a version succeeds.
+	if _, err := ch.QueueDeclare(n.execution, true, false, false, false, executionArgs(n)); err != nil {
+		t.Fatalf("queue %s changed: %v", n.execution, err)
+	}
+	// The other queues are version 2.
+	if _, err := ch.QueueDeclare(n.dlq, true, false, false, false, versioned(nil)); err != nil {
+		t.Fatalf("queue %s is not version 2: %v", n.dlq, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got := make(chan *broker.Delivery, 1)
+	go func() {
+		_ = b.Consume(ctx, broker.Execution, broker.ConsumeOptions{}, func(_ context.Context, d *broker.Delivery) error {
+			got <- d
+			return nil
+		})
+	}()
+	m := newExecution("v1-kept", "exec-v1")
+	if err := b.Publish(ctx, broker.Message{Topic: broker.Execution, ID: m.MessageID, Key: m.ExecutionID, Body: m}).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := next(t, got, "message on a version 1 queue"); d.ID != m.MessageID {
+		t.Fatalf("delivered %q, want %q", d.ID, m.MessageID)
+	}
 }
 
 func TestRoundDelay(t *testing.T) {
@@ -248,7 +292,7 @@ func TestRetryQueues(t *testing.T) {
 	ch := rawChannel(t)
 	for _, d := range []time.Duration{300 * time.Millisecond, 2500 * time.Millisecond} {
 		dq := &delayQueue{name: b.n.execution + ".retry." + strconv.FormatInt(d.Milliseconds(), 10), exchange: b.n.execX, ttl: d, dlk: b.n.execution}
-		if _, err := ch.QueueDeclare(dq.name, true, false, false, false, dq.args()); err != nil {
+		if _, err := ch.QueueDeclare(dq.name, true, false, false, false, versioned(dq.args())); err != nil {
 			t.Fatalf("delay queue %s: %v", dq.name, err)
 		}
 		if ttl := dq.args()["x-message-ttl"]; ttl != d.Milliseconds() {

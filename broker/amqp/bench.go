@@ -38,7 +38,7 @@ func (r HopResult) String() string {
 // RawHopBenchmark measures RabbitMQ's raw ceiling for Rune's work pattern
 // with the bare client, without Rune's encoding or engine: concurrency
 // handlers consume from a queue with the arguments of workflow.execution
-// (durable, TTL, max-priority 10; prefetch 2 × concurrency), and for each
+// (durable, TTL, max-priority 10, queue version 2; prefetch 2 × concurrency), and for each
 // message publish its successor persistent with a publisher confirm, wait
 // for the confirm and ack. concurrency chains circulate until hops messages
 // have been consumed. `rune bench` compares the engine's node rate with this figure.
@@ -86,7 +86,7 @@ func RawHopBenchmark(ctx context.Context, cfg Config, hops, concurrency int) (Ho
 	}
 	args := executionArgs(n)
 	delete(args, "x-dead-letter-exchange")
-	if _, err := admin.QueueDeclare(queue, true, false, false, false, args); err != nil {
+	if _, err := admin.QueueDeclare(queue, true, false, false, false, versioned(args)); err != nil {
 		return HopResult{}, fmt.Errorf("amqp broker: bench: declare queue %s: %w", queue, err)
 	}
 	defer func() {

@@ -75,6 +75,7 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 	prefetch := fs.Int("prefetch", 0, "unacked messages RabbitMQ may hand over (default 2 × concurrency)")
 	drain := fs.Duration("drain-timeout", 30*time.Second, "on SIGTERM, how long the messages in hand may run on")
 	withScheduler := fs.Bool("scheduler", false, "also fire due timers of wait and delay nodes in this process")
+	debugAddr := fs.String("debug-addr", "", "serve Go's profiler (net/http/pprof) on this address, e.g. 127.0.0.1:6060 (default: off)")
 	memLimit := fs.Int64("memory-limit-mib", 448, "soft memory limit in MiB: the garbage collector works harder near it (GOMEMLIMIT, when set, wins; 0: none)")
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, "Usage: rune worker --amqp URL --redis URL [--concurrency N] [--scheduler]\n\nConsumes workflow.execution and runs nodes until SIGTERM or Ctrl-C, then finishes\nthe messages in hand (within --drain-timeout) and exits 0.")
@@ -92,6 +93,13 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 		// limit the heap's garbage doubles the process (measured in
 		// docs/benchmarks.md).
 		debug.SetMemoryLimit(*memLimit << 20)
+	}
+	if *debugAddr != "" {
+		stop, err := serveDebug(*debugAddr, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	rt, err := srv.connect(ctx, log, amqp.RoleWorker)
 	if err != nil {
