@@ -10,10 +10,8 @@ import (
 
 	"github.com/rune-org/rune/broker"
 	"github.com/rune-org/rune/client"
-	coordmem "github.com/rune-org/rune/coord/memory"
 	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/message"
-	"github.com/rune-org/rune/nodes"
 )
 
 // FanoutWorkflow is split over $trigger.items → set → aggregator.
@@ -115,26 +113,24 @@ func Fanout(ctx context.Context, b broker.Broker, e *engine.Engine, cfg FanoutCo
 // items, as the engine builds it: the split runs on an in-process engine
 // with the same reference threshold the distributed runtime uses.
 func branchBytes(n int) int {
-	co := coordmem.New(coordmem.Options{})
-	defer co.Close()
-	e, err := engine.New(engine.Config{Registry: nodes.NewRegistry(nodes.Options{}), Coord: co,
-		Barriers: coordmem.NewBarriers(), Blobs: coordmem.NewBlobs()})
-	if err != nil {
-		return 0
-	}
-	wf, err := e.Compile(FanoutWorkflow())
-	if err != nil {
-		return 0
-	}
-	var start, split engine.Effects
-	if e.Start(context.Background(), wf, "size_probe", map[string]any{"items": fanoutItems(n)}, &start) != nil {
-		return 0
-	}
-	if e.Handle(context.Background(), start.Next[0].Msg, &split) != nil || len(split.Next) == 0 {
-		return 0
-	}
-	raw, _ := json.Marshal(split.Next[0].Msg)
-	return len(raw)
+	size := 0
+	_ = probe(func(e *engine.Engine) error {
+		wf, err := e.Compile(FanoutWorkflow())
+		if err != nil {
+			return err
+		}
+		var start, split engine.Effects
+		if err := e.Start(context.Background(), wf, "size_probe", map[string]any{"items": fanoutItems(n)}, &start); err != nil {
+			return err
+		}
+		if err := e.Handle(context.Background(), start.Next[0].Msg, &split); err != nil || len(split.Next) == 0 {
+			return err
+		}
+		raw, err := json.Marshal(split.Next[0].Msg)
+		size = len(raw)
+		return err
+	})
+	return size
 }
 
 func fanoutItems(n int) []any {

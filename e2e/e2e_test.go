@@ -454,6 +454,21 @@ func TestBenchSpawnWorkers(t *testing.T) {
 			HopsPerSec float64
 		} `json:"raw_ceiling"`
 		Ratio float64 `json:"ratio_to_raw_ceiling"`
+		Sizes struct {
+			Execution int     `json:"execution_bytes"`
+			Status    int     `json:"status_bytes"`
+			PerNode   float64 `json:"statuses_per_node"`
+		} `json:"message_sizes"`
+		RawSame struct {
+			Hops       int
+			HopsPerSec float64
+			Pattern    struct {
+				Body       int `json:"body_bytes"`
+				Statuses   int `json:"statuses"`
+				StatusBody int `json:"status_bytes"`
+			} `json:"pattern"`
+		} `json:"raw_ceiling_same_messages"`
+		RatioSame float64 `json:"ratio_to_raw_ceiling_same_messages"`
 	}
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("rune bench --json: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
@@ -467,6 +482,14 @@ func TestBenchSpawnWorkers(t *testing.T) {
 		tp.Statuses > allStatuses || tp.Statuses < allStatuses-100 || tp.NodesPerSecond <= 0 || tp.HopP50 <= 0 ||
 		rep.Idle.Executions != 5 || rep.Idle.HopP50 <= 0 || rep.Raw.Hops != 1000 || rep.Raw.HopsPerSec <= 0 || rep.Ratio <= 0 {
 		t.Errorf("unexpected report:\n%s", out)
+	}
+	// The second ceiling moves the workflow's own messages: a node's
+	// message carries the definition and context (well over a kilobyte
+	// here), and a node sends two statuses.
+	same := rep.RawSame
+	if rep.Sizes.Execution < 1000 || rep.Sizes.Status < 100 || rep.Sizes.PerNode != 2 || same.Hops != 1000 || same.HopsPerSec <= 0 ||
+		same.Pattern.Body != rep.Sizes.Execution || same.Pattern.Statuses != 2 || same.Pattern.StatusBody != rep.Sizes.Status || rep.RatioSame <= 0 {
+		t.Errorf("unexpected same-message ceiling:\n%s", out)
 	}
 	t.Logf("%.0f node executions/s, %.0f raw hops/s (ratio %.2f)", tp.NodesPerSecond, rep.Raw.HopsPerSec, rep.Ratio)
 	if !strings.HasPrefix(rep.Prefix, "bench-") {

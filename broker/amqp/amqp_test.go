@@ -698,14 +698,16 @@ func TestPermissionsDocumented(t *testing.T) {
 func TestRawHopBenchmark(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, err := RawHopBenchmark(ctx, testConfig(t), 2000, 4)
-	if err != nil {
-		t.Fatal(err)
+	for _, p := range []HopPattern{{}, {Body: 2000, Statuses: 2, StatusBody: 200}} {
+		r, err := RawHopBenchmark(ctx, testConfig(t), 2000, 4, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Hops != 2000 || r.HopsPerSec <= 0 || r.P50 <= 0 || r.P99 < r.P50 || r.Pattern != p.withDefaults() {
+			t.Fatalf("implausible result: %+v", r)
+		}
+		t.Log(r.Pattern, r)
 	}
-	if r.Hops != 2000 || r.HopsPerSec <= 0 || r.P50 <= 0 || r.P99 < r.P50 {
-		t.Fatalf("implausible result: %+v", r)
-	}
-	t.Log(r)
 }
 
 // BenchmarkPublishConfirm publishes persistent execution messages through
@@ -742,7 +744,7 @@ func BenchmarkHop(b *testing.B) {
 		b.Run(fmt.Sprintf("concurrency=%d", c), func(b *testing.B) {
 			cfg := testConfig(b)
 			hops := max(b.N, 2*c)
-			r, err := RawHopBenchmark(context.Background(), cfg, hops, c)
+			r, err := RawHopBenchmark(context.Background(), cfg, hops, c, HopPattern{})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -13,8 +13,40 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 )
 
+// HopPattern is the work of one hop in RawHopBenchmark.
+type HopPattern struct {
+	// Body is the size in bytes of the persistent message. Default (and
+	// minimum) 8: a timestamp.
+	Body int `json:"body_bytes"`
+	// Statuses is how many transient messages each hop also publishes
+	// (confirmed, waited for with the persistent one) through a topic
+	// exchange to a non-durable queue that a consumer drains: Rune's status
+	// messages. Default 0.
+	Statuses int `json:"statuses"`
+	// StatusBody is the size in bytes of each. Default 8.
+	StatusBody int `json:"status_bytes,omitempty"`
+}
+
+func (p HopPattern) withDefaults() HopPattern {
+	p.Body = max(p.Body, 8)
+	if p.Statuses > 0 {
+		p.StatusBody = max(p.StatusBody, 8)
+	}
+	return p
+}
+
+func (p HopPattern) String() string {
+	p = p.withDefaults()
+	s := fmt.Sprintf("consume + confirmed persistent publish of %d bytes", p.Body)
+	if p.Statuses > 0 {
+		s += fmt.Sprintf(" + %d confirmed transient publishes of %d bytes through a topic exchange, consumed", p.Statuses, p.StatusBody)
+	}
+	return s + " + ack per hop"
+}
+
 // HopResult is what RawHopBenchmark measured.
 type HopResult struct {
+	Pattern HopPattern `json:"pattern"`
 	// Hops is how many messages were consumed (each one consume + one
 	// confirmed persistent publish of its successor, + one ack).
 	Hops int
@@ -38,19 +70,22 @@ func (r HopResult) String() string {
 // RawHopBenchmark measures RabbitMQ's raw ceiling for Rune's work pattern
 // with the bare client, without Rune's encoding or engine: concurrency
 // handlers consume from a queue with the arguments of workflow.execution
-// (durable, TTL, max-priority 10, queue version 2; prefetch 2 × concurrency), and for each
-// message publish its successor persistent with a publisher confirm, wait
-// for the confirm and ack. concurrency chains circulate until hops messages
-// have been consumed. `rune bench` compares the engine's node rate with this figure.
+// (durable, TTL, max-priority 10, queue version 2; prefetch 2 ×
+// concurrency), and for each message publish its successor persistent
+// (pattern.Body bytes) and pattern.Statuses transient messages with
+// publisher confirms, wait for the confirms and ack. concurrency chains
+// circulate until hops messages have been consumed. `rune bench` compares
+// the engine's node rate with this figure.
 //
-// It uses cfg.URL, cfg.Prefix (its queue is <prefix>workflow.bench.<random>,
-// deleted at the end), cfg.PublishChannels, cfg.Heartbeat and
-// cfg.DialTimeout; ctx bounds the whole run.
-func RawHopBenchmark(ctx context.Context, cfg Config, hops, concurrency int) (HopResult, error) {
+// It uses cfg.URL, cfg.Prefix (its queues are <prefix>workflow.bench.<random>
+// and its exchange, deleted at the end), cfg.PublishChannels, cfg.Heartbeat
+// and cfg.DialTimeout; ctx bounds the whole run.
+func RawHopBenchmark(ctx context.Context, cfg Config, hops, concurrency int, pattern HopPattern) (HopResult, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return HopResult{}, err
 	}
+	pattern = pattern.withDefaults()
 	if hops <= 0 || concurrency <= 0 {
 		return HopResult{}, fmt.Errorf("amqp broker: bench: hops (%d) and concurrency (%d) must be positive", hops, concurrency)
 	}
@@ -89,12 +124,41 @@ func RawHopBenchmark(ctx context.Context, cfg Config, hops, concurrency int) (Ho
 	if _, err := admin.QueueDeclare(queue, true, false, false, false, versioned(args)); err != nil {
 		return HopResult{}, fmt.Errorf("amqp broker: bench: declare queue %s: %w", queue, err)
 	}
+	statusX, statusQ := queue+".events", queue+".status"
 	defer func() {
 		if ch, err := pubConn.Channel(); err == nil {
 			_, _ = ch.QueueDelete(queue, false, false, false)
+			_, _ = ch.QueueDelete(statusQ, false, false, false)
+			_ = ch.ExchangeDelete(statusX, false, false)
 			_ = ch.Close()
 		}
 	}()
+	if pattern.Statuses > 0 {
+		// As workflow.events and workflow.node.status, drained as the
+		// bench drains the real one.
+		err := admin.ExchangeDeclare(statusX, amqp091.ExchangeTopic, false, true, false, false, nil)
+		if err == nil {
+			_, err = admin.QueueDeclare(statusQ, false, false, false, false, versioned(amqp091.Table{"x-message-ttl": statusTTL.Milliseconds(), "x-max-priority": int32(maxPriority)}))
+		}
+		if err == nil {
+			err = admin.QueueBind(statusQ, statusRKPrefix+"#", statusX, false, nil)
+		}
+		var drain *amqp091.Channel
+		if err == nil {
+			drain, err = subConn.Channel()
+		}
+		var statuses <-chan amqp091.Delivery
+		if err == nil {
+			statuses, err = drain.Consume(statusQ, "", true, false, false, false, nil)
+		}
+		if err != nil {
+			return HopResult{}, fmt.Errorf("amqp broker: bench: declare status queue: %w", err)
+		}
+		go func() {
+			for range statuses {
+			}
+		}()
+	}
 
 	pubs := make([]*amqp091.Channel, cfg.PublishChannels)
 	for i := range pubs {
@@ -105,23 +169,37 @@ func RawHopBenchmark(ctx context.Context, cfg Config, hops, concurrency int) (Ho
 			return HopResult{}, fmt.Errorf("amqp broker: bench: open confirm channel: %w", err)
 		}
 	}
-	publish := func(ctx context.Context, ch *amqp091.Channel, ts int64) error {
-		var body [8]byte
-		binary.BigEndian.PutUint64(body[:], uint64(ts))
-		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", queue, true, false, amqp091.Publishing{
-			ContentType:  "application/octet-stream",
-			DeliveryMode: amqp091.Persistent,
-			Body:         body[:],
+	statusBody := make([]byte, pattern.StatusBody)
+	send := func(ctx context.Context, ch *amqp091.Channel, exchange, key string, mode uint8, body []byte) (*amqp091.DeferredConfirmation, error) {
+		return ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, true, false, amqp091.Publishing{
+			ContentType:  contentType,
+			DeliveryMode: mode,
+			Body:         body,
 		})
+	}
+	publish := func(ctx context.Context, ch *amqp091.Channel, ts int64) error {
+		body := make([]byte, pattern.Body)
+		binary.BigEndian.PutUint64(body, uint64(ts))
+		dcs := make([]*amqp091.DeferredConfirmation, 0, 1+pattern.Statuses)
+		for range pattern.Statuses {
+			dc, err := send(ctx, ch, statusX, statusRKPrefix+"bench", amqp091.Transient, statusBody)
+			if err != nil {
+				return err
+			}
+			dcs = append(dcs, dc)
+		}
+		dc, err := send(ctx, ch, "", queue, amqp091.Persistent, body)
 		if err != nil {
 			return err
 		}
-		ok, err := dc.WaitContext(ctx)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return errors.New("nacked")
+		for _, dc := range append(dcs, dc) {
+			ok, err := dc.WaitContext(ctx)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return errors.New("nacked")
+			}
 		}
 		return nil
 	}
@@ -211,7 +289,9 @@ func RawHopBenchmark(ctx context.Context, cfg Config, hops, concurrency int) (Ho
 	if err := ctx.Err(); err != nil && consumed.Load() < int64(hops) {
 		return HopResult{}, fmt.Errorf("amqp broker: bench: %d of %d hops: %w", consumed.Load(), hops, err)
 	}
-	return hopResult(hops, concurrency, inflight, elapsed, latencies), nil
+	r := hopResult(hops, concurrency, inflight, elapsed, latencies)
+	r.Pattern = pattern
+	return r, nil
 }
 
 func hopResult(hops, concurrency, inflight int, elapsed time.Duration, lat []int64) HopResult {
