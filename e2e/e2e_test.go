@@ -466,6 +466,7 @@ func TestBenchSpawnWorkers(t *testing.T) {
 				Body       int `json:"body_bytes"`
 				Statuses   int `json:"statuses"`
 				StatusBody int `json:"status_bytes"`
+				InFlight   int `json:"inflight"`
 			} `json:"pattern"`
 		} `json:"raw_ceiling_same_messages"`
 		RatioSame float64 `json:"ratio_to_raw_ceiling_same_messages"`
@@ -488,7 +489,7 @@ func TestBenchSpawnWorkers(t *testing.T) {
 	// here), and a node sends two statuses.
 	same := rep.RawSame
 	if rep.Sizes.Execution < 1000 || rep.Sizes.Status < 100 || rep.Sizes.PerNode != 2 || same.Hops != 1000 || same.HopsPerSec <= 0 ||
-		same.Pattern.Body != rep.Sizes.Execution || same.Pattern.Statuses != 2 || same.Pattern.StatusBody != rep.Sizes.Status || rep.RatioSame <= 0 {
+		same.Pattern.Body != rep.Sizes.Execution || same.Pattern.Statuses != 2 || same.Pattern.StatusBody != rep.Sizes.Status || same.Pattern.InFlight != 100 || rep.RatioSame <= 0 {
 		t.Errorf("unexpected same-message ceiling:\n%s", out)
 	}
 	t.Logf("%.0f node executions/s, %.0f raw hops/s (ratio %.2f)", tp.NodesPerSecond, rep.Raw.HopsPerSec, rep.Ratio)

@@ -698,12 +698,12 @@ func TestPermissionsDocumented(t *testing.T) {
 func TestRawHopBenchmark(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, p := range []HopPattern{{}, {Body: 2000, Statuses: 2, StatusBody: 200}} {
+	for _, p := range []HopPattern{{}, {Body: 2000, Statuses: 2, StatusBody: 200, InFlight: 16}} {
 		r, err := RawHopBenchmark(ctx, testConfig(t), 2000, 4, p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Hops != 2000 || r.HopsPerSec <= 0 || r.P50 <= 0 || r.P99 < r.P50 || r.Pattern != p.withDefaults() {
+		if r.Hops != 2000 || r.HopsPerSec <= 0 || r.P50 <= 0 || r.P99 < r.P50 || r.Pattern != p.withDefaults() || r.InFlight != max(4, p.InFlight) {
 			t.Fatalf("implausible result: %+v", r)
 		}
 		t.Log(r.Pattern, r)

@@ -25,6 +25,10 @@ type HopPattern struct {
 	Statuses int `json:"statuses"`
 	// StatusBody is the size in bytes of each. Default 8.
 	StatusBody int `json:"status_bytes,omitempty"`
+	// InFlight is how many message chains circulate, so how many messages
+	// the queue holds: RabbitMQ works harder for a deeper queue. Default
+	// (and minimum) the concurrency: fewer would leave handlers idle.
+	InFlight int `json:"inflight,omitempty"`
 }
 
 func (p HopPattern) withDefaults() HopPattern {
@@ -41,7 +45,11 @@ func (p HopPattern) String() string {
 	if p.Statuses > 0 {
 		s += fmt.Sprintf(" + %d confirmed transient publishes of %d bytes through a topic exchange, consumed", p.Statuses, p.StatusBody)
 	}
-	return s + " + ack per hop"
+	s += " + ack per hop"
+	if p.InFlight > 0 {
+		s += fmt.Sprintf(", %d in flight", p.InFlight)
+	}
+	return s
 }
 
 // HopResult is what RawHopBenchmark measured.
@@ -204,9 +212,9 @@ func RawHopBenchmark(ctx context.Context, cfg Config, hops, concurrency int, pat
 		return nil
 	}
 
-	// One chain per handler: more would only queue behind handlers that
-	// are waiting for confirms, adding latency but no throughput.
-	inflight := min(concurrency, hops)
+	// By default one chain per handler: more only queue behind handlers
+	// that are waiting for confirms (but make the queue deeper).
+	inflight := min(max(concurrency, pattern.InFlight), hops)
 	sub, err := subConn.Channel()
 	if err == nil {
 		err = sub.Qos(2*concurrency, 0, false)

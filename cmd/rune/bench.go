@@ -249,7 +249,7 @@ func benchDistributed(ctx context.Context, env *cliEnv, srv *servers, o distribu
 			return err
 		}
 		rep.Sizes = &sizes
-		same := amqp.HopPattern{Body: sizes.Execution, Statuses: int(sizes.StatusesPerNode + 0.5), StatusBody: sizes.Status}
+		same := amqp.HopPattern{Body: sizes.Execution, Statuses: int(sizes.StatusesPerNode + 0.5), StatusBody: sizes.Status, InFlight: o.inflight}
 		for _, c := range []struct {
 			pattern amqp.HopPattern
 			result  **amqp.HopResult
