@@ -52,6 +52,13 @@ type Coordinator interface {
 	// A repeated Finish for the same id changes nothing and returns the first
 	// call's Outcome with Duplicate set, so a caller that crashed after
 	// Finish and before publishing can publish again.
+	//
+	// With f.Optimistic the caller ran the message without Begin (one round
+	// trip instead of two, for work that may be repeated). Finish then makes
+	// Begin's checks first and, where Begin would not have said Run, changes
+	// nothing and returns that verdict in Outcome.Verdict: Replay with the
+	// stored Record when id had finished, Drop when the execution is halted.
+	// The caller then goes on as after that Begin.
 	Finish(ctx context.Context, exec, id string, f Finish) (Outcome, error)
 }
 
@@ -99,6 +106,9 @@ type Finish struct {
 	End map[string]any
 	// Halt, when set, halts the execution with this reason.
 	Halt *message.Failure
+	// Optimistic is set when the caller did not call Begin for this message
+	// (see Coordinator.Finish).
+	Optimistic bool
 }
 
 // Record is what Finish stores for Replay. Coordinators that serialise
@@ -130,6 +140,11 @@ type Outcome struct {
 	// FinalContext is the union of every ended branch's End, when Last;
 	// never nil then. The caller owns it.
 	FinalContext map[string]any
+	// Verdict is Run when Finish recorded the message (or had before: see
+	// Duplicate). After an Optimistic Finish that changed nothing it is
+	// Replay, with the stored Record, or Drop.
+	Verdict State
+	Record  []byte
 }
 
 // ErrUnknownExecution is returned by Finish for an execution that was never

@@ -461,6 +461,42 @@ func TestRedeliveryReplaysWithoutRerunning(t *testing.T) {
 	}
 }
 
+// A pure node runs without asking the coordinator first; its redelivery
+// after it finished publishes the first run's effects again (the same
+// successor, the same success status, times included) and no second running
+// status.
+func TestRedeliveredPureNodeReplaysTheFirstRun(t *testing.T) {
+	h := newHarness(t, `{"id":"pure","nodes":[
+		{"id":"start","type":"trigger","trigger":true},
+		{"id":"a","type":"set","parameters":{"values":{"v":"{{ $trigger.x + 1 }}"}}},
+		{"id":"b","type":"set","parameters":{"values":{"w":"{{ $a.v * 2 }}"}}}],
+		"edges":[{"id":"e1","src":"start","dst":"a"},{"id":"e2","src":"a","dst":"b"}]}`)
+	h.start(map[string]any{"x": 1})
+	first := h.queue[0]
+	h.step(0)
+	if got := strings.Join(h.statuses(), " "); got != "start:success a:running a:success" {
+		t.Fatalf("statuses %q, want the trigger's success, then a running and a success", got)
+	}
+	succ := h.queue[0]
+	firstSuccess := *h.status[2]
+	h.status = nil
+	h.queue = append(h.queue, first) // a crash between Finish and ack
+	h.step(1)
+	if got := strings.Join(h.statuses(), " "); got != "a:success" {
+		t.Fatalf("statuses of the redelivery %q, want only a's success again", got)
+	}
+	if again := *h.status[0]; !again.ExecutedAt.Equal(firstSuccess.ExecutedAt) || again.DurationMS != firstSuccess.DurationMS {
+		t.Fatalf("replayed success at %v (%d ms), want the first run's %v (%d ms)", again.ExecutedAt, again.DurationMS, firstSuccess.ExecutedAt, firstSuccess.DurationMS)
+	}
+	if len(h.queue) != 2 || h.queue[1].Msg.MessageID != succ.Msg.MessageID {
+		t.Fatalf("replay published %d messages, want b's message again with id %s", len(h.queue)-1, succ.Msg.MessageID)
+	}
+	h.drain()
+	if c := h.done[0]; c.Status != message.CompletionCompleted || fmt.Sprint(c.FinalContext["$b"]) != "map[w:4]" {
+		t.Fatalf("completion %s with context %v, want completed with $b.w = 4", c.Status, c.FinalContext)
+	}
+}
+
 func TestMissingPathIsANodeErrorNamingThePath(t *testing.T) {
 	h := newHarness(t, `{"id":"miss","nodes":[
 		{"id":"start","type":"trigger","trigger":true},

@@ -34,6 +34,9 @@ type step struct {
 	// uncounted is set for barrier timeouts, which the live count never
 	// included (see HandleTimeout).
 	uncounted bool
+	// running is set while a node that skipped Begin awaits its Finish's
+	// verdict: its running status, reported only if the verdict is Run.
+	running *message.NodeStatus
 }
 
 // record is what Finish stores for a message, so that a redelivery publishes
@@ -54,6 +57,19 @@ type record struct {
 }
 
 func (s *step) handle(ctx context.Context) error {
+	if s.optimistic() {
+		// A pure node runs before asking the coordinator whether to: its
+		// Finish makes Begin's checks, one round trip per node instead of
+		// two. Its running status waits for the verdict (the node takes
+		// microseconds), so a message that must not run never reports one.
+		now := s.e.cfg.Now()
+		s.running = s.status(message.StatusRunning, now)
+		rec, err := s.run(ctx, now)
+		if err != nil {
+			return err
+		}
+		return s.finish(ctx, rec)
+	}
 	b, err := s.e.cfg.Coord.Begin(ctx, s.m.ExecutionID, s.m.MessageID)
 	if err != nil {
 		return fmt.Errorf("engine: begin message %s: %w", s.m.MessageID, err)
@@ -62,11 +78,7 @@ func (s *step) handle(ctx context.Context) error {
 	case coord.Drop:
 		return s.drop(ctx)
 	case coord.Replay:
-		var rec record
-		if err := json.Unmarshal(b.Record, &rec); err != nil {
-			return invalidf("message %s: stored record is unreadable: %v", s.m.MessageID, err)
-		}
-		return s.finish(ctx, &rec)
+		return s.replay(ctx, b.Record)
 	}
 	now := s.e.cfg.Now()
 	if !s.resumedAt.IsZero() {
@@ -86,6 +98,29 @@ func (s *step) handle(ctx context.Context) error {
 		}
 	}
 	return s.finish(ctx, rec)
+}
+
+// optimistic says whether the message may run without Begin: its node does
+// no I/O, so running it again on a redelivery repeats nothing, and it ends
+// in a Finish (a wait suspends instead; a resumed wait, an arrival at a
+// barrier and a barrier timeout have paths of their own).
+func (s *step) optimistic() bool {
+	if !s.resumedAt.IsZero() || s.uncounted || isWait(s.node.Type) {
+		return false
+	}
+	_, pure := s.wf.runners[s.node.ID].(node.Pure)
+	return pure
+}
+
+// replay publishes again the effects of a message that finished before,
+// from the record its Finish stored.
+func (s *step) replay(ctx context.Context, raw []byte) error {
+	var rec record
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return invalidf("message %s: stored record is unreadable: %v", s.m.MessageID, err)
+	}
+	s.items = nil // evaluated again, from the stored record
+	return s.finish(ctx, &rec)
 }
 
 // suspend freezes the message in the timer store until due and reports the
@@ -457,7 +492,7 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
 		spawned++
 	}
 	out, err := s.e.cfg.Coord.Finish(ctx, s.m.ExecutionID, s.m.MessageID, coord.Finish{
-		Spawned: spawned, Record: rec, End: f.end, Halt: f.halt,
+		Spawned: spawned, Record: rec, End: f.end, Halt: f.halt, Optimistic: s.running != nil,
 	})
 	if errors.Is(err, coord.ErrUnknownExecution) {
 		s.e.log.Warn("dropping message of an unknown or expired execution", "execution_id", s.m.ExecutionID, "message_id", s.m.MessageID)
@@ -465,6 +500,17 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
 	}
 	if err != nil {
 		return fmt.Errorf("engine: finish message %s: %w", s.m.MessageID, err)
+	}
+	running := s.running
+	s.running = nil
+	switch out.Verdict {
+	case coord.Replay:
+		return s.replay(ctx, out.Record)
+	case coord.Drop:
+		return s.drop(ctx)
+	}
+	if running != nil {
+		s.sink.Status(running)
 	}
 	for _, st := range f.statuses {
 		s.sink.Status(st)

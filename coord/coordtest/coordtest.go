@@ -31,6 +31,7 @@ func Run(t *testing.T, newCoord func(t *testing.T) coord.Coordinator) {
 		{"DuplicateFinish", testDuplicateFinish},
 		{"ConcurrentDuplicateFinish", testConcurrentDuplicateFinish},
 		{"ReplayRecord", testReplayRecord},
+		{"OptimisticFinish", testOptimisticFinish},
 		{"Halt", testHalt},
 		{"EndMerge", testEndMerge},
 		{"StartIdempotent", testStartIdempotent},
@@ -411,6 +412,52 @@ func testReplayRecord(t *testing.T, c coord.Coordinator) {
 	begin(t, c, exec, "never-finished", coord.Run)
 	// A Run Begin twice (a crash before Finish) is still Run.
 	begin(t, c, exec, "never-finished", coord.Run)
+}
+
+// testOptimisticFinish: a Finish without Begin counts like any other; for a
+// message that finished before it changes nothing and returns Replay with
+// the stored record (not Duplicate with the new one), and in a halted
+// execution it changes nothing and returns Drop, after which the message is
+// finished as Begin's Drop asks.
+func testOptimisticFinish(t *testing.T, c coord.Coordinator) {
+	const exec = "exec-optimistic"
+	start(t, c, exec, 2) // a, b
+	o := finish(t, c, exec, "a", coord.Finish{Optimistic: true, Spawned: 1, Record: coord.Bytes("ra")})
+	notLast(t, "optimistic Finish a", o)
+	if o.Verdict != coord.Run {
+		t.Fatalf("optimistic Finish a: Verdict %v, want run", o.Verdict)
+	}
+	// A redelivery of a, run again without Begin: the first record wins and
+	// nothing is counted twice.
+	o = finish(t, c, exec, "a", coord.Finish{Optimistic: true, Spawned: 5, Record: coord.Bytes("ra again")})
+	if o.Verdict != coord.Replay || string(o.Record) != "ra" || o.Last {
+		t.Fatalf("optimistic Finish a again: Outcome %+v, want Replay of %q", o, "ra")
+	}
+	// Replaying is a plain Finish of the stored record: a Duplicate.
+	if o := finish(t, c, exec, "a", coord.Finish{Spawned: 1, Record: coord.Bytes("ra")}); !o.Duplicate || o.Verdict != coord.Run {
+		t.Fatalf("Finish a (replay): Outcome %+v, want Duplicate", o)
+	}
+	// b halts; c (a's successor) then gets Drop and nothing changes.
+	notLast(t, "Finish b (halt)", finish(t, c, exec, "b", coord.Finish{Optimistic: true, Halt: &message.Failure{NodeID: "b", Error: message.Error{Message: "boom", Code: "E"}}}))
+	if o := finish(t, c, exec, "c", coord.Finish{Optimistic: true, Spawned: 3, Record: coord.Bytes("rc")}); o.Verdict != coord.Drop || o.Last || o.Duplicate {
+		t.Fatalf("optimistic Finish c after the halt: Outcome %+v, want Drop", o)
+	}
+	begin(t, c, exec, "c", coord.Drop) // not recorded by the Drop verdict
+	o = finish(t, c, exec, "c", coord.Finish{})
+	if !o.Last || o.Status != message.CompletionHalted {
+		t.Fatalf("Finish c (dropped): Outcome %+v, want the halted completion", o)
+	}
+	// After the end, an optimistic Finish of a finished message still
+	// replays it; of a new one it is an unknown execution.
+	if o := finish(t, c, exec, "a", coord.Finish{Optimistic: true}); o.Verdict != coord.Replay || string(o.Record) != "ra" {
+		t.Fatalf("optimistic Finish a after the end: Outcome %+v, want Replay of %q", o, "ra")
+	}
+	if _, err := c.Finish(ctxFor(t), exec, "late", coord.Finish{Optimistic: true}); !errors.Is(err, coord.ErrUnknownExecution) {
+		t.Fatalf("optimistic Finish of a new message after the end: %v, want ErrUnknownExecution", err)
+	}
+	if _, err := c.Finish(ctxFor(t), "exec-never-started", "x", coord.Finish{Optimistic: true}); !errors.Is(err, coord.ErrUnknownExecution) {
+		t.Fatalf("optimistic Finish in an unknown execution: %v, want ErrUnknownExecution", err)
+	}
 }
 
 // testHalt: after a Halt, unfinished messages Drop, finished ones Replay, and

@@ -151,19 +151,26 @@ func (c *Coordinator) Begin(_ context.Context, exec, id string) (coord.Begin, er
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if rec, ok := e.finished[id]; ok {
-		var raw []byte
-		if rec != nil {
-			var err error
-			if raw, err = rec.MarshalBinary(); err != nil {
-				return coord.Begin{}, fmt.Errorf("coord/memory: Begin exec %q id %q: encode record: %w", exec, id, err)
-			}
-		}
-		return coord.Begin{State: coord.Replay, Record: raw}, nil
+		o, err := replay(exec, id, rec)
+		return coord.Begin{State: o.Verdict, Record: o.Record}, err
 	}
 	if e.halt != nil || e.live <= 0 {
 		return coord.Begin{State: coord.Drop}, nil
 	}
 	return coord.Begin{State: coord.Run}, nil
+}
+
+// replay is the verdict on a message that finished before: its record,
+// encoded only now.
+func replay(exec, id string, rec coord.Record) (coord.Outcome, error) {
+	o := coord.Outcome{Verdict: coord.Replay}
+	if rec != nil {
+		var err error
+		if o.Record, err = rec.MarshalBinary(); err != nil {
+			return coord.Outcome{}, fmt.Errorf("coord/memory: exec %q id %q: encode record: %w", exec, id, err)
+		}
+	}
+	return o, nil
 }
 
 // Finish implements coord.Coordinator.
@@ -176,6 +183,10 @@ func (c *Coordinator) Finish(_ context.Context, exec, id string, f coord.Finish)
 		return coord.Outcome{}, fmt.Errorf("coord/memory: Finish exec %q id %q: %w", exec, id, coord.ErrUnknownExecution)
 	}
 	e.mu.Lock()
+	if rec, ok := e.finished[id]; ok && f.Optimistic {
+		e.mu.Unlock()
+		return replay(exec, id, rec)
+	}
 	if _, ok := e.finished[id]; ok {
 		o := coord.Outcome{Duplicate: true}
 		if e.last == id {
@@ -187,6 +198,10 @@ func (c *Coordinator) Finish(_ context.Context, exec, id string, f coord.Finish)
 	if e.live <= 0 {
 		e.mu.Unlock()
 		return coord.Outcome{}, fmt.Errorf("coord/memory: Finish exec %q id %q: execution has ended: %w", exec, id, coord.ErrUnknownExecution)
+	}
+	if f.Optimistic && e.halt != nil {
+		e.mu.Unlock()
+		return coord.Outcome{Verdict: coord.Drop}, nil
 	}
 	e.finished[id] = f.Record
 	if f.Halt != nil && e.halt == nil {

@@ -3,8 +3,10 @@
 -- KEYS[2] done hash: message id -> Record
 -- KEYS[3] ctx hash: final-context key -> JSON value
 -- ARGV[1] id, ARGV[2] spawned, ARGV[3] record, ARGV[4] halt JSON or "",
--- ARGV[5] TTL ms, ARGV[6] retain ms, then ARGV[7..] End key, JSON value pairs.
--- Returns {-1} unknown execution, {-2} ended and id is new, else
+-- ARGV[5] TTL ms, ARGV[6] retain ms, ARGV[7] "1" when optimistic (no Begin
+-- before), then ARGV[8..] End key, JSON value pairs.
+-- Returns {-1} unknown execution, {-2} ended and id is new; when optimistic
+-- {2, record} finished before (replay it), {3} halted (drop it); else
 -- {duplicate, last, status, failure JSON or "", ctx key, value, ...}
 -- where status and the rest are present only when last is 1.
 local meta, done, ctx = KEYS[1], KEYS[2], KEYS[3]
@@ -24,7 +26,13 @@ local m = redis.call('HMGET', meta, 'live', 'last')
 if not m[1] then
   return {-1}
 end
-if redis.call('HEXISTS', done, id) == 1 then
+local optimistic = ARGV[7] == '1'
+if optimistic then
+  local rec = redis.call('HGET', done, id)
+  if rec then
+    return {2, rec}
+  end
+elseif redis.call('HEXISTS', done, id) == 1 then
   if m[2] == id then
     return ending(1)
   end
@@ -33,13 +41,16 @@ end
 if tonumber(m[1]) <= 0 then
   return {-2}
 end
+if optimistic and redis.call('HEXISTS', meta, 'halt') == 1 then
+  return {3}
+end
 
 redis.call('HSET', done, id, ARGV[3])
 if ARGV[4] ~= '' then
   redis.call('HSETNX', meta, 'halt', ARGV[4])
 end
 -- One HSET per key: unpack would hit Lua's stack limit on a large End.
-for i = 7, #ARGV, 2 do
+for i = 8, #ARGV, 2 do
   redis.call('HSET', ctx, ARGV[i], ARGV[i + 1])
 end
 local live = redis.call('HINCRBY', meta, 'live', tonumber(ARGV[2]) - 1)

@@ -180,9 +180,12 @@ func (c *Coordinator) Finish(ctx context.Context, exec, id string, f coord.Finis
 			return coord.Outcome{}, where("encode Record: %w", err)
 		}
 	}
-	args := make([]any, 6, 6+2*len(f.End))
+	args := make([]any, 7, 7+2*len(f.End))
 	args[0], args[1], args[2], args[4], args[5] = id, f.Spawned, rec, c.ttl, c.retain
-	args[3] = ""
+	args[3], args[6] = "", "0"
+	if f.Optimistic {
+		args[6] = "1"
+	}
 	if f.Halt != nil {
 		b, err := json.Marshal(f.Halt)
 		if err != nil {
@@ -219,6 +222,11 @@ func parseOutcome(reply []any) (coord.Outcome, error) {
 		return coord.Outcome{}, coord.ErrUnknownExecution
 	case code == -2:
 		return coord.Outcome{}, fmt.Errorf("execution has ended: %w", coord.ErrUnknownExecution)
+	case code == 2 && len(reply) == 2:
+		rec, _ := reply[1].(string)
+		return coord.Outcome{Verdict: coord.Replay, Record: []byte(rec)}, nil
+	case code == 3:
+		return coord.Outcome{Verdict: coord.Drop}, nil
 	case len(reply) < 2 || (code != 0 && code != 1):
 		return coord.Outcome{}, fmt.Errorf("unexpected reply %v", reply)
 	}
