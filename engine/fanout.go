@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -49,10 +50,13 @@ const (
 	slotSkipped = "skipped"
 )
 
-// deadArrival is a merge that learns a parent will not come when an edge
-// is not taken: the parent is the last node on the dead path.
+// deadArrival is what an edge not taken tells: a merge, that parent (the
+// last node on the dead path) will not come; or a node with several ways in
+// (input), that its way in edge is dead. Such a node is dead when all its
+// ways in are, and then tells in turn what its own edges lead to.
 type deadArrival struct {
 	merge, parent string
+	input, edge   string
 }
 
 // analyse works out, once per definition, what fan-in needs: the aggregator
@@ -132,9 +136,11 @@ func matchAggregator(g *workflow.Graph, split string) string {
 	return ""
 }
 
-// deadPath follows a not-taken edge to the merges it cuts off. A node whose
-// every way in is dead is dead too; the walk stops at nodes that other edges
-// may still reach, and at aggregators (their barrier counts ends of branches).
+// deadPath follows a not-taken edge to the merges it cuts off. A node with
+// one way in is dead with it, and the walk goes on; one with several is
+// told which way is dead (when a merge lies beyond it), since the others may
+// still be taken. The walk stops at aggregators (their barrier counts ends
+// of branches).
 func deadPath(g *workflow.Graph, e workflow.Edge, seen map[string]bool) []deadArrival {
 	if seen[e.ID] {
 		return nil
@@ -144,7 +150,14 @@ func deadPath(g *workflow.Graph, e workflow.Edge, seen map[string]bool) []deadAr
 	switch {
 	case n.Type == "merge":
 		return []deadArrival{{merge: n.ID, parent: e.Src}}
-	case n.Type == "aggregator" || len(g.Incoming(n.ID)) > 1:
+	case n.Type == "aggregator":
+		return nil
+	case len(g.Incoming(n.ID)) > 1:
+		for _, next := range g.Outgoing(n.ID) {
+			if len(deadPath(g, next, map[string]bool{})) > 0 {
+				return []deadArrival{{input: n.ID, edge: e.ID}}
+			}
+		}
 		return nil
 	}
 	var out []deadArrival
@@ -470,6 +483,49 @@ func (s *step) arriveAtMerge(ctx context.Context, f *effects, merge *workflow.No
 		return nil
 	}
 	return s.fireMerge(ctx, f, merge, arr.Values, stack)
+}
+
+// skip tells what d names that a path is not taken.
+func (s *step) skip(ctx context.Context, f *effects, d deadArrival, next map[string]any, stack []message.Frame) error {
+	if d.input != "" {
+		return s.skipInput(ctx, f, d, next, stack)
+	}
+	return s.skipMerge(ctx, f, d, next, stack)
+}
+
+// skipInput records that the way in d.edge of node d.input is dead, on the
+// branch of stack. The record that makes every way in dead makes the node
+// dead: what its edges lead to is told in turn (again on a redelivery:
+// merges count each parent once).
+func (s *step) skipInput(ctx context.Context, f *effects, d deadArrival, next map[string]any, stack []message.Frame) error {
+	in := s.wf.Graph.Incoming(d.input)
+	idx := slices.IndexFunc(in, func(e workflow.Edge) bool { return e.ID == d.edge })
+	if idx < 0 {
+		return invalidf("message %s: node %q has no way in %q", s.m.MessageID, d.input, d.edge)
+	}
+	b, err := s.barriers()
+	if err != nil {
+		return err
+	}
+	key := "dead:" + branchOf(stack) + "|" + d.input
+	arr, err := b.Arrive(ctx, s.m.ExecutionID, key, coord.BarrierSpec{Total: len(in), Need: len(in)}, idx, []byte("1"))
+	if errors.Is(err, coord.ErrBarrierClosed) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("engine: mark way in %q of node %q not taken: %w", d.edge, d.input, err)
+	}
+	if !arr.Complete {
+		return nil
+	}
+	for _, e := range s.wf.Graph.Outgoing(d.input) {
+		for _, d := range s.wf.dead[e.ID] {
+			if err := s.skip(ctx, f, d, next, stack); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // skipMerge tells merge d that its parent d.parent will not come.

@@ -389,7 +389,7 @@ func (s *step) follow(ctx context.Context, f *effects, from *workflow.Node, edge
 			continue
 		}
 		for _, d := range s.wf.dead[e.ID] {
-			if err := s.skipMerge(ctx, f, d, next, stack); err != nil {
+			if err := s.skip(ctx, f, d, next, stack); err != nil {
 				return err
 			}
 		}

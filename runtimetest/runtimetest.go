@@ -277,6 +277,30 @@ var scenarios = []scenario{
 		},
 	},
 	{
+		// x has two ways in, both behind conditionals that go elsewhere:
+		// x is dead, and join must learn that its parent x will not come.
+		name:  "MergeBehindDeadSharedNode",
+		def:   sharedNodeMerge,
+		input: `{"a":true,"b":true}`,
+		check: func(r *result) {
+			r.status(message.CompletionCompleted)
+			r.equal("$join.from", `["a1"]`)
+			r.equal("$after.from", `["a1"]`)
+			r.absent("$x")
+		},
+	},
+	{
+		// The same with one way into x taken: x runs and join waits for it.
+		name:  "MergeBehindLiveSharedNode",
+		def:   sharedNodeMerge,
+		input: `{"a":true,"b":false}`,
+		check: func(r *result) {
+			r.status(message.CompletionCompleted)
+			r.equal("$join.from", `["a1","x"]`)
+			r.equal("$x.via", `"b2"`)
+		},
+	},
+	{
 		name: "MergeUnionOfParents",
 		def: wf("mergeall", `
 			{"id":"a","type":"set","parameters":{"values":{"v":"a"}}},
@@ -421,3 +445,21 @@ var scenarios = []scenario{
 		},
 	},
 }
+
+// sharedNodeMerge: join waits for a1 (c1's true side) and x, which two
+// conditionals' false sides reach through b1 and b2.
+var sharedNodeMerge = wf("sharedmerge", `
+	{"id":"c1","type":"conditional","parameters":{"expression":"$trigger.a","true_edge_id":"c1_t","false_edge_id":"c1_f"}},
+	{"id":"c2","type":"conditional","parameters":{"expression":"$trigger.b","true_edge_id":"c2_t","false_edge_id":"c2_f"}},
+	{"id":"a1","type":"set","parameters":{"values":{"v":1}}},
+	{"id":"a2","type":"set","parameters":{"values":{"v":2}}},
+	{"id":"b1","type":"set","parameters":{"values":{"via":"b1"}}},
+	{"id":"b2","type":"set","parameters":{"values":{"via":"b2"}}},
+	{"id":"x","type":"set","parameters":{"values":{"via":"{{ $b2.via }}"}}},
+	{"id":"join","type":"merge","parameters":{"timeout":20}},
+	{"id":"after","type":"set","parameters":{"values":{"from":"{{ $join.from }}"}}}`,
+	`{"id":"e1","src":"start","dst":"c1"},{"id":"e2","src":"start","dst":"c2"},
+	{"id":"c1_t","src":"c1","dst":"a1"},{"id":"c1_f","src":"c1","dst":"b1"},
+	{"id":"c2_t","src":"c2","dst":"a2"},{"id":"c2_f","src":"c2","dst":"b2"},
+	{"id":"e3","src":"b1","dst":"x"},{"id":"e4","src":"b2","dst":"x"},
+	{"id":"e5","src":"a1","dst":"join"},{"id":"e6","src":"x","dst":"join"},{"id":"e7","src":"join","dst":"after"}`)
