@@ -257,26 +257,34 @@ func (d *declarer) close() {
 	}
 }
 
-// queue declares queue name with args and queueVersion. A queue that already
-// exists with another version (declared by an earlier Rune) cannot change
-// in place: it is kept as it is, with a warning saying how to move it.
-func (d *declarer) queue(name string, durable bool, args amqp091.Table) error {
+// queue declares queue name with args and queueVersion, and binds it to
+// each (exchange, routing key) of binds. A queue that already exists with
+// another version (declared by an earlier Rune) cannot change in place: it
+// is kept as it is, with a warning saying how to move it.
+func (d *declarer) queue(name string, durable bool, args amqp091.Table, binds ...[2]string) error {
 	ch, err := d.channel()
 	if err != nil {
 		return err
 	}
 	_, err = ch.QueueDeclare(name, durable, false, false, false, versioned(args))
 	var ae *amqp091.Error
-	if !errors.As(err, &ae) || ae.Code != amqp091.PreconditionFailed || !strings.Contains(ae.Reason, "x-queue-version") {
-		return err
+	if errors.As(err, &ae) && ae.Code == amqp091.PreconditionFailed && strings.Contains(ae.Reason, "x-queue-version") {
+		d.log.Warn("amqp broker: queue was declared without x-queue-version 2 (by an earlier Rune); keeping it as it is, but unless a policy sets queue-version 2 for it, it runs as the slower version 1: see docs/operations.md, \"Queue version\"",
+			"queue", name)
+		if ch, err = d.channel(); err != nil {
+			return err
+		}
+		_, err = ch.QueueDeclare(name, durable, false, false, false, args)
 	}
-	d.log.Warn("amqp broker: queue was declared without x-queue-version 2 (by an earlier Rune); keeping it as it is, but unless a policy sets queue-version 2 for it, it runs as the slower version 1: see docs/operations.md, \"Queue version\"",
-		"queue", name)
-	if ch, err = d.channel(); err != nil {
-		return err
+	if err != nil {
+		return fmt.Errorf("declare queue %s: %w", name, err)
 	}
-	_, err = ch.QueueDeclare(name, durable, false, false, false, args)
-	return err
+	for _, b := range binds {
+		if err := ch.QueueBind(name, b[1], b[0], false, nil); err != nil {
+			return fmt.Errorf("bind queue %s to exchange %s with key %q: %w", name, b[0], b[1], err)
+		}
+	}
+	return nil
 }
 
 // declare declares the static topology role needs. Every declaration is
@@ -318,17 +326,8 @@ func (n names) declare(d *declarer, role string) error {
 		}
 	}
 	for _, q := range queues {
-		if err := d.queue(q.name, q.durable, q.args); err != nil {
-			return fmt.Errorf("declare queue %s: %w", q.name, err)
-		}
-		ch, err := d.channel()
-		if err != nil {
+		if err := d.queue(q.name, q.durable, q.args, q.bind...); err != nil {
 			return err
-		}
-		for _, b := range q.bind {
-			if err := ch.QueueBind(q.name, b[1], b[0], false, nil); err != nil {
-				return fmt.Errorf("bind queue %s to exchange %s with key %q: %w", q.name, b[0], b[1], err)
-			}
 		}
 	}
 	return nil
@@ -336,15 +335,5 @@ func (n names) declare(d *declarer, role string) error {
 
 // declareDelay declares a per-delay queue and its binding.
 func declareDelay(dc *declarer, d *delayQueue) error {
-	if err := dc.queue(d.name, true, d.args()); err != nil {
-		return fmt.Errorf("declare delay queue %s: %w", d.name, err)
-	}
-	ch, err := dc.channel()
-	if err != nil {
-		return err
-	}
-	if err := ch.QueueBind(d.name, d.name, d.exchange, false, nil); err != nil {
-		return fmt.Errorf("bind delay queue %s to exchange %s: %w", d.name, d.exchange, err)
-	}
-	return nil
+	return dc.queue(d.name, true, d.args(), [2]string{d.exchange, d.name})
 }
