@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -371,7 +373,7 @@ func timerMessage(ctx context.Context) (*message.NodeExecution, []byte, error) {
 	if err != nil || len(ts) != 1 {
 		return nil, nil, fmt.Errorf("bench: the payload workflow scheduled %d timers (%v), want 1", len(ts), err)
 	}
-	m, err := e.Thaw(ctx, ts[0].Payload)
+	m, err := e.Thaw(ctx, ts[0].ID, ts[0].Payload)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -405,14 +407,17 @@ func newPayloads(ctx context.Context) (*payloads, error) {
 // with the id engine.TimerID gives.
 func (p *payloads) get(tag string, i int) (string, []byte) {
 	exec := fmt.Sprintf("exec_%s%s_%0*d", p.runID, tag, max(0, len(p.execID)-len(p.runID)-len(tag)-6), i)
-	msg := fmt.Sprintf("%0*x", len(p.msgID), i)
+	// Message ids are unique per run, series and index: the timer id is
+	// the message id alone.
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s/%s/%d", p.runID, tag, i))
+	msg := hex.EncodeToString(sum[:])[:len(p.msgID)]
 	m := *p.tmpl
 	m.ExecutionID, m.MessageID = exec, msg
 	b, err := p.e.Freeze(context.Background(), &m)
 	if err != nil {
 		panic(err) // an in-memory definition store cannot fail
 	}
-	return exec + ":" + msg, b
+	return engine.TimerID(&m), b
 }
 
 // TimerBacklog schedules cfg.Pending timers due an hour to a day from now,

@@ -6,6 +6,7 @@
 package engine
 
 import (
+	"bytes"
 	"compress/flate"
 	"context"
 	"errors"
@@ -86,10 +87,11 @@ type Engine struct {
 	compiler *expr.Compiler
 	cache    *cache
 	blobs    *blobCache
-	flaters  sync.Pool // *flate.Writer for Freeze
+	// inflaters are flate readers for Thaw (Reset takes any dictionary).
+	inflaters sync.Pool
 
 	defsMu     sync.Mutex
-	defsStored map[uint64]storedDef // definitions put lately, by hash
+	defsStored map[uint64]*storedDef // definitions put lately, by hash
 }
 
 // New returns an Engine.
@@ -124,12 +126,9 @@ func New(cfg Config) (*Engine, error) {
 		compiler:   expr.NewCompiler(cfg.Limits),
 		cache:      newCache(cfg.CacheSize),
 		blobs:      &blobCache{max: cfg.BlobCacheBytes},
-		defsStored: map[uint64]storedDef{},
+		defsStored: map[uint64]*storedDef{},
 	}
-	e.flaters.New = func() any {
-		w, _ := flate.NewWriter(nil, flate.BestSpeed)
-		return w
-	}
+	e.inflaters.New = func() any { return flate.NewReader(bytes.NewReader(nil)) }
 	return e, nil
 }
 
@@ -181,7 +180,3 @@ func (e *Engine) Resume(ctx context.Context, m *message.NodeExecution, due time.
 	st := &step{e: e, wf: wf, m: m, node: n, sink: sink, resumedAt: due}
 	return st.handle(ctx)
 }
-
-// TimerID is the id of the timer that suspends message m: the same for every
-// redelivery of m, so suspending twice schedules one timer.
-func TimerID(m *message.NodeExecution) string { return m.ExecutionID + ":" + m.MessageID }

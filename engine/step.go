@@ -2,11 +2,11 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"math"
 	"runtime/debug"
 	"time"
@@ -626,12 +626,15 @@ func (s *step) status(st string, at time.Time) *message.NodeStatus {
 }
 
 // childID derives a message id from its parent's id: the same parent and
-// suffix always give the same id, so redelivered work is recognised.
+// suffix always give the same id, so redelivered work is recognised. The
+// hash resists chosen collisions (unlike FNV): a message id alone names a
+// timer across all executions (TimerID), and callers may choose execution
+// ids.
 func childID(parent, suffix string) string {
-	h := fnv.New128a()
+	h := sha256.New()
 	h.Write([]byte(parent))
 	h.Write([]byte{0})
 	h.Write([]byte(suffix))
-	var b [16]byte
-	return hex.EncodeToString(h.Sum(b[:0]))
+	var b [sha256.Size]byte
+	return hex.EncodeToString(h.Sum(b[:0])[:16])
 }

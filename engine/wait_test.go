@@ -189,7 +189,7 @@ func TestFrozenMessagesReferToTheirDefinition(t *testing.T) {
 	if len(frozen) >= len(plain)/2 {
 		t.Fatalf("frozen message is %d bytes, plain %d: the definition should not travel with it", len(frozen), len(plain))
 	}
-	back, err := eng.Thaw(context.Background(), frozen)
+	back, err := eng.Thaw(context.Background(), engine.TimerID(m), frozen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestFrozenMessagesReferToTheirDefinition(t *testing.T) {
 	if string(got) != string(plain) {
 		t.Fatalf("thawed message differs:\n got %s\nwant %s", got, plain)
 	}
-	if _, err := eng.Thaw(context.Background(), []byte{1, 2, 3}); !errors.Is(err, engine.ErrInvalid) {
+	if _, err := eng.Thaw(context.Background(), "x", []byte{1, 2, 3}); !errors.Is(err, engine.ErrInvalid) {
 		t.Fatalf("garbage thawed: %v", err)
 	}
 }

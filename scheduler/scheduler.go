@@ -129,7 +129,7 @@ func Tick(ctx context.Context, cfg Config) (int, error) {
 // runs out and it is fired again.
 func fire(ctx context.Context, cfg Config, t coord.Timer) {
 	log := cfg.Logger.With("timer", t.ID)
-	m, err := cfg.Engine.Thaw(ctx, t.Payload)
+	m, err := cfg.Engine.Thaw(ctx, t.ID, t.Payload)
 	if err == nil {
 		p := worker.NewPublisher(ctx, cfg.Broker)
 		p.OnComplete(cfg.Engine.Completed)

@@ -310,7 +310,10 @@ func TestSchedulerKilledBetweenClaimAndPublish(t *testing.T) {
 	runWorker(t, rt)
 	ctx := context.Background()
 
-	ids := startAll(t, rt, waitThenSet(0.2), n)
+	// Long enough that no wait resumes at once: a wait whose time has
+	// passed by the time its worker checks (a loaded machine) never
+	// suspends, and this test needs every timer in the store.
+	ids := startAll(t, rt, waitThenSet(3), n)
 	// Let every timer be scheduled and come due, so that the faulty
 	// scheduler's first claim takes them all.
 	deadline := time.Now().Add(30 * time.Second)

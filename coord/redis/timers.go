@@ -4,6 +4,7 @@ import (
 	_ "embed"
 
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -50,6 +51,12 @@ var (
 // time is its score and its claim count is 0, so leases grows only with the
 // timers in flight.
 //
+// A timer id of 32 lowercase hex digits (the engine's: a message id) is
+// kept as 16 raw bytes after a 0x00 tag, in both structures; other ids as
+// they are, after a 0x01 tag when they start with 0x00 or 0x01 (packID).
+// Lua sees ids as opaque strings. The ids of the members and fields cost
+// 24 bytes each instead of 40 for the hex form.
+//
 // Every operation is one round trip: one Lua script each (schedule.lua,
 // claim.lua, done.lua, stats.lua). Keys never
 // expire: a timer may wait for days, and Done removes it. Timers is safe for
@@ -86,7 +93,7 @@ func (ts *Timers) Schedule(ctx context.Context, id string, due time.Time, payloa
 	}
 	// payload is sent as given; a nil one becomes "" and comes back empty.
 	keys := []string{ts.keys[0], ts.keys[2]}
-	if err := scheduleScript.Run(ctx, ts.client, keys, id, due.UnixMilli(), payload).Err(); err != nil {
+	if err := scheduleScript.Run(ctx, ts.client, keys, packID(id), due.UnixMilli(), payload).Err(); err != nil {
 		return fmt.Errorf("coord/redis: Timers.Schedule %q: %w", id, err)
 	}
 	return nil
@@ -116,7 +123,7 @@ func (ts *Timers) Claim(ctx context.Context, now time.Time, limit int, lease tim
 			return nil, fmt.Errorf("coord/redis: Timers.Claim: unexpected reply element %v", reply[i:i+4])
 		}
 		out = append(out, coord.Timer{
-			ID:      id,
+			ID:      unpackID(id),
 			Due:     time.UnixMilli(due),
 			Payload: []byte(payload),
 			Claims:  int(claims),
@@ -127,7 +134,7 @@ func (ts *Timers) Claim(ctx context.Context, now time.Time, limit int, lease tim
 
 // Done implements coord.Timers.
 func (ts *Timers) Done(ctx context.Context, id string) error {
-	if err := doneScript.Run(ctx, ts.client, ts.keys, id).Err(); err != nil {
+	if err := doneScript.Run(ctx, ts.client, ts.keys, packID(id)).Err(); err != nil {
 		return fmt.Errorf("coord/redis: Timers.Done %q: %w", id, err)
 	}
 	return nil
@@ -153,4 +160,29 @@ func (ts *Timers) Stats(ctx context.Context) (coord.TimerStats, error) {
 // They are for inspection (tests, operators); write them only through ts.
 func (ts *Timers) Keys() []string {
 	return append([]string(nil), ts.keys...)
+}
+
+// packID is how id is kept in Redis (see Timers).
+func packID(id string) string {
+	if len(id) == 32 {
+		var raw [17]byte
+		if _, err := hex.Decode(raw[1:], []byte(id)); err == nil && hex.EncodeToString(raw[1:]) == id {
+			return string(raw[:])
+		}
+	}
+	if id != "" && id[0] <= 0x01 {
+		return "\x01" + id
+	}
+	return id
+}
+
+// unpackID reverses packID.
+func unpackID(s string) string {
+	switch {
+	case len(s) == 17 && s[0] == 0x00:
+		return hex.EncodeToString([]byte(s[1:]))
+	case s != "" && s[0] == 0x01:
+		return s[1:]
+	}
+	return s
 }

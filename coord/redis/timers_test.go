@@ -224,3 +224,47 @@ func usedMemory(b *testing.B, client *goredis.Client) int64 {
 	b.Fatalf("no used_memory in INFO memory")
 	return 0
 }
+
+// TestTimersCompactIDs: ids of 32 lowercase hex digits (the engine's) are
+// kept as 17 bytes; every other id, including ones that look like a packed
+// one, comes back from Claim unchanged and Done removes it.
+func TestTimersCompactIDs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ts, client, _ := newTimers(t)
+	keys := ts.Keys()
+	base := time.UnixMilli(1_760_000_000_000)
+	hexID := "0123456789abcdef0123456789abcdef"
+	ids := []string{hexID, strings.ToUpper(hexID), hexID[:31], "exec:" + hexID, "\x00" + strings.Repeat("\x01", 16), "\x01x", "plain"}
+	for i, id := range ids {
+		if err := ts.Schedule(ctx, id, base.Add(time.Duration(i)*time.Millisecond), []byte(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := client.HStrLen(ctx, keys[2], "\x00"+string([]byte{0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef})).Val(); n != int64(len(hexID)) {
+		t.Fatalf("the hex id is not kept packed (payload length %d under the packed field)", n)
+	}
+	if n := client.ZCard(ctx, keys[0]).Val(); n != int64(len(ids)) {
+		t.Fatalf("%d scheduled, want %d distinct ids", n, len(ids))
+	}
+	got, err := ts.Claim(ctx, base.Add(time.Second), 100, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(ids) {
+		t.Fatalf("claimed %d timers, want %d", len(got), len(ids))
+	}
+	for i, tm := range got {
+		if tm.ID != ids[i] || string(tm.Payload) != ids[i] {
+			t.Fatalf("timer %d: id %q payload %q, want %q for both", i, tm.ID, tm.Payload, ids[i])
+		}
+		if err := ts.Done(ctx, tm.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range keys {
+		if n := client.Exists(ctx, k).Val(); n != 0 {
+			t.Fatalf("key %s left after every Done", k)
+		}
+	}
+}
