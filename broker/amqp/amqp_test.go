@@ -438,12 +438,17 @@ func streamThroughFault(t *testing.T, b *Broker, n int, fault func()) {
 	})
 	seen := map[string]bool{}
 	var faults sync.WaitGroup
+	var one sync.Mutex // a fault at a time: the second finds the first's reconnections
 	for len(seen) < n {
 		select {
 		case d := <-got:
 			seen[d.ID] = true
 			if len(seen) == n/3 || len(seen) == 2*n/3 {
-				faults.Go(fault)
+				faults.Go(func() {
+					one.Lock()
+					defer one.Unlock()
+					fault()
+				})
 			}
 		case <-ctx.Done():
 			t.Fatalf("%d of %d messages consumed", len(seen), n)
@@ -473,24 +478,35 @@ func TestReconnectAfterServerClose(t *testing.T) {
 	b := open(t, testConfig(t))
 	streamThroughFault(t, b, 3000, func() {
 		// Only this broker's connections: other tests share the server.
-		ports := map[string]bool{strconv.Itoa(b.pub.localPort()): true, strconv.Itoa(b.sub.localPort()): true}
-		out, err := exec.Command("rabbitmqctl", "-q", "list_connections", "--no-table-headers", "pid", "peer_port").CombinedOutput()
-		if err != nil {
-			t.Errorf("rabbitmqctl list_connections: %v\n%s", err, out)
-			return
-		}
-		closed := 0
-		for line := range strings.Lines(string(out)) {
-			f := strings.Fields(line)
-			if len(f) == 2 && ports[f[1]] {
-				if out, err := exec.Command("rabbitmqctl", "-q", "close_connection", f[0], "test: closed by RabbitMQ").CombinedOutput(); err != nil {
-					t.Errorf("rabbitmqctl close_connection: %v\n%s", err, out)
-				}
-				closed++
+		// Both must be up (after an earlier fault they reconnect), and
+		// listed by RabbitMQ, before they are closed.
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			ports := map[string]bool{strconv.Itoa(b.pub.localPort()): true, strconv.Itoa(b.sub.localPort()): true}
+			out, err := exec.Command("rabbitmqctl", "-q", "list_connections", "--no-table-headers", "pid", "peer_port").CombinedOutput()
+			if err != nil {
+				t.Errorf("rabbitmqctl list_connections: %v\n%s", err, out)
+				return
 			}
-		}
-		if closed != 2 {
-			t.Errorf("closed %d connections, want 2 (ports %v in %q)", closed, ports, out)
+			var pids []string
+			for line := range strings.Lines(string(out)) {
+				if f := strings.Fields(line); len(f) == 2 && ports[f[1]] && f[1] != "0" {
+					pids = append(pids, f[0])
+				}
+			}
+			if len(pids) == 2 {
+				for _, pid := range pids {
+					if out, err := exec.Command("rabbitmqctl", "-q", "close_connection", pid, "test: closed by RabbitMQ").CombinedOutput(); err != nil {
+						t.Errorf("rabbitmqctl close_connection: %v\n%s", err, out)
+					}
+				}
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("after 20s, %d of the broker's 2 connections (ports %v) listed by RabbitMQ:\n%s", len(pids), ports, out)
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 	})
 }
