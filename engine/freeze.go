@@ -187,18 +187,12 @@ func (r *frozenReader) fail(what string) {
 	}
 }
 
-func (r *frozenReader) uvarint(what string) uint64 {
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail(what)
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
+func (r *frozenReader) uvarint(what string) uint64 { return readVarint(r, binary.Uvarint, what) }
 
-func (r *frozenReader) varint(what string) int64 {
-	v, n := binary.Varint(r.b)
+func (r *frozenReader) varint(what string) int64 { return readVarint(r, binary.Varint, what) }
+
+func readVarint[T int64 | uint64](r *frozenReader, read func([]byte) (T, int), what string) T {
+	v, n := read(r.b)
 	if n <= 0 {
 		r.fail(what)
 		return 0

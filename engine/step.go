@@ -88,7 +88,11 @@ func (s *step) handle(ctx context.Context) error {
 		return s.finish(ctx, &record{Arrival: true, StartedAt: now, FinishedAt: now})
 	}
 	s.sink.Status(s.status(message.StatusRunning, now))
-	rec, err := s.run(ctx, now)
+	// The node's clock starts after the running status is out: publishing
+	// may block (RabbitMQ's flow control), and a wait's time counts from
+	// its start, so a blocked publish would end short waits before they
+	// suspend.
+	rec, err := s.run(ctx, s.e.cfg.Now())
 	if err != nil {
 		return err
 	}

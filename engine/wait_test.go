@@ -8,10 +8,8 @@ import (
 	"time"
 
 	"github.com/rune-org/rune/coord"
-	coordmem "github.com/rune-org/rune/coord/memory"
 	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/message"
-	"github.com/rune-org/rune/nodes"
 )
 
 // fireTimers claims every timer due by at and resumes it, as the scheduler does.
@@ -165,22 +163,7 @@ func TestRedeliveredSuspendSchedulesOneTimer(t *testing.T) {
 }
 
 func TestFrozenMessagesReferToTheirDefinition(t *testing.T) {
-	co := coordmem.New(coordmem.Options{})
-	defer co.Close()
-	defs := coordmem.NewBlobs()
-	eng, err := engine.New(engine.Config{Registry: nodes.NewRegistry(nodes.Options{}), Coord: co, Definitions: defs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wf, err := eng.Compile([]byte(waitDef))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var f engine.Effects
-	if err := eng.Start(context.Background(), wf, "exec_freeze", map[string]any{"k": "v"}, &f); err != nil {
-		t.Fatal(err)
-	}
-	m := f.Next[0].Msg
+	eng, m := freezer(t)
 	frozen, err := eng.Freeze(context.Background(), m)
 	if err != nil {
 		t.Fatal(err)
