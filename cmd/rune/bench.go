@@ -75,10 +75,11 @@ In the same run it measures executions one at a time (the latency of an idle
 system) and the raw ceiling of RabbitMQ, twice, with the bare client and as
 many handlers as the workers have: one consume + one confirmed persistent
 publish + one ack per hop; then the same with the workflow's own message sizes
-and as many status messages per hop as a node sends. It prints the node rate
-over each: the first is what the issue's target asks, the second leaves out
-what RabbitMQ itself costs for Rune's messages, so what it misses is the
-engine's own cost.`)
+and as many status messages per hop as a node sends, with as many messages in
+flight as executions. It prints the node rate over each: the first is
+RabbitMQ's bare ceiling; the second moves the same bytes as Rune does, so
+what the node rate misses of it is the engine's own cost (Redis, encoding,
+the nodes).`)
 		fs.PrintDefaults()
 	}
 	if _, err := parseInterspersed(fs, args); err != nil {
