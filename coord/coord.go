@@ -60,6 +60,18 @@ type Coordinator interface {
 	// stored Record when id had finished, Drop when the execution is halted.
 	// The caller then goes on as after that Begin.
 	Finish(ctx context.Context, exec, id string, f Finish) (Outcome, error)
+
+	// Park records that message id of exec waits in the timer store (a wait
+	// or delay node suspended it) until its Finish, which forgets it. A halt
+	// then wakes it (Parked) rather than leave the halted execution's
+	// completion waiting for the timer's due time. Park reports whether exec
+	// is halted, unknown or ended: then it records nothing, and the caller
+	// wakes the timer itself. Parking an id twice records it once.
+	Park(ctx context.Context, exec, id string) (wake bool, err error)
+
+	// Parked returns the ids Park recorded for exec that have not finished
+	// since, in no particular order (none for an unknown execution).
+	Parked(ctx context.Context, exec string) ([]string, error)
 }
 
 // State is Begin's verdict.

@@ -29,6 +29,11 @@ type Timers interface {
 	// Done removes timer id for good, claimed or still scheduled. Removing an
 	// unknown id is not an error.
 	Done(ctx context.Context, id string) error
+	// Wake makes each waiting timer of ids due at now, unless it is due
+	// earlier: a halted execution's suspended branches are woken so they end
+	// now rather than at their due time. Claimed, done and unknown ids are
+	// left alone.
+	Wake(ctx context.Context, now time.Time, ids ...string) error
 	// Stats counts the timers waiting and those claimed and not yet done.
 	Stats(ctx context.Context) (TimerStats, error)
 }

@@ -104,6 +104,24 @@ func (s *step) handle(ctx context.Context) error {
 	return s.finish(ctx, rec)
 }
 
+// wakeParked wakes the suspended branches of the execution this message
+// halted: they resume now and are dropped, so the halted completion comes
+// when the last running branch ends, not when the last timer would have.
+// A redelivery wakes them again, which changes nothing.
+func (s *step) wakeParked(ctx context.Context) error {
+	if s.e.cfg.Timers == nil {
+		return nil
+	}
+	ids, err := s.e.cfg.Coord.Parked(ctx, s.m.ExecutionID)
+	if err == nil && len(ids) > 0 {
+		err = s.e.cfg.Timers.Wake(ctx, s.e.cfg.Now(), ids...)
+	}
+	if err != nil {
+		return fmt.Errorf("engine: wake the waiting branches of halted execution %s: %w", s.m.ExecutionID, err)
+	}
+	return nil
+}
+
 // optimistic says whether the message may run without Begin: its node does
 // no I/O, so running it again on a redelivery repeats nothing, and it ends
 // in a Finish (a wait suspends instead; a resumed wait, an arrival at a
@@ -139,8 +157,20 @@ func (s *step) suspend(ctx context.Context, due time.Time) error {
 	if err != nil {
 		return fmt.Errorf("engine: freeze message %s: %w", s.m.MessageID, err)
 	}
-	if err := s.e.cfg.Timers.Schedule(ctx, TimerID(s.m), due, frozen); err != nil {
+	id := TimerID(s.m)
+	if err := s.e.cfg.Timers.Schedule(ctx, id, due, frozen); err != nil {
 		return fmt.Errorf("engine: schedule timer of message %s: %w", s.m.MessageID, err)
+	}
+	// Parked, a halt wakes it (see wakeParked); halted already, it wakes
+	// now, to be dropped rather than hold the completion until due.
+	wake, err := s.e.cfg.Coord.Park(ctx, s.m.ExecutionID, id)
+	if err != nil {
+		return fmt.Errorf("engine: park message %s: %w", s.m.MessageID, err)
+	}
+	if wake {
+		if err := s.e.cfg.Timers.Wake(ctx, s.e.cfg.Now(), id); err != nil {
+			return fmt.Errorf("engine: wake timer of message %s: %w", s.m.MessageID, err)
+		}
 	}
 	st := s.status(message.StatusWaiting, s.e.cfg.Now())
 	st.ResumeAt = &due
@@ -512,6 +542,11 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
 		return s.replay(ctx, out.Record)
 	case coord.Drop:
 		return s.drop(ctx)
+	}
+	if f.halt != nil {
+		if err := s.wakeParked(ctx); err != nil {
+			return err
+		}
 	}
 	if running != nil {
 		s.sink.Status(running)

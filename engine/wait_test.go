@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/rune-org/rune/coord"
+	coordmem "github.com/rune-org/rune/coord/memory"
 	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/message"
+	"github.com/rune-org/rune/nodes"
 )
 
 // fireTimers claims every timer due by at and resumes it, as the scheduler does.
@@ -182,5 +185,49 @@ func TestFrozenMessagesReferToTheirDefinition(t *testing.T) {
 	}
 	if _, err := eng.Thaw(context.Background(), "x", []byte{1, 2, 3}); !errors.Is(err, engine.ErrInvalid) {
 		t.Fatalf("garbage thawed: %v", err)
+	}
+}
+
+// haltBeforePark halts the execution just before the first Park: the race
+// in which a branch suspends while another halts the execution.
+type haltBeforePark struct {
+	*coordmem.Coordinator
+	once sync.Once
+}
+
+func (c *haltBeforePark) Park(ctx context.Context, exec, id string) (bool, error) {
+	c.once.Do(func() {
+		// A message that spawns one keeps the count; its Halt halts.
+		_, _ = c.Finish(ctx, exec, "halter", coord.Finish{Spawned: 1, Halt: &message.Failure{NodeID: "other", Error: message.Error{Code: "E", Message: "boom"}}})
+	})
+	return c.Coordinator.Park(ctx, exec, id)
+}
+
+// A branch that suspends in an execution halted meanwhile wakes its own
+// timer at once, so its resume drops it now rather than in two hours.
+func TestSuspendInHaltedExecutionWakesAtOnce(t *testing.T) {
+	co := &haltBeforePark{Coordinator: coordmem.New(coordmem.Options{})}
+	t.Cleanup(func() { _ = co.Close() })
+	timers := coordmem.NewTimers()
+	eng, err := engine.New(engine.Config{Registry: nodes.NewRegistry(nodes.Options{}), Coord: co, Timers: timers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf, err := eng.Compile([]byte(waitDef))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var f engine.Effects
+	if err := eng.Start(ctx, wf, "exec_halted", nil, &f); err != nil {
+		t.Fatal(err)
+	}
+	var g engine.Effects
+	if err := eng.Handle(ctx, f.Next[0].Msg, &g); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := timers.Claim(ctx, time.Now().Add(time.Second), 10, time.Minute)
+	if err != nil || len(ts) != 1 {
+		t.Fatalf("claimable within a second: %d timers (%v), want the woken one", len(ts), err)
 	}
 }

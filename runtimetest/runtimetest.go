@@ -430,6 +430,26 @@ var scenarios = []scenario{
 		},
 	},
 	{
+		// A branch suspended for a day when another halts is woken and
+		// dropped: the halted completion comes now, not in a day.
+		name: "HaltWakesWaitingBranch",
+		def: wf("haltwake", `
+			{"id":"later","type":"delay","parameters":{"delayMs":300}},
+			{"id":"bad","type":"set","parameters":{"values":{"v":"{{ $trigger.missing }}"}},"retry":{"max_attempts":1}},
+			{"id":"pause","type":"wait","parameters":{"amount":1,"unit":"days"}},
+			{"id":"after_pause","type":"set","parameters":{"values":{"v":1}}}`,
+			`{"id":"e1","src":"start","dst":"later"},{"id":"e2","src":"later","dst":"bad"},
+			{"id":"e3","src":"start","dst":"pause"},{"id":"e4","src":"pause","dst":"after_pause"}`),
+		check: func(r *result) {
+			r.status(message.CompletionHalted)
+			r.absent("$after_pause")
+			if r.count("pause", message.StatusWaiting) != 1 || r.count("pause", message.StatusSkipped) != 1 {
+				r.t.Fatalf("pause: %d waiting and %d skipped statuses, want it suspended, then woken and skipped",
+					r.count("pause", message.StatusWaiting), r.count("pause", message.StatusSkipped))
+			}
+		},
+	},
+	{
 		name: "HaltStopsOtherBranches",
 		def: wf("halt", `
 			{"id":"bad","type":"set","parameters":{"values":{"v":"{{ $trigger.missing }}"}},"retry":{"max_attempts":1}},

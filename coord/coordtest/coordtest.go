@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -32,6 +33,7 @@ func Run(t *testing.T, newCoord func(t *testing.T) coord.Coordinator) {
 		{"ConcurrentDuplicateFinish", testConcurrentDuplicateFinish},
 		{"ReplayRecord", testReplayRecord},
 		{"OptimisticFinish", testOptimisticFinish},
+		{"Park", testPark},
 		{"Halt", testHalt},
 		{"EndMerge", testEndMerge},
 		{"StartIdempotent", testStartIdempotent},
@@ -457,6 +459,46 @@ func testOptimisticFinish(t *testing.T, c coord.Coordinator) {
 	}
 	if _, err := c.Finish(ctxFor(t), "exec-never-started", "x", coord.Finish{Optimistic: true}); !errors.Is(err, coord.ErrUnknownExecution) {
 		t.Fatalf("optimistic Finish in an unknown execution: %v, want ErrUnknownExecution", err)
+	}
+}
+
+// testPark: parked ids are listed until their Finish; once the execution is
+// halted (or for an unknown one) Park records nothing and says to wake.
+func testPark(t *testing.T, c coord.Coordinator) {
+	const exec = "exec-park"
+	ctx := ctxFor(t)
+	park := func(id string, wantWake bool) {
+		t.Helper()
+		wake, err := c.Park(ctx, exec, id)
+		if err != nil || wake != wantWake {
+			t.Fatalf("Park(%q) = %v, %v; want %v", id, wake, err, wantWake)
+		}
+	}
+	parked := func(want ...string) {
+		t.Helper()
+		got, err := c.Parked(ctx, exec)
+		if err != nil {
+			t.Fatalf("Parked: %v", err)
+		}
+		slices.Sort(got)
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("Parked = %v, want %v", got, want)
+		}
+	}
+	parked()
+	park("w0", true) // not started
+	start(t, c, exec, 4)
+	park("w1", false)
+	park("w2", false)
+	park("w2", false)
+	parked("w1", "w2")
+	notLast(t, "Finish w1", finish(t, c, exec, "w1", coord.Finish{}))
+	parked("w2")
+	notLast(t, "Finish h (halt)", finish(t, c, exec, "h", coord.Finish{Halt: &message.Failure{NodeID: "h", Error: message.Error{Message: "boom", Code: "E"}}}))
+	park("w3", true) // halted: not recorded
+	parked("w2")
+	if wake, err := c.Park(ctx, "exec-never-started", "x"); err != nil || !wake {
+		t.Fatalf("Park in an unknown execution = %v, %v; want wake", wake, err)
 	}
 }
 

@@ -29,6 +29,7 @@ func RunTimers(t *testing.T, newTimers func(t *testing.T) coord.Timers) {
 		{"DrainInBatches", testTimersDrainInBatches},
 		{"IdempotentSchedule", testTimersIdempotentSchedule},
 		{"Done", testTimersDone},
+		{"Wake", testTimersWake},
 		{"LeaseExpiry", testTimersLeaseExpiry},
 		{"ExpiredLeaseOrderedByDue", testTimersExpiredLeaseOrderedByDue},
 		{"ConcurrentClaimers", testTimersConcurrentClaimers},
@@ -121,6 +122,35 @@ func timersScheduleMany(t *testing.T, ts coord.Timers, prefix string, n int, due
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
+	}
+}
+
+// testTimersWake: Wake makes waiting timers due now (never later than they
+// were), leaves claimed and unknown ids alone, and a woken timer is claimed
+// like any other, with its payload.
+func testTimersWake(t *testing.T, ts coord.Timers) {
+	hour := timersBase.Add(time.Hour)
+	timersSchedule(t, ts, "far", hour, []byte("far payload"))
+	timersSchedule(t, ts, "soon", timersBase.Add(time.Second), nil)
+	timersSchedule(t, ts, "leased", timersBase, nil)
+	timersSchedule(t, ts, "other", hour, nil)
+	timersWant(t, "first claim", timersClaim(t, ts, timersBase, 10), 1, "leased")
+	if err := ts.Wake(ctxFor(t), timersBase.Add(10*time.Second), "far", "soon", "leased", "unknown"); err != nil {
+		t.Fatalf("Wake: %v", err)
+	}
+	if err := ts.Wake(ctxFor(t), timersBase); err != nil {
+		t.Fatalf("Wake of nothing: %v", err)
+	}
+	// soon stays due at +1s (earlier than the wake); far is due at +10s.
+	timersWant(t, "claim at +1s", timersClaim(t, ts, timersBase.Add(time.Second), 10), 1, "soon")
+	got := timersClaim(t, ts, timersBase.Add(10*time.Second), 10)
+	timersWant(t, "claim at +10s", got, 1, "far")
+	if string(got[0].Payload) != "far payload" || !got[0].Due.Equal(timersBase.Add(10*time.Second)) {
+		t.Fatalf("woken timer: payload %q due %v, want %q due %v", got[0].Payload, got[0].Due, "far payload", timersBase.Add(10*time.Second))
+	}
+	// The leased timer was not woken into the schedule twice; other slept on.
+	if s := timersStats(t, ts); s.Scheduled != 1 || s.Claimed != 3 || !s.NextDue.Equal(hour) {
+		t.Fatalf("stats after the wake: %+v, want other still due in an hour and 3 claimed", s)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -77,6 +78,8 @@ type execution struct {
 	ctx      map[string]any
 	// last is the id whose Finish ended the execution; "" while live.
 	last string
+	// parked are the ids Park recorded and Finish has not forgotten.
+	parked map[string]bool
 }
 
 var _ coord.Coordinator = (*Coordinator)(nil)
@@ -160,6 +163,35 @@ func (c *Coordinator) Begin(_ context.Context, exec, id string) (coord.Begin, er
 	return coord.Begin{State: coord.Run}, nil
 }
 
+// Park implements coord.Coordinator.
+func (c *Coordinator) Park(_ context.Context, exec, id string) (bool, error) {
+	e := c.lookup(exec)
+	if e == nil {
+		return true, nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.halt != nil || e.live <= 0 {
+		return true, nil
+	}
+	if e.parked == nil {
+		e.parked = map[string]bool{}
+	}
+	e.parked[id] = true
+	return false, nil
+}
+
+// Parked implements coord.Coordinator.
+func (c *Coordinator) Parked(_ context.Context, exec string) ([]string, error) {
+	e := c.lookup(exec)
+	if e == nil {
+		return nil, nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Collect(maps.Keys(e.parked)), nil
+}
+
 // replay is the verdict on a message that finished before: its record,
 // encoded only now.
 func replay(exec, id string, rec coord.Record) (coord.Outcome, error) {
@@ -204,6 +236,7 @@ func (c *Coordinator) Finish(_ context.Context, exec, id string, f coord.Finish)
 		return coord.Outcome{Verdict: coord.Drop}, nil
 	}
 	e.finished[id] = f.Record
+	delete(e.parked, id)
 	if f.Halt != nil && e.halt == nil {
 		e.halt = f.Halt
 	}

@@ -143,6 +143,23 @@ func (ts *Timers) Done(ctx context.Context, id string) error {
 	return nil
 }
 
+// Wake implements coord.Timers.
+func (ts *Timers) Wake(ctx context.Context, now time.Time, ids ...string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("coord/memory: Timers.Wake: %w", err)
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	at := now.UnixMilli()
+	for _, id := range ids {
+		if t, ok := ts.byID[id]; ok && t.claims == 0 && t.due > at {
+			t.due = at
+			heap.Fix(&ts.sched, t.idx)
+		}
+	}
+	return nil
+}
+
 // Stats implements coord.Timers.
 func (ts *Timers) Stats(ctx context.Context) (coord.TimerStats, error) {
 	if err := ctx.Err(); err != nil {

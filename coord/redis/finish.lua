@@ -2,6 +2,7 @@
 -- KEYS[1] meta hash: live (count), halt (Failure JSON), last (completer id), status
 -- KEYS[2] done hash: message id -> Record
 -- KEYS[3] ctx hash: final-context key -> JSON value
+-- KEYS[4] parked set: ids waiting in the timer store (park.lua)
 -- ARGV[1] id, ARGV[2] spawned, ARGV[3] record, ARGV[4] halt JSON or "",
 -- ARGV[5] TTL ms, ARGV[6] retain ms, ARGV[7] "1" when optimistic (no Begin
 -- before), then ARGV[8..] End key, JSON value pairs.
@@ -46,6 +47,7 @@ if optimistic and redis.call('HEXISTS', meta, 'halt') == 1 then
 end
 
 redis.call('HSET', done, id, ARGV[3])
+redis.call('SREM', KEYS[4], id)
 if ARGV[4] ~= '' then
   redis.call('HSETNX', meta, 'halt', ARGV[4])
 end
@@ -56,7 +58,7 @@ end
 local live = redis.call('HINCRBY', meta, 'live', tonumber(ARGV[2]) - 1)
 if live > 0 then
   -- Refreshed on every Finish: wait nodes may pause an execution for days.
-  for i = 1, 3 do
+  for i = 1, #KEYS do
     redis.call('PEXPIRE', KEYS[i], ARGV[5])
   end
   return {0, 0}
@@ -69,7 +71,7 @@ end
 redis.call('HSET', meta, 'last', id, 'status', status)
 -- Kept for Retain so redeliveries replay and the completer's duplicate
 -- Finish gets the Outcome again.
-for i = 1, 3 do
+for i = 1, #KEYS do
   redis.call('PEXPIRE', KEYS[i], ARGV[6])
 end
 return ending(0)

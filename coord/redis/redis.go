@@ -59,10 +59,13 @@ var (
 	beginLua string
 	//go:embed finish.lua
 	finishLua string
+	//go:embed park.lua
+	parkLua string
 
 	startScript  = goredis.NewScript(startLua)
 	beginScript  = goredis.NewScript(beginLua)
 	finishScript = goredis.NewScript(finishLua)
+	parkScript   = goredis.NewScript(parkLua)
 )
 
 // Coordinator implements coord.Coordinator on Redis. It is safe for
@@ -120,7 +123,7 @@ func (c *Coordinator) Ping(ctx context.Context) error {
 // keys returns exec's meta, done and ctx keys.
 func (c *Coordinator) keys(exec string) []string {
 	base := c.prefix + ":{" + exec + "}:"
-	return []string{base + "meta", base + "done", base + "ctx"}
+	return []string{base + "meta", base + "done", base + "ctx", base + "parked"}
 }
 
 // Start implements coord.Coordinator.
@@ -209,6 +212,28 @@ func (c *Coordinator) Finish(ctx context.Context, exec, id string, f coord.Finis
 		return coord.Outcome{}, where("%w", err)
 	}
 	return o, nil
+}
+
+// Park implements coord.Coordinator.
+func (c *Coordinator) Park(ctx context.Context, exec, id string) (bool, error) {
+	if exec == "" {
+		return true, nil // never started
+	}
+	k := c.keys(exec)
+	wake, err := parkScript.Run(ctx, c.client, []string{k[0], k[3]}, id, c.ttl).Int()
+	if err != nil {
+		return false, fmt.Errorf("coord/redis: Park exec %q id %q: %w", exec, id, err)
+	}
+	return wake == 1, nil
+}
+
+// Parked implements coord.Coordinator.
+func (c *Coordinator) Parked(ctx context.Context, exec string) ([]string, error) {
+	ids, err := c.client.SMembers(ctx, c.keys(exec)[3]).Result()
+	if err != nil {
+		return nil, fmt.Errorf("coord/redis: Parked exec %q: %w", exec, err)
+	}
+	return ids, nil
 }
 
 // parseOutcome reads finish.lua's reply.

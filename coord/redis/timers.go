@@ -132,6 +132,22 @@ func (ts *Timers) Claim(ctx context.Context, now time.Time, limit int, lease tim
 	return out, nil
 }
 
+// Wake implements coord.Timers: one ZADD XX LT (only existing members, only
+// earlier), so a claimed or done timer is untouched.
+func (ts *Timers) Wake(ctx context.Context, now time.Time, ids ...string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	members := make([]goredis.Z, len(ids))
+	for i, id := range ids {
+		members[i] = goredis.Z{Score: float64(now.UnixMilli()), Member: packID(id)}
+	}
+	if err := ts.client.ZAddArgs(ctx, ts.keys[0], goredis.ZAddArgs{XX: true, LT: true, Members: members}).Err(); err != nil {
+		return fmt.Errorf("coord/redis: Timers.Wake: %w", err)
+	}
+	return nil
+}
+
 // Done implements coord.Timers.
 func (ts *Timers) Done(ctx context.Context, id string) error {
 	if err := doneScript.Run(ctx, ts.client, ts.keys, packID(id)).Err(); err != nil {
