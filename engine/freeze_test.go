@@ -203,3 +203,18 @@ func FuzzThaw(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkFreeze freezes the message of a waiting branch, as a suspend
+// does, from all CPUs.
+func BenchmarkFreeze(b *testing.B) {
+	eng, m := freezer(b)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := eng.Freeze(context.Background(), m); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
