@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -178,13 +176,7 @@ func benchDistributed(ctx context.Context, env *cliEnv, srv *servers, o distribu
 	}
 	rep := &distributedReport{Runtime: "distributed", Workers: o.spawn, Concurrency: conc, Prefetch: o.prefetch, InFlight: o.inflight}
 	log := cliLogger(env)
-	if srv.prefix == "" && o.spawn > 0 {
-		// A deployment of its own, deleted at the end.
-		var b [6]byte
-		_, _ = rand.Read(b[:])
-		srv.prefix = "bench-" + hex.EncodeToString(b[:])
-		defer purgeDeployment(env, srv)
-	}
+	defer ownPrefix(env, srv, o.spawn)()
 	if srv.prefix == "" {
 		fmt.Fprintln(env.stderr, "rune bench: warning: no --prefix: the bench consumes the production workflow.node.status and workflow.completion queues")
 	}

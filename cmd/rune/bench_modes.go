@@ -11,6 +11,7 @@ import (
 
 	"github.com/rune-org/rune/bench"
 	"github.com/rune-org/rune/broker/amqp"
+	coordredis "github.com/rune-org/rune/coord/redis"
 	"github.com/rune-org/rune/embedded"
 )
 
@@ -112,13 +113,14 @@ func benchTimers(ctx context.Context, env *cliEnv, srv *servers, o timerBench) e
 	defer ownPrefix(env, srv, o.spawn)()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	var workers *workerGroup
 	if o.spawn > 0 {
 		args := []string{"worker", "--scheduler", "--amqp", srv.amqpURL, "--redis", srv.redisURL, "--prefix", srv.prefix}
 		if o.concurrency > 0 {
 			args = append(args, "--concurrency", strconv.Itoa(o.concurrency))
 		}
-		workers, err := spawnWorkers(o.spawn, args, cancel)
-		if err != nil {
+		var err error
+		if workers, err = spawnWorkers(o.spawn, args, cancel); err != nil {
 			return err
 		}
 		defer workers.stop(env)
@@ -136,8 +138,16 @@ func benchTimers(ctx context.Context, env *cliEnv, srv *servers, o timerBench) e
 	}
 	report["lateness"] = lat
 	if o.pending > 0 {
+		workers.stop(env) // the backlog gets the machine to itself
+		// The backlog has a timer store of its own, so that no scheduler of
+		// the deployment claims its timers (their definition is not in
+		// Redis), and its keys go at the end.
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		timers := coordredis.NewTimers(rt.Redis, coordredis.TimerOptions{Prefix: "bench-backlog-" + hex.EncodeToString(b[:])})
+		defer rt.Redis.Unlink(context.WithoutCancel(ctx), timers.Keys()...)
 		fmt.Fprintf(env.stderr, "rune bench: a backlog of %d pending timers, %d/s coming due\n", o.pending, o.rate)
-		backlog, err := bench.TimerBacklog(ctx, bench.TimerBacklogConfig{Timers: rt.Timers, Redis: rt.Redis, Pending: o.pending, Rate: o.rate, Progress: env.stderr})
+		backlog, err := bench.TimerBacklog(ctx, bench.TimerBacklogConfig{Timers: timers, Redis: rt.Redis, Pending: o.pending, Rate: o.rate, Progress: env.stderr})
 		if err != nil {
 			return err
 		}
