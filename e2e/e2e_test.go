@@ -503,3 +503,40 @@ func TestBenchSpawnWorkers(t *testing.T) {
 		}
 	}
 }
+
+// `rune bench --mode timers` with a spawned worker: the worker's scheduler
+// fires part (a)'s waits, and part (b)'s backlog, in a timer store of its
+// own, is claimed by the bench alone — every due timer once, none early.
+func TestBenchTimersSpawnWorkers(t *testing.T) {
+	amqpURL, redisURL := testinfra.AMQPURL(t), testinfra.RedisURL(t)
+	out, errOut, code := runCLI(t, 180*time.Second, "bench", "--mode", "timers", "--amqp", amqpURL, "--redis", redisURL,
+		"--spawn-workers", "1", "--executions", "50", "--wait", "1s", "--pending", "2000", "--rate", "100", "--json")
+	if code != 0 {
+		t.Fatalf("rune bench --mode timers: exit status %d\nstderr:\n%s", code, errOut)
+	}
+	var rep struct {
+		Lateness struct {
+			Executions int `json:"executions"`
+			Early      int `json:"early"`
+			Duplicates int `json:"duplicates"`
+			Failed     int `json:"failed_executions"`
+		} `json:"lateness"`
+		Backlog struct {
+			Pending   int   `json:"pending"`
+			Fired     int   `json:"fired"`
+			Early     int   `json:"early"`
+			Duplicate int   `json:"duplicate"`
+			After     int64 `json:"redis_used_memory_after"`
+		} `json:"backlog"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("rune bench --json: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	l, b := rep.Lateness, rep.Backlog
+	if l.Executions != 50 || l.Early != 0 || l.Duplicates != 0 || l.Failed != 0 {
+		t.Errorf("part (a): %+v, want 50 executions, none early, duplicated or failed", l)
+	}
+	if b.Pending != 2000 || b.Fired < 900 || b.Early != 0 || b.Duplicate != 0 || b.After <= 0 {
+		t.Errorf("part (b): %+v, want 2000 pending, about 1000 fired (100/s for 10 s), none early or twice", b)
+	}
+}
