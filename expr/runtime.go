@@ -61,7 +61,7 @@ func indexFn(args ...any) (any, error) {
 		if s.lenient {
 			return nil, nil
 		}
-		return nil, &PathError{Path: s.texts[0], Msg: "cannot use " + typeName(key) + " as a key"}
+		return nil, &PathError{Path: s.texts[0], Msg: "cannot use " + TypeName(key) + " as a key"}
 	}
 	v, msg := step(base, key)
 	if msg != "" {
@@ -101,7 +101,7 @@ func step(v, k any) (any, string) {
 	case reflect.Map:
 		kv := reflect.ValueOf(k)
 		if !kv.Type().AssignableTo(rv.Type().Key()) {
-			return nil, fmt.Sprintf("cannot use %v as a key of %s", k, typeName(v))
+			return nil, fmt.Sprintf("cannot use %v as a key of %s", k, TypeName(v))
 		}
 		r := rv.MapIndex(kv)
 		if !r.IsValid() {
@@ -111,14 +111,14 @@ func step(v, k any) (any, string) {
 	case reflect.Slice, reflect.Array, reflect.String:
 		i, ok := k.(int)
 		if !ok {
-			return nil, fmt.Sprintf("cannot read key %q of %s", k, typeName(v))
+			return nil, fmt.Sprintf("cannot read key %q of %s", k, TypeName(v))
 		}
 		if rv.Kind() == reflect.String {
 			return indexAt(rv.Len(), i, func(i int) any { return runtime.Fetch(v, i) })
 		}
 		return indexAt(rv.Len(), i, func(i int) any { return rv.Index(i).Interface() })
 	}
-	return nil, fmt.Sprintf("cannot read key %v of %s", strconv.Quote(fmt.Sprint(k)), typeName(v))
+	return nil, fmt.Sprintf("cannot read key %v of %s", strconv.Quote(fmt.Sprint(k)), TypeName(v))
 }
 
 func indexAt(n, i int, at func(int) any) (any, string) {
@@ -132,8 +132,8 @@ func indexAt(n, i int, at func(int) any) (any, string) {
 	return at(j), ""
 }
 
-// typeName names v's JSON type for messages.
-func typeName(v any) string {
+// TypeName names v's JSON type for messages ("a number", "an object", …).
+func TypeName(v any) string {
 	switch v.(type) {
 	case nil:
 		return "null"
@@ -265,7 +265,7 @@ func repeatFn(args ...any) (any, error) {
 	b := args[0].(*budget)
 	s, ok := args[1].(string)
 	if !ok {
-		return nil, fmt.Errorf("repeat: cannot repeat %s", typeName(args[1]))
+		return nil, fmt.Errorf("repeat: cannot repeat %s", TypeName(args[1]))
 	}
 	n := runtime.ToInt(args[2])
 	if n < 0 {
@@ -452,10 +452,10 @@ func convert(v any, depth int) (any, error) {
 // modFn is % for JSON numbers: the remainder of whole numbers, whatever Go
 // type holds them; math.Mod for fractions.
 func modFn(args ...any) (any, error) {
-	a, okA := number(args[0])
-	b, okB := number(args[1])
+	a, okA := Number(args[0])
+	b, okB := Number(args[1])
 	if !okA || !okB {
-		return nil, fmt.Errorf("%% needs numbers, got %s and %s", kindOf(args[0]), kindOf(args[1]))
+		return nil, fmt.Errorf("%% needs numbers, got %s and %s", TypeName(args[0]), TypeName(args[1]))
 	}
 	if b == 0 {
 		return nil, fmt.Errorf("%% by zero")
@@ -466,7 +466,8 @@ func modFn(args ...any) (any, error) {
 	return math.Mod(a, b), nil
 }
 
-func number(v any) (float64, bool) {
+// Number returns v as a float64 when it is a number of any Go numeric type.
+func Number(v any) (float64, bool) {
 	switch n := v.(type) {
 	case float64:
 		return n, true
@@ -484,20 +485,4 @@ func number(v any) (float64, bool) {
 		return float64(n), true
 	}
 	return 0, false
-}
-
-func kindOf(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case string:
-		return "a string"
-	case bool:
-		return "a boolean"
-	case []any:
-		return "an array"
-	case map[string]any:
-		return "an object"
-	}
-	return fmt.Sprintf("%T", v)
 }

@@ -32,7 +32,7 @@ func (splitType) Check(c *workflow.NodeCheck) {
 		if s, ok := v.(string); ok && isTemplate(s) {
 			p.template("parameters.input_array", s)
 		} else {
-			c.Report("parameters.input_array", "must be an array or a {{ }} expression, not %s", jsonType(v))
+			c.Report("parameters.input_array", "must be an array or a {{ }} expression, not %s", expr.TypeName(v))
 		}
 	}
 }
@@ -63,7 +63,7 @@ func (r splitRunner) Run(_ context.Context, in *node.Input) (node.Result, error)
 	}
 	items, ok := v.([]any)
 	if !ok {
-		return node.Result{}, &node.Error{Code: CodeExpressionType, Message: "parameters.input_array: want an array, got " + jsonType(v),
+		return node.Result{}, &node.Error{Code: CodeExpressionType, Message: "parameters.input_array: want an array, got " + expr.TypeName(v),
 			Details: map[string]any{"parameter": "parameters.input_array"}}
 	}
 	if len(items) > MaxSplitItems {

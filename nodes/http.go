@@ -63,7 +63,7 @@ func (*httpType) Check(c *workflow.NodeCheck) {
 		}
 		obj, ok := raw.(map[string]any)
 		if !ok {
-			c.Report("parameters."+name, "must be an object of name → value, not %s", jsonType(raw))
+			c.Report("parameters."+name, "must be an object of name → value, not %s", expr.TypeName(raw))
 			continue
 		}
 		for _, k := range sortedNames(obj) {
@@ -235,7 +235,7 @@ func (r *httpRunner) request(ctx context.Context, in *node.Input) (*http.Request
 	}
 	us, ok := rawURL.(string)
 	if !ok {
-		return nil, invalidParam("url", "must render to a string, not %s", jsonType(rawURL))
+		return nil, invalidParam("url", "must render to a string, not %s", expr.TypeName(rawURL))
 	}
 	u, err := parseURL(us)
 	if err != nil {
@@ -472,7 +472,7 @@ func scalarText(v any) (string, error) {
 	case nil:
 		return "", nil
 	}
-	return "", fmt.Errorf("must render to a string, number or boolean, not %s", jsonType(v))
+	return "", fmt.Errorf("must render to a string, number or boolean, not %s", expr.TypeName(v))
 }
 
 // decodeBody returns a JSON response's value, any other as a string.

@@ -64,7 +64,7 @@ func (r *logRunner) Run(ctx context.Context, in *node.Input) (node.Result, error
 		// A message that is exactly one {{ }} may yield any JSON value.
 		b, err := json.Marshal(v)
 		if err != nil {
-			return node.Result{}, invalidParam("message", "cannot render %s as text", jsonType(v))
+			return node.Result{}, invalidParam("message", "cannot render %s as text", expr.TypeName(v))
 		}
 		msg = string(b)
 	}

@@ -127,7 +127,7 @@ func (p paramCheck) string(name string, required bool) (string, bool) {
 	}
 	s, ok := v.(string)
 	if !ok {
-		p.c.Report("parameters."+name, "must be a string, not %s", jsonType(v))
+		p.c.Report("parameters."+name, "must be a string, not %s", expr.TypeName(v))
 		return "", false
 	}
 	if required && s == "" {
@@ -182,25 +182,6 @@ func (p paramCheck) expression(field, src string) {
 	}
 }
 
-// jsonType names v's JSON type for messages.
-func jsonType(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "a boolean"
-	case string:
-		return "a string"
-	case float64, float32, int, int64, int32:
-		return "a number"
-	case []any:
-		return "an array"
-	case map[string]any:
-		return "an object"
-	}
-	return fmt.Sprintf("a %T", v)
-}
-
 // exprError turns an evaluation failure of the parameter at field into a
 // node error: limits and missing paths alike are EXPRESSION, not retryable,
 // since the same context gives the same result.
@@ -236,7 +217,7 @@ func evalBool(v expr.Value, env map[string]any, field string) (bool, error) {
 	if !ok {
 		return false, &node.Error{
 			Code:    CodeExpressionType,
-			Message: fmt.Sprintf("parameters.%s: must be a boolean, got %s", field, jsonType(r)),
+			Message: fmt.Sprintf("parameters.%s: must be a boolean, got %s", field, expr.TypeName(r)),
 			Details: map[string]any{"parameter": "parameters." + field},
 		}
 	}

@@ -23,7 +23,7 @@ func (setType) Check(c *workflow.NodeCheck) {
 	case !present || raw == nil:
 		c.Report("parameters.values", "required: an object of name → value")
 	case !ok:
-		c.Report("parameters.values", "must be an object of name → value, not %s", jsonType(raw))
+		c.Report("parameters.values", "must be an object of name → value, not %s", expr.TypeName(raw))
 	default:
 		for _, name := range sortedNames(values) {
 			p.template("parameters.values"+fieldPath(name), values[name])
@@ -35,14 +35,14 @@ func (setType) Check(c *workflow.NodeCheck) {
 	}
 	keep, ok := rawKeep.([]any)
 	if !ok {
-		c.Report("parameters.keep", "must be a list of names, not %s", jsonType(rawKeep))
+		c.Report("parameters.keep", "must be a list of names, not %s", expr.TypeName(rawKeep))
 		return
 	}
 	for i, k := range keep {
 		name, ok := k.(string)
 		switch {
 		case !ok:
-			c.Report(fmt.Sprintf("parameters.keep[%d]", i), "must be a string, not %s", jsonType(k))
+			c.Report(fmt.Sprintf("parameters.keep[%d]", i), "must be a string, not %s", expr.TypeName(k))
 		case values != nil:
 			if _, ok := values[name]; !ok {
 				c.Report(fmt.Sprintf("parameters.keep[%d]", i), "%q is not one of the values", name)

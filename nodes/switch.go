@@ -25,14 +25,14 @@ func (switchType) Check(c *workflow.NodeCheck) {
 	}
 	cases, ok := raw.([]any)
 	if !ok {
-		c.Report("parameters.cases", "must be a list of {\"expression\", \"edge\"}, not %s", jsonType(raw))
+		c.Report("parameters.cases", "must be a list of {\"expression\", \"edge\"}, not %s", expr.TypeName(raw))
 		return
 	}
 	for i, rc := range cases {
 		at := fmt.Sprintf("parameters.cases[%d]", i)
 		cs, ok := rc.(map[string]any)
 		if !ok {
-			c.Report(at, "must be an object {\"expression\", \"edge\"}, not %s", jsonType(rc))
+			c.Report(at, "must be an object {\"expression\", \"edge\"}, not %s", expr.TypeName(rc))
 			continue
 		}
 		for k := range cs {

@@ -82,7 +82,7 @@ func checkAmount(c *workflow.NodeCheck, v any) {
 			c.Report("parameters.amount", "%v", err)
 		}
 	default:
-		c.Report("parameters.amount", "must be a number, not %s", jsonType(v))
+		c.Report("parameters.amount", "must be a number, not %s", expr.TypeName(v))
 	}
 }
 
@@ -124,7 +124,7 @@ func (r *waitRunner) Run(_ context.Context, in *node.Input) (node.Result, error)
 		}
 		s, ok := v.(string)
 		if !ok {
-			return node.Result{}, invalidParam("until", "want an RFC 3339 time, got %s", jsonType(v))
+			return node.Result{}, invalidParam("until", "want an RFC 3339 time, got %s", expr.TypeName(v))
 		}
 		t, err := time.Parse(time.RFC3339Nano, s)
 		if err != nil {
@@ -136,7 +136,7 @@ func (r *waitRunner) Run(_ context.Context, in *node.Input) (node.Result, error)
 	if err != nil {
 		return node.Result{}, exprError("amount", err)
 	}
-	f, ok := toFloat(v)
+	f, ok := expr.Number(v)
 	if !ok || f < 0 || math.IsNaN(f) {
 		return node.Result{}, invalidParam("amount", "want a non-negative number, got %v", v)
 	}
@@ -153,18 +153,6 @@ func unitName(d time.Duration) string {
 		}
 	}
 	return d.String()
-}
-
-func toFloat(v any) (float64, bool) {
-	switch n := v.(type) {
-	case float64:
-		return n, true
-	case int:
-		return float64(n), true
-	case int64:
-		return float64(n), true
-	}
-	return 0, false
 }
 
 // resumeAt is the output of a wait that resumes at t; a time in the past
@@ -198,7 +186,7 @@ func (delayType) Check(c *workflow.NodeCheck) {
 	default:
 		s, ok := dur.(string)
 		if !ok {
-			c.Report("parameters.duration", "must be a string such as \"90s\" or \"PT1H30M\", not %s", jsonType(dur))
+			c.Report("parameters.duration", "must be a string such as \"90s\" or \"PT1H30M\", not %s", expr.TypeName(dur))
 			return
 		}
 		d, err := workflow.ParseDuration(s)
