@@ -3,8 +3,6 @@ package memory
 import (
 	"context"
 	"errors"
-	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,28 +69,7 @@ func TestBarrierExpiry(t *testing.T) {
 	}
 }
 
-// BenchmarkArrive measures one Arrive of 100 bytes on barriers of 1,000
-// slots (one Arrive in 1,000 completes one), from GOMAXPROCS goroutines.
+// BenchmarkArrive: coordtest.BenchArrive from GOMAXPROCS goroutines.
 func BenchmarkArrive(b *testing.B) {
-	const total = 1000
-	bs := NewBarriers()
-	ctx := context.Background()
-	value := make([]byte, 100)
-	spec := coord.BarrierSpec{Total: total, Need: total}
-	var barriers atomic.Int64
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		var key string
-		slot := total
-		for pb.Next() {
-			if slot == total {
-				key = "agg-" + strconv.FormatInt(barriers.Add(1), 10)
-				slot = 0
-			}
-			if _, err := bs.Arrive(ctx, "exec", key, spec, slot, value); err != nil {
-				b.Fatal(err)
-			}
-			slot++
-		}
-	})
+	coordtest.BenchArrive(b, NewBarriers(), 1)
 }

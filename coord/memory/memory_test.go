@@ -3,8 +3,6 @@ package memory_test
 import (
 	"context"
 	"errors"
-	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,43 +68,7 @@ func TestRetain(t *testing.T) {
 	}
 }
 
-// BenchmarkBeginFinish measures one Begin plus one Finish, as a worker does
-// per node execution, over chains of 100 messages per execution from
-// GOMAXPROCS goroutines.
+// BenchmarkBeginFinish: a Begin and a Finish from GOMAXPROCS goroutines.
 func BenchmarkBeginFinish(b *testing.B) {
-	const chain = 100
-	ids := make([]string, chain)
-	for i := range ids {
-		ids[i] = "m" + strconv.Itoa(i)
-	}
-	record := []byte(`{"successors":["x"]}`)
-	end := map[string]any{"$n": 1.0}
-	c := newCoord(b, memory.Options{})
-	ctx := context.Background()
-	var execs atomic.Int64
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		var exec string
-		i := chain
-		for pb.Next() {
-			if i == chain {
-				exec = "exec-" + strconv.FormatInt(execs.Add(1), 10)
-				if err := c.Start(ctx, exec, 1); err != nil {
-					b.Fatal(err)
-				}
-				i = 0
-			}
-			if st, err := c.Begin(ctx, exec, ids[i]); err != nil || st.State != coord.Run {
-				b.Fatalf("Begin: %v %v", st.State, err)
-			}
-			f := coord.Finish{Spawned: 1, Record: coord.Bytes(record)}
-			if i == chain-1 {
-				f = coord.Finish{End: end}
-			}
-			if _, err := c.Finish(ctx, exec, ids[i], f); err != nil {
-				b.Fatal(err)
-			}
-			i++
-		}
-	})
+	coordtest.BenchBeginFinish(b, newCoord(b, memory.Options{}), 1)
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -72,19 +71,8 @@ var _ coord.Barriers = (*Barriers)(nil)
 // negative Retain, a Prefix with '{' or '}'): that is a programming error.
 // The caller keeps ownership of client.
 func NewBarriers(client goredis.UniversalClient, opts BarrierOptions) *Barriers {
-	if opts.Prefix == "" {
-		opts.Prefix = DefaultPrefix
-	}
-	if strings.ContainsAny(opts.Prefix, "{}") {
-		panic(fmt.Sprintf("coord/redis: BarrierOptions.Prefix %q contains '{' or '}'", opts.Prefix))
-	}
-	if opts.Retain < 0 {
-		panic(fmt.Sprintf("coord/redis: BarrierOptions.Retain is negative (%v)", opts.Retain))
-	}
-	if opts.Retain == 0 {
-		opts.Retain = DefaultRetain
-	}
-	return &Barriers{client: client, prefix: opts.Prefix, retain: millis(opts.Retain)}
+	return &Barriers{client: client, prefix: keyPrefix("BarrierOptions", opts.Prefix),
+		retain: millis(orDefault("BarrierOptions.Retain", opts.Retain, DefaultRetain))}
 }
 
 // keys returns the meta, vals and state keys of barrier key of exec.

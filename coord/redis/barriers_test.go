@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -249,32 +248,6 @@ func BenchmarkArrive(b *testing.B) {
 }
 
 func benchArrive(b *testing.B, parallelism int) {
-	const total = 1000
 	bs, _, _ := newBarriers(b, redis.BarrierOptions{Retain: 10 * time.Second})
-	ctx := context.Background()
-	spec := coord.BarrierSpec{Total: total, Need: total, TTL: time.Minute}
-	value := []byte(strings.Repeat("v", 100))
-	var barriers atomic.Int64
-	b.ReportAllocs()
-	loop := func(next func() bool) {
-		var key string
-		slot := total
-		for next() {
-			if slot == total {
-				key = "agg-" + strconv.FormatInt(barriers.Add(1), 10)
-				slot = 0
-			}
-			if _, err := bs.Arrive(ctx, "exec", key, spec, slot, value); err != nil {
-				b.Fatal(err)
-			}
-			slot++
-		}
-	}
-	if parallelism == 0 {
-		n := 0
-		loop(func() bool { n++; return n <= b.N })
-		return
-	}
-	b.SetParallelism(parallelism)
-	b.RunParallel(func(pb *testing.PB) { loop(pb.Next) })
+	coordtest.BenchArrive(b, bs, parallelism)
 }

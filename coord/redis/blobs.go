@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -39,19 +38,8 @@ var _ coord.Blobs = (*Blobs)(nil)
 // TTL, a Prefix with '{' or '}'): that is a programming error. The caller
 // keeps ownership of client.
 func NewBlobs(client goredis.UniversalClient, opts BlobOptions) *Blobs {
-	if opts.Prefix == "" {
-		opts.Prefix = DefaultPrefix
-	}
-	if strings.ContainsAny(opts.Prefix, "{}") {
-		panic(fmt.Sprintf("coord/redis: BlobOptions.Prefix %q contains '{' or '}'", opts.Prefix))
-	}
-	if opts.TTL < 0 {
-		panic(fmt.Sprintf("coord/redis: BlobOptions.TTL is negative (%v)", opts.TTL))
-	}
-	if opts.TTL == 0 {
-		opts.TTL = DefaultTTL
-	}
-	return &Blobs{client: client, prefix: opts.Prefix, ttl: opts.TTL}
+	return &Blobs{client: client, prefix: keyPrefix("BlobOptions", opts.Prefix),
+		ttl: orDefault("BlobOptions.TTL", opts.TTL, DefaultTTL)}
 }
 
 func (b *Blobs) key(exec string) string { return b.prefix + ":{" + exec + "}:blobs" }

@@ -84,27 +84,35 @@ var _ coord.Coordinator = (*Coordinator)(nil)
 // (a negative duration, a Prefix with '{' or '}'): that is a programming
 // error. The caller keeps ownership of client.
 func New(client goredis.UniversalClient, opts Options) *Coordinator {
-	if opts.Prefix == "" {
-		opts.Prefix = DefaultPrefix
-	}
-	if strings.ContainsAny(opts.Prefix, "{}") {
-		panic(fmt.Sprintf("coord/redis: Options.Prefix %q contains '{' or '}'", opts.Prefix))
-	}
-	if opts.TTL < 0 || opts.Retain < 0 {
-		panic(fmt.Sprintf("coord/redis: Options.TTL (%v) or Options.Retain (%v) is negative", opts.TTL, opts.Retain))
-	}
-	if opts.TTL == 0 {
-		opts.TTL = DefaultTTL
-	}
-	if opts.Retain == 0 {
-		opts.Retain = DefaultRetain
-	}
 	return &Coordinator{
 		client: client,
-		prefix: opts.Prefix,
-		ttl:    millis(opts.TTL),
-		retain: millis(opts.Retain),
+		prefix: keyPrefix("Options", opts.Prefix),
+		ttl:    millis(orDefault("Options.TTL", opts.TTL, DefaultTTL)),
+		retain: millis(orDefault("Options.Retain", opts.Retain, DefaultRetain)),
 	}
+}
+
+// keyPrefix is prefix, or DefaultPrefix when empty. A '{' or '}' would break
+// the hash tags every key relies on: a programming error, so it panics.
+func keyPrefix(options, prefix string) string {
+	if prefix == "" {
+		return DefaultPrefix
+	}
+	if strings.ContainsAny(prefix, "{}") {
+		panic(fmt.Sprintf("coord/redis: %s.Prefix %q contains '{' or '}'", options, prefix))
+	}
+	return prefix
+}
+
+// orDefault is d, or def when d is 0. A negative d is a programming error.
+func orDefault(field string, d, def time.Duration) time.Duration {
+	if d < 0 {
+		panic(fmt.Sprintf("coord/redis: %s is negative (%v)", field, d))
+	}
+	if d == 0 {
+		return def
+	}
+	return d
 }
 
 // millis formats d in whole milliseconds, at least 1: PEXPIRE 0 would delete.

@@ -3,9 +3,7 @@ package redis_test
 import (
 	"context"
 	"errors"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -202,49 +200,7 @@ func BenchmarkBeginFinish(b *testing.B) {
 	b.Run("parallel", func(b *testing.B) { benchBeginFinish(b, 4) })
 }
 
-// benchBeginFinish runs from one goroutine when parallelism is 0, else with
-// b.RunParallel at that parallelism.
 func benchBeginFinish(b *testing.B, parallelism int) {
-	const chain = 100
-	ids := make([]string, chain)
-	for i := range ids {
-		ids[i] = "m" + strconv.Itoa(i)
-	}
-	record := []byte(`{"successors":["x"]}`)
-	end := map[string]any{"$n": 1.0}
 	c, _, _ := newCoord(b, redis.Options{Retain: 10 * time.Second})
-	ctx := context.Background()
-	var execs atomic.Int64
-	b.ReportAllocs()
-	loop := func(next func() bool) {
-		var exec string
-		i := chain
-		for next() {
-			if i == chain {
-				exec = "exec-" + strconv.FormatInt(execs.Add(1), 10)
-				if err := c.Start(ctx, exec, 1); err != nil {
-					b.Fatal(err)
-				}
-				i = 0
-			}
-			if st, err := c.Begin(ctx, exec, ids[i]); err != nil || st.State != coord.Run {
-				b.Fatalf("Begin: %v %v", st.State, err)
-			}
-			f := coord.Finish{Spawned: 1, Record: coord.Bytes(record)}
-			if i == chain-1 {
-				f = coord.Finish{End: end}
-			}
-			if _, err := c.Finish(ctx, exec, ids[i], f); err != nil {
-				b.Fatal(err)
-			}
-			i++
-		}
-	}
-	if parallelism == 0 {
-		n := 0
-		loop(func() bool { n++; return n <= b.N })
-		return
-	}
-	b.SetParallelism(parallelism)
-	b.RunParallel(func(pb *testing.PB) { loop(pb.Next) })
+	coordtest.BenchBeginFinish(b, c, parallelism)
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -73,13 +72,7 @@ var _ coord.Timers = (*Timers)(nil)
 // NewTimers returns Timers on client. It panics on a Prefix with '{' or '}':
 // that is a programming error. The caller keeps ownership of client.
 func NewTimers(client goredis.UniversalClient, opts TimerOptions) *Timers {
-	if opts.Prefix == "" {
-		opts.Prefix = DefaultPrefix
-	}
-	if strings.ContainsAny(opts.Prefix, "{}") {
-		panic(fmt.Sprintf("coord/redis: TimerOptions.Prefix %q contains '{' or '}'", opts.Prefix))
-	}
-	base := opts.Prefix + ":{timers}:"
+	base := keyPrefix("TimerOptions", opts.Prefix) + ":{timers}:"
 	return &Timers{
 		client: client,
 		keys:   []string{base + "schedule", base + "claimed", base + "payloads", base + "leases"},

@@ -144,18 +144,33 @@ func TestTimersOneRoundTrip(t *testing.T) {
 	oneTripEach(t, hook, steps)
 }
 
-// TestTimersPrefix: an invalid prefix panics; the default is "rune".
-func TestTimersPrefix(t *testing.T) {
-	ts := redis.NewTimers(goredis.NewClient(&goredis.Options{}), redis.TimerOptions{})
-	if k := ts.Keys()[0]; k != "rune:{timers}:schedule" {
+// TestInvalidOptionsPanic: every constructor refuses a prefix that would
+// break the hash tags and a negative duration; the default prefix is "rune".
+func TestInvalidOptionsPanic(t *testing.T) {
+	client := goredis.NewClient(&goredis.Options{})
+	defer client.Close()
+	if k := redis.NewTimers(client, redis.TimerOptions{}).Keys()[0]; k != "rune:{timers}:schedule" {
 		t.Errorf("default schedule key %q, want %q", k, "rune:{timers}:schedule")
 	}
-	defer func() {
-		if recover() == nil {
-			t.Error("NewTimers with Prefix \"a{b\": no panic")
-		}
-	}()
-	redis.NewTimers(goredis.NewClient(&goredis.Options{}), redis.TimerOptions{Prefix: "a{b"})
+	for name, f := range map[string]func(){
+		"NewTimers prefix":   func() { redis.NewTimers(client, redis.TimerOptions{Prefix: "a{b"}) },
+		"New prefix":         func() { redis.New(client, redis.Options{Prefix: "a}b"}) },
+		"New TTL":            func() { redis.New(client, redis.Options{TTL: -time.Second}) },
+		"New Retain":         func() { redis.New(client, redis.Options{Retain: -time.Second}) },
+		"NewBarriers prefix": func() { redis.NewBarriers(client, redis.BarrierOptions{Prefix: "{"}) },
+		"NewBarriers Retain": func() { redis.NewBarriers(client, redis.BarrierOptions{Retain: -1}) },
+		"NewBlobs prefix":    func() { redis.NewBlobs(client, redis.BlobOptions{Prefix: "}"}) },
+		"NewBlobs TTL":       func() { redis.NewBlobs(client, redis.BlobOptions{TTL: -1}) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
+	}
 }
 
 func BenchmarkTimersScheduleClaim(b *testing.B) {
