@@ -98,7 +98,7 @@ func Run(ctx context.Context, b broker.Broker, e *engine.Engine, wf *engine.Work
 		nodes  atomic.Int64
 		first  error
 	)
-	stopProgress := reportProgress(cfg, &done)
+	stopProgress := reportCount(cfg.Progress, "executions", cfg.Executions, &done)
 	defer stopProgress()
 	sem := make(chan struct{}, cfg.InFlight)
 	var wg sync.WaitGroup
@@ -250,7 +250,7 @@ func RunWatching(ctx context.Context, b broker.Broker, e *engine.Engine, wf *eng
 
 	start := time.Now()
 	lastDone.Store(start.UnixNano())
-	stopProgress := reportProgress(cfg, &done)
+	stopProgress := reportCount(cfg.Progress, "executions", cfg.Executions, &done)
 	defer stopProgress()
 	// Several starters: one start is a Redis round trip and a confirmed
 	// publish, and one at a time would hold the rate below the workers'.
@@ -332,28 +332,36 @@ wait:
 	}, nil
 }
 
-func reportProgress(cfg Config, done *atomic.Int64) func() {
-	if cfg.Progress == nil {
-		return func() {}
-	}
-	stop := make(chan struct{})
+// every calls f every d until the returned stop is called; stop waits for
+// a call in progress.
+func every(d time.Duration, f func()) (stop func()) {
+	done := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(time.Second)
+	wg.Go(func() {
+		t := time.NewTicker(d)
 		defer t.Stop()
 		for {
 			select {
-			case <-stop:
+			case <-done:
 				return
 			case <-t.C:
-				d := done.Load()
-				fmt.Fprintf(cfg.Progress, "  %d/%d executions (%.0f%%)\n", d, cfg.Executions, 100*float64(d)/float64(cfg.Executions))
+				f()
 			}
 		}
-	}()
-	return func() { close(stop); wg.Wait() }
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+// reportCount writes "done/total what (percent)" to w every second, until
+// the returned stop is called; with no w it does nothing.
+func reportCount(w io.Writer, what string, total int, done *atomic.Int64) (stop func()) {
+	if w == nil {
+		return func() {}
+	}
+	return every(time.Second, func() {
+		d := done.Load()
+		fmt.Fprintf(w, "  %d/%d %s (%.0f%%)\n", d, total, what, 100*float64(d)/float64(total))
+	})
 }
 
 // Percentile returns the q-th quantile (0..1) of sorted durations.

@@ -69,20 +69,7 @@ func Fanout(ctx context.Context, b broker.Broker, e *engine.Engine, cfg FanoutCo
 		res.PeakRedis = max(res.PeakRedis, rd)
 		mu.Unlock()
 	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(200 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				sample()
-			}
-		}
-	})
+	stopSampling := every(200*time.Millisecond, sample)
 	step := max(cfg.Items/10, 1)
 	var shown int
 	onStatus := func(s *message.NodeStatus) {
@@ -98,8 +85,7 @@ func Fanout(ctx context.Context, b broker.Broker, e *engine.Engine, cfg FanoutCo
 	start := time.Now()
 	comp, err := client.Run(ctx, b, e, wf, engine.NewExecutionID(start), map[string]any{"items": items}, onStatus)
 	res.Elapsed = time.Since(start)
-	close(stop)
-	wg.Wait()
+	stopSampling()
 	sample()
 	if err != nil {
 		return nil, err

@@ -178,7 +178,7 @@ func TimerLateness(ctx context.Context, cfg TimerLatenessConfig) (*TimerResult, 
 			})
 		}
 	}
-	stopProgress := reportProgress(Config{Executions: cfg.Executions, Progress: cfg.Progress}, &ended)
+	stopProgress := reportCount(cfg.Progress, "executions", cfg.Executions, &ended)
 	defer stopProgress()
 
 	// Start every execution, StartConcurrency at once.
@@ -660,28 +660,6 @@ func usedMemory(ctx context.Context, rc goredis.UniversalClient) (int64, error) 
 		}
 	}
 	return 0, errors.New("bench: redis INFO memory has no used_memory")
-}
-
-func reportCount(w io.Writer, what string, total int, done *atomic.Int64) func() {
-	if w == nil {
-		return func() {}
-	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				d := done.Load()
-				fmt.Fprintf(w, "  %d/%d %s (%.0f%%)\n", d, total, what, 100*float64(d)/float64(total))
-			}
-		}
-	})
-	return func() { close(stop); wg.Wait() }
 }
 
 // Print writes r for people.

@@ -614,17 +614,7 @@ func queueLength(t *testing.T, c *cluster, queue string) int {
 // inspectQueue returns queue's ready messages and consumers.
 func inspectQueue(t *testing.T, c *cluster, queue string) amqp091.Queue {
 	t.Helper()
-	conn, err := amqp091.Dial(c.amqpURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Close()
-	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	q, err := declarePassive(t, c, queue)
 	if err != nil {
 		t.Fatalf("inspect queue %s: %v", queue, err)
 	}
@@ -633,6 +623,21 @@ func inspectQueue(t *testing.T, c *cluster, queue string) amqp091.Queue {
 
 // queueExists reports whether queue exists.
 func queueExists(t *testing.T, c *cluster, queue string) bool {
+	t.Helper()
+	_, err := declarePassive(t, c, queue)
+	var ae *amqp091.Error
+	if errors.As(err, &ae) && ae.Code == amqp091.NotFound {
+		return false
+	}
+	if err != nil {
+		t.Fatalf("inspect queue %s: %v", queue, err)
+	}
+	return true
+}
+
+// declarePassive asks RabbitMQ about queue on a connection of its own (a
+// refusal closes the channel).
+func declarePassive(t *testing.T, c *cluster, queue string) (amqp091.Queue, error) {
 	t.Helper()
 	conn, err := amqp091.Dial(c.amqpURL)
 	if err != nil {
@@ -644,13 +649,5 @@ func queueExists(t *testing.T, c *cluster, queue string) bool {
 		t.Fatal(err)
 	}
 	defer ch.Close()
-	_, err = ch.QueueDeclarePassive(queue, true, false, false, false, nil)
-	var ae *amqp091.Error
-	if errors.As(err, &ae) && ae.Code == amqp091.NotFound {
-		return false
-	}
-	if err != nil {
-		t.Fatalf("inspect queue %s: %v", queue, err)
-	}
-	return true
+	return ch.QueueDeclarePassive(queue, true, false, false, false, nil)
 }
