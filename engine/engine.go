@@ -19,6 +19,7 @@ import (
 	"github.com/rune-org/rune/expr"
 	"github.com/rune-org/rune/message"
 	"github.com/rune-org/rune/node"
+	"github.com/rune-org/rune/workflow"
 )
 
 // Config configures an Engine.
@@ -146,12 +147,11 @@ func (e *Engine) Handle(ctx context.Context, m *message.NodeExecution, sink Sink
 	if err := m.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	wf, err := e.Compile(m.WorkflowDefinition)
+	wf, n, err := e.compiled(m, "message")
 	if err != nil {
-		return fmt.Errorf("%w: message %s: %v", ErrInvalid, m.MessageID, err)
+		return err
 	}
-	n, ok := wf.Graph.Node(m.CurrentNode)
-	if !ok {
+	if n == nil {
 		return invalidf("message %s: current_node %q is not a node of workflow %q", m.MessageID, m.CurrentNode, wf.Def.ID)
 	}
 	if n.Trigger {
@@ -169,14 +169,24 @@ func (e *Engine) Resume(ctx context.Context, m *message.NodeExecution, due time.
 	if err := m.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	wf, err := e.Compile(m.WorkflowDefinition)
+	wf, n, err := e.compiled(m, "message")
 	if err != nil {
-		return fmt.Errorf("%w: message %s: %v", ErrInvalid, m.MessageID, err)
+		return err
 	}
-	n, ok := wf.Graph.Node(m.CurrentNode)
-	if !ok || !isWait(n.Type) {
+	if n == nil || !isWait(n.Type) {
 		return invalidf("message %s: current_node %q is not a wait or delay node of workflow %q", m.MessageID, m.CurrentNode, wf.Def.ID)
 	}
 	st := &step{e: e, wf: wf, m: m, node: n, sink: sink, resumedAt: due}
 	return st.handle(ctx)
+}
+
+// compiled compiles m's definition and finds its current node (nil when the
+// definition has none); what names m in errors.
+func (e *Engine) compiled(m *message.NodeExecution, what string) (*Workflow, *workflow.Node, error) {
+	wf, err := e.Compile(m.WorkflowDefinition)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %s %s: %v", ErrInvalid, what, m.MessageID, err)
+	}
+	n, _ := wf.Graph.Node(m.CurrentNode)
+	return wf, n, nil
 }

@@ -592,12 +592,11 @@ func (e *Engine) HandleTimeout(ctx context.Context, t *message.Timeout, sink Sin
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	m := t.Message
-	wf, err := e.Compile(m.WorkflowDefinition)
+	wf, n, err := e.compiled(m, "timeout")
 	if err != nil {
-		return fmt.Errorf("%w: timeout %s: %v", ErrInvalid, m.MessageID, err)
+		return err
 	}
-	n, ok := wf.Graph.Node(m.CurrentNode)
-	if !ok || (n.Type != "merge" && n.Type != "aggregator") {
+	if n == nil || (n.Type != "merge" && n.Type != "aggregator") {
 		return invalidf("timeout %s: %q is not a merge or aggregator of workflow %q", m.MessageID, m.CurrentNode, wf.Def.ID)
 	}
 	st := &step{e: e, wf: wf, m: m, node: n, sink: sink, uncounted: true}
@@ -609,11 +608,7 @@ func (e *Engine) HandleTimeout(ctx context.Context, t *message.Timeout, sink Sin
 	case coord.Drop:
 		return nil // the execution ended or halted
 	case coord.Replay:
-		var rec record
-		if err := json.Unmarshal(b.Record, &rec); err != nil {
-			return invalidf("timeout %s: stored record is unreadable: %v", m.MessageID, err)
-		}
-		return st.finish(ctx, &rec)
+		return st.replay(ctx, b.Record)
 	}
 	bar, err := st.barriers()
 	if err != nil {
