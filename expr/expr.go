@@ -20,6 +20,8 @@ package expr
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -156,7 +158,7 @@ func (c *Compiler) value(v any, depth int) (Value, error) {
 	case map[string]any:
 		obj := objectValue{keys: make([]string, 0, len(v)), vals: make([]Value, 0, len(v))}
 		constant := true
-		for _, k := range sortedKeys(v) {
+		for _, k := range slices.Sorted(maps.Keys(v)) {
 			ev, err := c.value(v[k], depth+1)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", keyPath(k), err)

@@ -3,7 +3,6 @@ package expr
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -275,15 +274,6 @@ func appendFloat(dst []byte, f float64) []byte {
 		format = 'e'
 	}
 	return strconv.AppendFloat(dst, f, format, -1, 64)
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // checkJSON rejects constants that are not JSON values.

@@ -9,9 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -66,7 +68,7 @@ func (*httpType) Check(c *workflow.NodeCheck) {
 			c.Report("parameters."+name, "must be an object of name → value, not %s", expr.TypeName(raw))
 			continue
 		}
-		for _, k := range sortedNames(obj) {
+		for _, k := range slices.Sorted(maps.Keys(obj)) {
 			field := "parameters." + name + fieldPath(k)
 			if name == "headers" && !validHeaderName(k) {
 				c.Report(field, "invalid header name %q", k)
@@ -128,7 +130,7 @@ func (t *httpType) Compile(n *workflow.Node, c *expr.Compiler) (node.Runner, err
 	compileObject := func(name string) ([]namedValue, error) {
 		obj, _ := n.Parameters[name].(map[string]any)
 		var out []namedValue
-		for _, k := range sortedNames(obj) {
+		for _, k := range slices.Sorted(maps.Keys(obj)) {
 			v, err := c.Value(obj[k])
 			if err != nil {
 				return nil, compileErr(n, name+fieldPath(k), err)

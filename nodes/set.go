@@ -3,7 +3,8 @@ package nodes
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 
 	"github.com/rune-org/rune/expr"
 	"github.com/rune-org/rune/node"
@@ -25,7 +26,7 @@ func (setType) Check(c *workflow.NodeCheck) {
 	case !ok:
 		c.Report("parameters.values", "must be an object of name → value, not %s", expr.TypeName(raw))
 	default:
-		for _, name := range sortedNames(values) {
+		for _, name := range slices.Sorted(maps.Keys(values)) {
 			p.template("parameters.values"+fieldPath(name), values[name])
 		}
 	}
@@ -62,7 +63,7 @@ func (setType) Compile(n *workflow.Node, c *expr.Compiler) (node.Runner, error) 
 		}
 	}
 	r := &setRunner{}
-	for _, name := range sortedNames(values) {
+	for _, name := range slices.Sorted(maps.Keys(values)) {
 		if len(keep) > 0 && !keep[name] {
 			continue
 		}
@@ -91,15 +92,6 @@ func (r *setRunner) Run(_ context.Context, in *node.Input) (node.Result, error) 
 		out[r.names[i]] = val
 	}
 	return node.Result{Output: out}, nil
-}
-
-func sortedNames(m map[string]any) []string {
-	names := make([]string, 0, len(m))
-	for k := range m {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	return names
 }
 
 // fieldPath renders an object key as a JSON path step.
