@@ -99,7 +99,7 @@ func TestKillWorker(t *testing.T) {
 // execution still completes once. The test runs on a RabbitMQ virtual host
 // of its own, so closing all its connections disturbs no other test.
 func TestCloseAllConnections(t *testing.T) {
-	needRabbitmqctl(t)
+	testinfra.RequireCommand(t, "rabbitmqctl")
 	testinfra.RedisURL(t)
 	vhost := "rune-e2e-" + testinfra.Name(t)
 	c := newCluster(t, ownVhost(t, vhost))

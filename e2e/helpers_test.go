@@ -548,17 +548,6 @@ func rabbitmqctl(t *testing.T, args ...string) {
 	}
 }
 
-// needRabbitmqctl skips t without rabbitmqctl, or fails it under CI=true.
-func needRabbitmqctl(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("rabbitmqctl"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("rabbitmqctl not found (CI=true, so this fails rather than skips)")
-		}
-		t.Skip("rabbitmqctl not found")
-	}
-}
-
 // ownVhost creates a RabbitMQ virtual host for t (deleted when t ends) on
 // which the URL's user may do everything, and returns the URL on it.
 // close_all_connections -p then closes this test's connections and no one

@@ -469,12 +469,7 @@ func TestReconnectAfterDrop(t *testing.T) {
 // RabbitMQ closing the connections (rabbitmqctl close_connection, as
 // `rabbitmqctl close_all_connections` does to everyone) loses nothing.
 func TestReconnectAfterServerClose(t *testing.T) {
-	if _, err := exec.LookPath("rabbitmqctl"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("rabbitmqctl not found (CI=true)")
-		}
-		t.Skip("rabbitmqctl not found")
-	}
+	testinfra.RequireCommand(t, "rabbitmqctl")
 	b := open(t, testConfig(t))
 	streamThroughFault(t, b, 3000, func() {
 		// Only this broker's connections: other tests share the server.
@@ -580,12 +575,7 @@ func TestFollowAcrossReconnect(t *testing.T) {
 // Permissions: PermissionsFor gives the worker what it needs and the master
 // no way to consume workflow.execution (RFC 001 §10.3).
 func TestPermissions(t *testing.T) {
-	if _, err := exec.LookPath("rabbitmqctl"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("rabbitmqctl not found (CI=true)")
-		}
-		t.Skip("rabbitmqctl not found")
-	}
+	testinfra.RequireCommand(t, "rabbitmqctl")
 	base := testinfra.AMQPURL(t)
 	if !strings.Contains(base, "guest:guest") {
 		t.Skip("the test RabbitMQ URL has no guest:guest to replace")

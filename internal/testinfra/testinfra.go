@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"testing"
 	"time"
 )
@@ -50,10 +51,26 @@ func Require(t testing.TB, what, rawURL string) {
 		conn.Close()
 		return
 	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("testinfra: %s at %s is unreachable (CI=true, so this fails rather than skips): %v", what, u.Host, err)
+	Unavailable(t, "%s at %s is unreachable: %v (start it, see README)", what, u.Host, err)
+}
+
+// RequireCommand skips t, or fails it under CI=true, when the command name
+// (rabbitmqctl, say) is not on PATH.
+func RequireCommand(t testing.TB, name string) {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		Unavailable(t, "%s not found: %v", name, err)
 	}
-	t.Skipf("testinfra: %s at %s is unreachable: %v (start it, see README)", what, u.Host, err)
+}
+
+// Unavailable skips t for want of something the test needs, or fails it
+// under CI=true: CI never passes by silently skipping.
+func Unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("testinfra: "+format+" (CI=true, so this fails rather than skips)", args...)
+	}
+	t.Skipf("testinfra: "+format, args...)
 }
 
 // Name returns a name unique to this test run, for queue prefixes and Redis
