@@ -1,17 +1,36 @@
 -- claim.lua: lease up to max timers, due ones and those whose lease passed,
 -- earliest due first.
--- KEYS[1] schedule zset (id -> due ms), KEYS[2] claimed zset (id -> lease
--- deadline ms), KEYS[3] payloads hash (id -> payload), KEYS[4] leases hash
--- (id -> "due_ms:claims", only for claimed ids)
+-- KEYS[1] schedule zset (id -> due ms; waiting timers of earlier versions),
+-- KEYS[2] claimed zset (id -> lease deadline ms), KEYS[3] payloads hash (id
+-- -> payload), KEYS[4] leases hash (id -> "due_ms:claims", only for claimed
+-- ids), KEYS[5] buckets hash, KEYS[6] due index zset, KEYS[7] waiting count
 -- ARGV[1] now ms, ARGV[2] max, ARGV[3] new lease deadline ms
 -- Returns {id, due ms, claims, payload, ...}.
 local schedule, claimed, payloads, leases = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local buckets, index, count = KEYS[5], KEYS[6], KEYS[7]
 local now, max, deadline = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 
 local cands = {}
 local due = redis.call('ZRANGEBYSCORE', schedule, '-inf', now, 'WITHSCORES', 'LIMIT', 0, max)
 for i = 1, #due, 2 do
   cands[#cands + 1] = {id = due[i], due = tonumber(due[i + 1]), claims = 0}
+end
+-- The max buckets with the earliest dues hold the max earliest due timers.
+local pages = {}
+local nowMs = tonumber(now)
+for _, b in ipairs(redis.call('ZRANGEBYSCORE', index, '-inf', now, 'LIMIT', 0, max)) do
+  local page = redis.call('HGET', buckets, b)
+  if page then
+    local pg = {page = page, recs = parse(page), drop = {}}
+    pages[b] = pg
+    for i, r in ipairs(pg.recs) do
+      if r.due <= nowMs then
+        cands[#cands + 1] = {id = r.id, due = r.due, claims = 0, page = pg, rec = i}
+      end
+    end
+  else
+    redis.call('ZREM', index, b)
+  end
 end
 -- Expired leases come by deadline, not due: take up to max and let the sort
 -- below interleave them with the due ones.
@@ -46,11 +65,27 @@ local function flush()
     add = {}
   end
 end
+local taken = 0
 for i = 1, math.min(max, #cands) do
   local t = cands[i]
-  local payload = redis.call('HGET', payloads, t.id)
-  if t.claims == 0 then
-    rem[#rem + 1] = t.id
+  local payload
+  if t.page then
+    -- From a bucket: a claimed timer keeps its payload in the payloads hash.
+    local r = t.page.recs[t.rec]
+    t.page.drop[t.rec] = true
+    t.page.dirty = true
+    taken = taken + 1
+    if r.plen == BIG then
+      payload = redis.call('HGET', payloads, t.id)
+    else
+      payload = string.sub(t.page.page, r.payload_at, r.payload_at + r.plen - 1)
+      redis.call('HSET', payloads, t.id, payload)
+    end
+  else
+    payload = redis.call('HGET', payloads, t.id)
+    if t.claims == 0 then
+      rem[#rem + 1] = t.id
+    end
   end
   if payload then
     local claims = t.claims + 1
@@ -71,4 +106,10 @@ for i = 1, math.min(max, #cands) do
   end
 end
 flush()
+for b, pg in pairs(pages) do
+  if pg.dirty then
+    rewrite(buckets, index, b, pg.page, pg.recs, pg.drop)
+  end
+end
+uncount(count, taken)
 return reply

@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"strconv"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -22,49 +24,83 @@ type TimerOptions struct {
 }
 
 var (
+	//go:embed bucket.lua
+	bucketLua string
 	//go:embed schedule.lua
 	scheduleLua string
 	//go:embed claim.lua
 	claimLua string
 	//go:embed done.lua
 	doneLua string
+	//go:embed wake.lua
+	wakeLua string
 	//go:embed stats.lua
 	statsLua string
 
-	scheduleScript = goredis.NewScript(scheduleLua)
-	claimScript    = goredis.NewScript(claimLua)
-	doneScript     = goredis.NewScript(doneLua)
+	scheduleScript = goredis.NewScript(bucketLua + scheduleLua)
+	claimScript    = goredis.NewScript(bucketLua + claimLua)
+	doneScript     = goredis.NewScript(bucketLua + doneLua)
+	wakeScript     = goredis.NewScript(bucketLua + wakeLua)
 	statsScript    = goredis.NewScript(statsLua)
+)
+
+const (
+	// buckets is how many buckets hold the waiting timers. A timer's bucket
+	// is a hash of its id, so this must never change for a store in use.
+	// 32,768 keeps a bucket near 30 timers (7 KB) at a million waiting.
+	buckets = 1 << 15
+	// inlineMax is the longest payload kept in its timer's bucket; longer
+	// ones go to the payloads hash, so that a bucket stays cheap to rewrite.
+	inlineMax = 1024
+	// maxDue is the latest due time a bucket can keep, Unix ms (6 bytes:
+	// the year 10889).
+	maxDue = 1<<48 - 1
 )
 
 // Timers implements coord.Timers on Redis (RFC 006 §4.2, §7.1). Its keys are
 //
-//	<prefix>:{timers}:schedule  zset: id -> due, Unix ms (waiting timers)
+//	<prefix>:{timers}:buckets   hash: bucket -> the records of its waiting timers
+//	<prefix>:{timers}:due       zset: bucket -> its earliest due, Unix ms
+//	<prefix>:{timers}:waiting   string: how many timers wait in buckets
 //	<prefix>:{timers}:claimed   zset: id -> lease deadline, Unix ms
-//	<prefix>:{timers}:payloads  hash: id -> payload (every live timer)
-//	<prefix>:{timers}:leases    hash: id -> "due_ms:claims" (claimed timers only)
+//	<prefix>:{timers}:payloads  hash: id -> payload (claimed timers, and
+//	                            waiting ones whose payload is over 1 KiB)
+//	<prefix>:{timers}:leases    hash: id -> "due_ms:claims" (claimed timers)
+//	<prefix>:{timers}:schedule  zset: id -> due, Unix ms (timers scheduled
+//	                            by Rune before 2026-11, with their payloads
+//	                            in payloads: still claimed, never added to)
 //
 // They share the {timers} hash tag, so each script's keys live in one slot
 // and the scripts work on Redis Cluster (all timers then live on one shard).
-// A waiting timer costs one schedule entry and one payload entry: its due
-// time is its score and its claim count is 0, so leases grows only with the
-// timers in flight.
+//
+// Why buckets: a million waiting timers are the store's size, and Redis
+// spends about 185 bytes of structure on an entry of a sorted set plus one
+// of a hash, nearly as much as a frozen message (docs/benchmarks.md,
+// "Timers"). A waiting timer is instead a record of id, due time and payload
+// in one of 32,768 buckets (strings, chosen by a hash of the id, see
+// bucket.lua), 26 bytes of overhead; the due index has one entry per bucket.
+// Claim reads the buckets whose earliest due has come, in that order, and
+// rewrites them without the timers it claims; Schedule, Done and Wake
+// rewrite the id's bucket. At a million timers a bucket is about 7 KB, so
+// each costs Redis some microseconds more than a sorted-set entry would.
+// Claimed timers (few: those in flight) keep the layout of one entry per
+// structure, so leases and recovery are as before.
 //
 // A timer id of 32 lowercase hex digits (the engine's: a message id) is
-// kept as 16 raw bytes after a 0x00 tag, in both structures; other ids as
-// they are, after a 0x01 tag when they start with 0x00 or 0x01 (packID).
-// Lua sees ids as opaque strings. The ids of the members and fields cost
-// 24 bytes each instead of 40 for the hex form.
+// kept as 16 raw bytes after a 0x00 tag; other ids as they are, after a
+// 0x01 tag when they start with 0x00 or 0x01 (packID). Lua sees ids as
+// opaque strings.
 //
 // Every operation is one round trip: one Lua script each (schedule.lua,
-// claim.lua, done.lua, stats.lua). Keys never
-// expire: a timer may wait for days, and Done removes it. Timers is safe for
-// concurrent use and holds no state of its own: any number of schedulers may
-// share the same Redis and Prefix. Time is what callers pass in, so
-// schedulers on several hosts need reasonably synchronised clocks.
+// claim.lua, done.lua, wake.lua, stats.lua). Keys never expire: a timer may
+// wait for days, and Done removes it. Timers is safe for concurrent use and
+// holds no state of its own: any number of schedulers may share the same
+// Redis and Prefix. Time is what callers pass in, so schedulers on several
+// hosts need reasonably synchronised clocks.
 type Timers struct {
-	client goredis.UniversalClient
-	keys   []string // schedule, claimed, payloads, leases
+	client  goredis.UniversalClient
+	keys    []string // schedule, claimed, payloads, leases, buckets, due, waiting
+	buckets uint32   // the constant buckets; fewer in tests, to fill them
 }
 
 var _ coord.Timers = (*Timers)(nil)
@@ -74,8 +110,10 @@ var _ coord.Timers = (*Timers)(nil)
 func NewTimers(client goredis.UniversalClient, opts TimerOptions) *Timers {
 	base := keyPrefix("TimerOptions", opts.Prefix) + ":{timers}:"
 	return &Timers{
-		client: client,
-		keys:   []string{base + "schedule", base + "claimed", base + "payloads", base + "leases"},
+		client:  client,
+		buckets: buckets,
+		keys: []string{base + "schedule", base + "claimed", base + "payloads", base + "leases",
+			base + "buckets", base + "due", base + "waiting"},
 	}
 }
 
@@ -84,9 +122,15 @@ func (ts *Timers) Schedule(ctx context.Context, id string, due time.Time, payloa
 	if id == "" {
 		return errors.New("coord/redis: Timers.Schedule: empty timer id")
 	}
+	if len(id) > 1<<16-1 {
+		return fmt.Errorf("coord/redis: Timers.Schedule: timer id of %d bytes, want at most 65,535", len(id))
+	}
 	// payload is sent as given; a nil one becomes "" and comes back empty.
-	keys := []string{ts.keys[0], ts.keys[2]}
-	if err := scheduleScript.Run(ctx, ts.client, keys, packID(id), due.UnixMilli(), payload).Err(); err != nil {
+	// A due time before 1970 is kept as 1970: claimable at once either way.
+	keys := []string{ts.keys[2], ts.keys[4], ts.keys[5], ts.keys[6]}
+	p := packID(id)
+	dueMs := min(max(due.UnixMilli(), 0), maxDue)
+	if err := scheduleScript.Run(ctx, ts.client, keys, p, dueMs, payload, ts.bucketOf(p), inlineMax).Err(); err != nil {
 		return fmt.Errorf("coord/redis: Timers.Schedule %q: %w", id, err)
 	}
 	return nil
@@ -125,17 +169,19 @@ func (ts *Timers) Claim(ctx context.Context, now time.Time, limit int, lease tim
 	return out, nil
 }
 
-// Wake implements coord.Timers: one ZADD XX LT (only existing members, only
-// earlier), so a claimed or done timer is untouched.
+// Wake implements coord.Timers: a claimed or done timer is untouched.
 func (ts *Timers) Wake(ctx context.Context, now time.Time, ids ...string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	members := make([]goredis.Z, len(ids))
-	for i, id := range ids {
-		members[i] = goredis.Z{Score: float64(now.UnixMilli()), Member: packID(id)}
+	args := make([]any, 1, 1+2*len(ids))
+	args[0] = min(max(now.UnixMilli(), 0), maxDue)
+	for _, id := range ids {
+		p := packID(id)
+		args = append(args, p, ts.bucketOf(p))
 	}
-	if err := ts.client.ZAddArgs(ctx, ts.keys[0], goredis.ZAddArgs{XX: true, LT: true, Members: members}).Err(); err != nil {
+	keys := []string{ts.keys[0], ts.keys[4], ts.keys[5]}
+	if err := wakeScript.Run(ctx, ts.client, keys, args...).Err(); err != nil {
 		return fmt.Errorf("coord/redis: Timers.Wake: %w", err)
 	}
 	return nil
@@ -143,7 +189,8 @@ func (ts *Timers) Wake(ctx context.Context, now time.Time, ids ...string) error 
 
 // Done implements coord.Timers.
 func (ts *Timers) Done(ctx context.Context, id string) error {
-	if err := doneScript.Run(ctx, ts.client, ts.keys, packID(id)).Err(); err != nil {
+	p := packID(id)
+	if err := doneScript.Run(ctx, ts.client, ts.keys, p, ts.bucketOf(p)).Err(); err != nil {
 		return fmt.Errorf("coord/redis: Timers.Done %q: %w", id, err)
 	}
 	return nil
@@ -151,7 +198,8 @@ func (ts *Timers) Done(ctx context.Context, id string) error {
 
 // Stats implements coord.Timers.
 func (ts *Timers) Stats(ctx context.Context) (coord.TimerStats, error) {
-	reply, err := statsScript.Run(ctx, ts.client, ts.keys[:2]).Int64Slice()
+	keys := []string{ts.keys[0], ts.keys[1], ts.keys[5], ts.keys[6]}
+	reply, err := statsScript.Run(ctx, ts.client, keys).Int64Slice()
 	if err != nil {
 		return coord.TimerStats{}, fmt.Errorf("coord/redis: Timers.Stats: %w", err)
 	}
@@ -165,10 +213,18 @@ func (ts *Timers) Stats(ctx context.Context) (coord.TimerStats, error) {
 	return s, nil
 }
 
-// Keys returns the Redis keys of ts: schedule, claimed, payloads, leases.
+// Keys returns the Redis keys of ts: schedule, claimed, payloads, leases,
+// buckets, due, waiting.
 // They are for inspection (tests, operators); write them only through ts.
 func (ts *Timers) Keys() []string {
 	return append([]string(nil), ts.keys...)
+}
+
+// bucketOf is the bucket of a packed id: FNV-1a, as a decimal field.
+func (ts *Timers) bucketOf(packed string) string {
+	h := fnv.New32a()
+	h.Write([]byte(packed))
+	return strconv.FormatUint(uint64(h.Sum32()%ts.buckets), 10)
 }
 
 // packID is how id is kept in Redis (see Timers).

@@ -3,8 +3,12 @@ package redis_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,21 +32,36 @@ func newTimers(t testing.TB) (*redis.Timers, *goredis.Client, string) {
 	return redis.NewTimers(client, redis.TimerOptions{Prefix: prefix}), client, prefix
 }
 
+// TestTimersConformance runs the suite with the real bucket count and with
+// 16 buckets, where every timer shares its bucket with others (and the
+// 10,000-timer cases put 600 in each).
 func TestTimersConformance(t *testing.T) {
-	coordtest.RunTimers(t, func(t *testing.T) coord.Timers {
-		ts, _, _ := newTimers(t)
-		return ts
+	t.Run("buckets=32768", func(t *testing.T) {
+		coordtest.RunTimers(t, func(t *testing.T) coord.Timers {
+			ts, _, _ := newTimers(t)
+			return ts
+		})
+	})
+	t.Run("buckets=16", func(t *testing.T) {
+		coordtest.RunTimers(t, func(t *testing.T) coord.Timers {
+			prefix := testinfra.Name(t)
+			return redis.NewTimersBuckets(newClient(t, prefix), redis.TimerOptions{Prefix: prefix}, 16)
+		})
 	})
 }
 
 // TestTimersKeys: every key carries the {timers} hash tag, so the scripts
 // are Cluster-safe; the key names are the documented ones; a waiting timer
-// has no leases entry and Done leaves no key behind.
+// has no leases or payloads entry, nothing writes the schedule of earlier
+// versions, and Done leaves no key behind.
 func TestTimersKeys(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	ts, client, prefix := newTimers(t)
-	want := []string{prefix + ":{timers}:schedule", prefix + ":{timers}:claimed", prefix + ":{timers}:payloads", prefix + ":{timers}:leases"}
+	var want []string
+	for _, k := range []string{"schedule", "claimed", "payloads", "leases", "buckets", "due", "waiting"} {
+		want = append(want, prefix+":{timers}:"+k)
+	}
 	if got := ts.Keys(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("Keys() = %v, want %v", got, want)
 	}
@@ -52,15 +71,18 @@ func TestTimersKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := client.HLen(ctx, want[3]).Val(); n != 0 {
-		t.Fatalf("leases holds %d entries with no timer claimed, want 0", n)
+	if n := client.HLen(ctx, want[3]).Val() + client.HLen(ctx, want[2]).Val(); n != 0 {
+		t.Fatalf("leases and payloads hold %d entries with no timer claimed, want 0", n)
+	}
+	if n := client.Get(ctx, want[6]).Val(); n != "3" {
+		t.Fatalf("waiting count %q, want 3", n)
 	}
 	if _, err := ts.Claim(ctx, base, 2, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	keys := client.Keys(ctx, prefix+":*").Val()
-	if len(keys) != 4 {
-		t.Fatalf("keys %v, want the 4 of %v", keys, want)
+	if len(keys) != 6 || slices.Contains(keys, want[0]) {
+		t.Fatalf("keys %v, want the 6 of %v but the schedule", keys, want)
 	}
 	for _, k := range keys {
 		if tag := hashTag(k); tag != "timers" {
@@ -138,6 +160,7 @@ func TestTimersOneRoundTrip(t *testing.T) {
 	steps := []step{
 		{"Schedule", func() error { return ts.Schedule(ctx, "a", base, []byte("p")) }},
 		{"Claim", func() error { _, err := ts.Claim(ctx, base, 10, time.Minute); return err }},
+		{"Wake", func() error { return ts.Wake(ctx, base, "a", "b") }},
 		{"Done", func() error { return ts.Done(ctx, "a") }},
 		{"Stats", func() error { _, err := ts.Stats(ctx); return err }},
 	}
@@ -180,14 +203,21 @@ func BenchmarkTimersScheduleClaim(b *testing.B) {
 	})
 }
 
-// BenchmarkTimersRedisMemory schedules 100,000 timers with realistic
-// 300-byte payloads and reports what Redis holds for them: MEMORY USAGE of
+// BenchmarkTimersRedisMemory schedules 100,000 and 1,000,000 timers with
+// the engine's ids (32 hex digits) and 236-byte payloads (the frozen message
+// of bench.TimerPayload; the bytes do not matter, their number does), dues
+// spread over a day, and reports what Redis holds for them: MEMORY USAGE of
 // the keys (exact, unaffected by other clients) and the growth of INFO
-// used_memory, per timer and extrapolated to 1,000,000 timers.
+// used_memory, per timer.
 func BenchmarkTimersRedisMemory(b *testing.B) {
-	const n = 100_000
+	for _, n := range []int{100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("timers=%d", n), func(b *testing.B) { benchTimersMemory(b, n) })
+	}
+}
+
+func benchTimersMemory(b *testing.B, n int) {
 	ctx := context.Background()
-	payload := bytes.Repeat([]byte("x"), 300)
+	payload := bytes.Repeat([]byte("x"), 236)
 	base := time.UnixMilli(1_760_000_000_000)
 	for range b.N {
 		b.StopTimer()
@@ -198,8 +228,8 @@ func BenchmarkTimersRedisMemory(b *testing.B) {
 		for w := range 32 {
 			wg.Go(func() {
 				for i := w; i < n; i += 32 {
-					// A UUID-sized id, dues spread over a day.
-					id := fmt.Sprintf("%08x-0000-4000-8000-%012x", i, i*7919)
+					sum := sha256.Sum256(binary.AppendUvarint(nil, uint64(i)))
+					id := hex.EncodeToString(sum[:16])
 					if err := ts.Schedule(ctx, id, base.Add(time.Duration(i*7919%86_400_000)*time.Millisecond), payload); err != nil {
 						b.Error(err)
 						return
@@ -214,9 +244,9 @@ func BenchmarkTimersRedisMemory(b *testing.B) {
 			keyBytes += client.MemoryUsage(ctx, k, 0).Val()
 		}
 		growth := usedMemory(b, client) - before
-		b.ReportMetric(float64(keyBytes)/n, "keyB/timer")
-		b.ReportMetric(float64(keyBytes)/n*1e6/(1<<20), "keyMiB/1M")
-		b.ReportMetric(float64(growth)/n, "usedB/timer")
+		b.ReportMetric(float64(keyBytes)/float64(n), "keyB/timer")
+		b.ReportMetric(float64(growth)/float64(n), "usedB/timer")
+		client.Unlink(ctx, ts.Keys()...)
 		b.StartTimer()
 	}
 }
@@ -256,15 +286,16 @@ func TestTimersCompactIDs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := client.HStrLen(ctx, keys[2], "\x00"+string([]byte{0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef})).Val(); n != int64(len(hexID)) {
-		t.Fatalf("the hex id is not kept packed (payload length %d under the packed field)", n)
-	}
-	if n := client.ZCard(ctx, keys[0]).Val(); n != int64(len(ids)) {
-		t.Fatalf("%d scheduled, want %d distinct ids", n, len(ids))
+	if s, err := ts.Stats(ctx); err != nil || s.Scheduled != int64(len(ids)) {
+		t.Fatalf("Stats %+v (%v), want %d distinct ids scheduled", s, err, len(ids))
 	}
 	got, err := ts.Claim(ctx, base.Add(time.Second), 100, time.Minute)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A claimed timer's payload is in the payloads hash, under its id.
+	if n := client.HStrLen(ctx, keys[2], "\x00"+string([]byte{0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef})).Val(); n != int64(len(hexID)) {
+		t.Fatalf("the hex id is not kept packed (payload length %d under the packed field)", n)
 	}
 	if len(got) != len(ids) {
 		t.Fatalf("claimed %d timers, want %d", len(got), len(ids))
@@ -281,5 +312,117 @@ func TestTimersCompactIDs(t *testing.T) {
 		if n := client.Exists(ctx, k).Val(); n != 0 {
 			t.Fatalf("key %s left after every Done", k)
 		}
+	}
+}
+
+// TestTimersEarlierLayout: timers that an earlier Rune left waiting (one
+// schedule entry and one payloads entry each) are claimed among the new
+// ones in due order, are not scheduled twice, wake, count in Stats and are
+// removed by Done.
+func TestTimersEarlierLayout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ts, client, _ := newTimers(t)
+	keys := ts.Keys()
+	base := time.UnixMilli(1_760_000_000_000)
+	// As schedule.lua wrote them before buckets.
+	for i, id := range []string{"old1", "old3", "oldDone", "oldWoken"} {
+		client.HSet(ctx, keys[2], id, "payload of "+id)
+		client.ZAdd(ctx, keys[0], goredis.Z{Score: float64(base.Add(time.Duration(2*i+1) * time.Second).UnixMilli()), Member: id})
+	}
+	client.ZAdd(ctx, keys[0], goredis.Z{Score: float64(base.Add(time.Hour).UnixMilli()), Member: "oldWoken"})
+	for i, id := range []string{"new2", "new4"} {
+		if err := ts.Schedule(ctx, id, base.Add(time.Duration(2*i+2)*time.Second), []byte("payload of "+id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ts.Schedule(ctx, "old1", base, []byte("again")); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := ts.Stats(ctx); err != nil || s.Scheduled != 6 || !s.NextDue.Equal(base.Add(time.Second)) {
+		t.Fatalf("Stats %+v (%v), want 6 waiting, the first due at +1s", s, err)
+	}
+	if err := ts.Done(ctx, "oldDone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.Wake(ctx, base.Add(5*time.Second), "oldWoken"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ts.Claim(ctx, base.Add(10*time.Second), 10, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, tm := range got {
+		order = append(order, tm.ID)
+		if string(tm.Payload) != "payload of "+tm.ID {
+			t.Errorf("timer %s: payload %q", tm.ID, tm.Payload)
+		}
+	}
+	if want := "[old1 new2 old3 new4 oldWoken]"; fmt.Sprint(order) != want {
+		t.Fatalf("claimed %v, want %s", order, want)
+	}
+	for _, id := range order {
+		if err := ts.Done(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range keys {
+		if n := client.Exists(ctx, k).Val(); n != 0 {
+			t.Fatalf("key %s left after every Done", k)
+		}
+	}
+}
+
+// TestTimersLargePayload: a payload over 1 KiB waits in the payloads hash,
+// not in its bucket, and comes back whole from a first claim and from one
+// after a lease ran out, next to small ones sharing its bucket.
+func TestTimersLargePayload(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	prefix := testinfra.Name(t)
+	client := newClient(t, prefix)
+	ts := redis.NewTimersBuckets(client, redis.TimerOptions{Prefix: prefix}, 1)
+	keys := ts.Keys()
+	base := time.UnixMilli(1_760_000_000_000)
+	payloads := map[string][]byte{
+		"small":   []byte("s"),
+		"at1024":  bytes.Repeat([]byte{0xff}, 1024),
+		"at1025":  bytes.Repeat([]byte{0x00}, 1025),
+		"huge":    bytes.Repeat([]byte("0123456789"), 100_000),
+		"empty":   nil,
+		"after":   []byte("a"),
+		"between": bytes.Repeat([]byte("b"), 70_000),
+	}
+	order := []string{"small", "at1024", "at1025", "huge", "empty", "between", "after"}
+	for i, id := range order {
+		if err := ts.Schedule(ctx, id, base.Add(time.Duration(i)*time.Millisecond), payloads[id]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := client.HLen(ctx, keys[2]).Val(); n != 3 {
+		t.Fatalf("payloads hash holds %d waiting payloads, want the 3 over 1 KiB", n)
+	}
+	for _, now := range []time.Time{base.Add(time.Second), base.Add(time.Hour)} {
+		got, err := ts.Claim(ctx, now, 100, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(order) {
+			t.Fatalf("claimed %d timers at %v, want %d", len(got), now, len(order))
+		}
+		for i, tm := range got {
+			if tm.ID != order[i] || !bytes.Equal(tm.Payload, payloads[tm.ID]) {
+				t.Fatalf("timer %d: %s with a %d-byte payload, want %s with %d bytes", i, tm.ID, len(tm.Payload), order[i], len(payloads[order[i]]))
+			}
+		}
+	}
+	for _, id := range order {
+		if err := ts.Done(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := client.Exists(ctx, keys...).Val(); n != 0 {
+		t.Fatalf("%d keys left after every Done", n)
 	}
 }

@@ -1,0 +1,91 @@
+-- bucket.lua: the records of a bucket of waiting timers. Go prepends it to
+-- every script that reads or writes buckets (see Timers in timers.go).
+--
+-- A bucket is one string of records, in no order:
+--   id length   1 byte, or 255 and then 2 bytes (big-endian) for longer ids
+--   id
+--   due         Unix ms, 6 bytes big-endian
+--   length      of the payload, 2 bytes big-endian; 65535 (BIG): the payload
+--               is in the payloads hash instead, and nothing follows
+--   payload
+-- The due index (a sorted set) holds each non-empty bucket's earliest due.
+
+local BIG = 65535
+
+-- parse returns the records of page: {id, due, from, to, due_at, payload_at,
+-- plen} with from..to the record's bytes, due_at its due's first byte, and
+-- payload_at and plen its inline payload (plen == BIG: not inline).
+local function parse(page)
+  local recs, p, n = {}, 1, #page
+  while p <= n do
+    local from, l = p, string.byte(page, p)
+    p = p + 1
+    if l == 255 then
+      l, p = struct.unpack('>I2', page, p)
+    end
+    local id = string.sub(page, p, p + l - 1)
+    local due_at = p + l
+    local due, plen, at = struct.unpack('>I6I2', page, due_at)
+    p = at
+    if plen ~= BIG then
+      p = p + plen
+    end
+    recs[#recs + 1] = {id = id, due = due, from = from, to = p - 1, due_at = due_at, payload_at = at, plen = plen}
+  end
+  return recs
+end
+
+-- find returns the index of id's record in recs, or nil.
+local function find(recs, id)
+  for i, r in ipairs(recs) do
+    if r.id == id then
+      return i
+    end
+  end
+  return nil
+end
+
+-- record encodes a timer; payload false: kept in the payloads hash.
+local function record(id, due, payload)
+  local head
+  if #id < 255 then
+    head = string.char(#id)
+  else
+    head = string.char(255) .. struct.pack('>I2', #id)
+  end
+  if not payload then
+    return head .. id .. struct.pack('>I6I2', due, BIG)
+  end
+  return head .. id .. struct.pack('>I6I2', due, #payload) .. payload
+end
+
+-- rewrite stores bucket b of the buckets hash without the records whose
+-- index is in drop, and sets its earliest due in the index (or removes both
+-- when none is left).
+local function rewrite(buckets, index, b, page, recs, drop)
+  local parts, first = {}, nil
+  for i, r in ipairs(recs) do
+    if not drop[i] then
+      parts[#parts + 1] = string.sub(page, r.from, r.to)
+      if first == nil or r.due < first then
+        first = r.due
+      end
+    end
+  end
+  if first == nil then
+    redis.call('HDEL', buckets, b)
+    redis.call('ZREM', index, b)
+  else
+    redis.call('HSET', buckets, b, table.concat(parts))
+    redis.call('ZADD', index, first, b)
+  end
+end
+
+-- uncount takes n timers off the waiting count, deleting it at 0 so an
+-- empty store leaves no key.
+local function uncount(count, n)
+  if n > 0 and redis.call('DECRBY', count, n) <= 0 then
+    redis.call('DEL', count)
+  end
+end
+
