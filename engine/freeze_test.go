@@ -140,7 +140,7 @@ func TestThawCorrupted(t *testing.T) {
 		{"empty", nil, "malformed", true},
 		{"header only", []byte{0x02}, "bad definition reference length", true},
 		{"truncated reference", frozen[:10], "bad definition reference (truncated)", true},
-		{"truncated header", frozen[:36], "bad", true},
+		{"truncated header", frozen[:20], "bad", true}, // in the start time, after the 16-byte reference
 		{"truncated body", frozen[:len(frozen)-8], "does not decompress", true},
 		{"flipped body", flipped, "frozen message", true},
 		{"v1 garbage", []byte{1, 2, 3}, "does not decompress", true},

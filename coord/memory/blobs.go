@@ -2,8 +2,6 @@ package memory
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"sync"
 
@@ -27,19 +25,12 @@ func NewBlobs() *Blobs {
 	return &Blobs{execs: make(map[string]map[string][]byte)}
 }
 
-// BlobRef is the reference of data: the hex SHA-256 of its bytes. The Redis
-// Blobs use the same, so references read the same in both runtimes.
-func BlobRef(data []byte) string {
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:])
-}
-
 // Put implements coord.Blobs.
 func (bs *Blobs) Put(_ context.Context, exec string, data []byte) (string, error) {
 	if exec == "" {
 		return "", fmt.Errorf("coord/memory: Put blob: empty execution id")
 	}
-	ref := BlobRef(data)
+	ref := coord.BlobRef(data)
 	bs.mu.Lock()
 	defer bs.mu.Unlock()
 	m := bs.execs[exec]

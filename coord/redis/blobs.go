@@ -2,8 +2,6 @@ package redis
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -44,19 +42,12 @@ func NewBlobs(client goredis.UniversalClient, opts BlobOptions) *Blobs {
 
 func (b *Blobs) key(exec string) string { return b.prefix + ":{" + exec + "}:blobs" }
 
-// blobRef is the reference of data: the hex SHA-256 of its bytes, as
-// memory.BlobRef, so references read the same in both runtimes.
-func blobRef(data []byte) string {
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:])
-}
-
 // Put implements coord.Blobs. It is one round trip (MULTI: HSETNX, PEXPIRE).
 func (b *Blobs) Put(ctx context.Context, exec string, data []byte) (string, error) {
 	if exec == "" {
 		return "", errors.New("coord/redis: Put blob: empty execution id")
 	}
-	ref, key := blobRef(data), b.key(exec)
+	ref, key := coord.BlobRef(data), b.key(exec)
 	if data == nil {
 		data = []byte{}
 	}
