@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/rune-org/rune/coord"
 	"github.com/rune-org/rune/coord/coordtest"
+	coordmem "github.com/rune-org/rune/coord/memory"
 	"github.com/rune-org/rune/coord/redis"
 	"github.com/rune-org/rune/internal/testinfra"
 )
@@ -425,4 +427,92 @@ func TestTimersLargePayload(t *testing.T) {
 	if n := client.Exists(ctx, keys...).Val(); n != 0 {
 		t.Fatalf("%d keys left after every Done", n)
 	}
+}
+
+// TestTimersMatchMemory runs the same random operations on a Redis store of
+// four buckets and on the in-process store, and wants the same answers: the
+// bucket records (ids of both forms, payloads inline and not, rewrites after
+// each claim, done and wake) keep exactly the timers a plain schedule would.
+// Due and wake times are all distinct, so Claim's order has no ties.
+func TestTimersMatchMemory(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	prefix := testinfra.Name(t)
+	rs := redis.NewTimersBuckets(newClient(t, prefix), redis.TimerOptions{Prefix: prefix}, 4)
+	ms := coordmem.NewTimers()
+	rng := rand.New(rand.NewPCG(1, 2))
+	ids := make([]string, 40)
+	for i := range ids {
+		if i%2 == 0 {
+			ids[i] = fmt.Sprintf("%032x", rng.Uint64()) // packed
+		} else {
+			ids[i] = fmt.Sprintf("timer-%d", i)
+		}
+	}
+	base := time.UnixMilli(1_760_000_000_000)
+	var clock int64          // ms after base
+	used := map[int64]bool{} // every time handed out, so none repeats
+	at := func(ms int64) time.Time {
+		for used[ms] {
+			ms++
+		}
+		used[ms] = true
+		return base.Add(time.Duration(ms) * time.Millisecond)
+	}
+	tick := func() time.Time { clock += 1 + rng.Int64N(3); return at(clock) }
+	claimed, reclaimed := 0, 0
+	for step := range 3000 {
+		id := ids[rng.IntN(len(ids))]
+		var what string
+		var rErr, mErr error
+		var rGot, mGot []coord.Timer
+		switch op := rng.IntN(10); {
+		case op < 5:
+			due := at(clock + rng.Int64N(60))
+			payload := bytes.Repeat([]byte{byte(step)}, []int{0, 10, 200, 1024, 1025, 3000}[rng.IntN(6)])
+			what = fmt.Sprintf("Schedule(%s, %v, %d bytes)", id, due.Sub(base), len(payload))
+			rErr, mErr = rs.Schedule(ctx, id, due, payload), ms.Schedule(ctx, id, due, payload)
+		case op < 7:
+			now, max := tick(), 1+rng.IntN(8)
+			lease := time.Duration(1+rng.IntN(50)) * time.Millisecond
+			what = fmt.Sprintf("Claim(%v, %d)", now.Sub(base), max)
+			rGot, rErr = rs.Claim(ctx, now, max, lease)
+			mGot, mErr = ms.Claim(ctx, now, max, lease)
+		case op < 9:
+			what = "Done(" + id + ")"
+			rErr, mErr = rs.Done(ctx, id), ms.Done(ctx, id)
+		default:
+			now := tick()
+			what = fmt.Sprintf("Wake(%v, %s)", now.Sub(base), id)
+			rErr, mErr = rs.Wake(ctx, now, id), ms.Wake(ctx, now, id)
+		}
+		if rErr != nil || mErr != nil {
+			t.Fatalf("step %d %s: redis %v, memory %v", step, what, rErr, mErr)
+		}
+		if len(rGot) != len(mGot) {
+			t.Fatalf("step %d %s: redis claimed %d timers, memory %d", step, what, len(rGot), len(mGot))
+		}
+		claimed += len(rGot)
+		for _, tm := range rGot {
+			if tm.Claims > 1 {
+				reclaimed++
+			}
+		}
+		for i := range rGot {
+			r, m := rGot[i], mGot[i]
+			if r.ID != m.ID || !r.Due.Equal(m.Due) || r.Claims != m.Claims || !bytes.Equal(r.Payload, m.Payload) {
+				t.Fatalf("step %d %s: timer %d: redis %s due %v claims %d (%d bytes), memory %s due %v claims %d (%d bytes)",
+					step, what, i, r.ID, r.Due.Sub(base), r.Claims, len(r.Payload), m.ID, m.Due.Sub(base), m.Claims, len(m.Payload))
+			}
+		}
+		rs1, err1 := rs.Stats(ctx)
+		ms1, err2 := ms.Stats(ctx)
+		if err1 != nil || err2 != nil || rs1.Scheduled != ms1.Scheduled || rs1.Claimed != ms1.Claimed || !rs1.NextDue.Equal(ms1.NextDue) {
+			t.Fatalf("step %d %s: Stats redis %+v (%v), memory %+v (%v)", step, what, rs1, err1, ms1, err2)
+		}
+	}
+	if claimed < 300 || reclaimed < 30 {
+		t.Fatalf("only %d timers claimed, %d after a lease ran out: the operations do not reach Claim's paths", claimed, reclaimed)
+	}
+	t.Logf("%d timers claimed, %d of them after a lease ran out", claimed, reclaimed)
 }
