@@ -35,14 +35,21 @@ local function parse(page)
   return recs
 end
 
--- find returns the index of id's record in recs, or nil.
-local function find(recs, id)
+-- find returns the records of page and the index of id's record among
+-- them, or nil and nil when page holds no record of id. A plain search
+-- skips the parse when the id's bytes are nowhere in page (the usual case
+-- when scheduling).
+local function find(page, id)
+  if not string.find(page, id, 1, true) then
+    return nil, nil
+  end
+  local recs = parse(page)
   for i, r in ipairs(recs) do
     if r.id == id then
-      return i
+      return recs, i
     end
   end
-  return nil
+  return nil, nil
 end
 
 -- record encodes a timer; payload false: kept in the payloads hash.

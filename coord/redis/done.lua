@@ -14,8 +14,7 @@ if redis.call('ZREM', KEYS[2], id) + redis.call('ZREM', KEYS[1], id) > 0 then
 end
 local page = redis.call('HGET', KEYS[5], b)
 if page then
-  local recs = parse(page)
-  local i = find(recs, id)
+  local recs, i = find(page, id)
   if i then
     rewrite(KEYS[5], KEYS[6], b, page, recs, {[i] = true})
     uncount(KEYS[7], 1)

@@ -12,7 +12,7 @@ if redis.call('HEXISTS', payloads, id) == 1 then
   return 0
 end
 local page = redis.call('HGET', buckets, b) or ''
-if find(parse(page), id) then
+if find(page, id) then
   return 0
 end
 if #payload > tonumber(ARGV[5]) then

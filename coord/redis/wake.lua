@@ -10,8 +10,7 @@ for i = 2, #ARGV, 2 do
   redis.call('ZADD', schedule, 'XX', 'LT', ARGV[1], id)
   local page = redis.call('HGET', buckets, b)
   if page then
-    local recs = parse(page)
-    local j = find(recs, id)
+    local recs, j = find(page, id)
     if j and recs[j].due > now then
       local at = recs[j].due_at
       redis.call('HSET', buckets, b, string.sub(page, 1, at - 1) .. struct.pack('>I6', now) .. string.sub(page, at + 6))
