@@ -66,26 +66,38 @@ local function record(id, due, payload)
   return head .. id .. struct.pack('>I6I2', due, #payload) .. payload
 end
 
--- rewrite stores bucket b of the buckets hash without the records whose
--- index is in drop, and sets its earliest due in the index (or removes both
--- when none is left).
-local function rewrite(buckets, index, b, page, recs, drop)
-  local parts, first = {}, nil
-  for i, r in ipairs(recs) do
-    if not drop[i] then
-      parts[#parts + 1] = string.sub(page, r.from, r.to)
-      if first == nil or r.due < first then
-        first = r.due
-      end
-    end
-  end
-  if first == nil then
+-- store sets bucket b of the buckets hash to page and its earliest due in
+-- the index to first, or removes both when page is empty.
+local function store(buckets, index, b, page, first)
+  if page == '' then
     redis.call('HDEL', buckets, b)
     redis.call('ZREM', index, b)
   else
-    redis.call('HSET', buckets, b, table.concat(parts))
+    redis.call('HSET', buckets, b, page)
     redis.call('ZADD', index, first, b)
   end
+end
+
+-- without returns page without the records from..to of cut (sorted by from).
+local function without(page, cut)
+  local parts, p = {}, 1
+  for _, r in ipairs(cut) do
+    parts[#parts + 1] = string.sub(page, p, r.from - 1)
+    p = r.to + 1
+  end
+  parts[#parts + 1] = string.sub(page, p)
+  return table.concat(parts)
+end
+
+-- remove stores bucket b without record i of recs (parsed from page).
+local function remove(buckets, index, b, page, recs, i)
+  local first
+  for j, r in ipairs(recs) do
+    if j ~= i and (first == nil or r.due < first) then
+      first = r.due
+    end
+  end
+  store(buckets, index, b, without(page, {recs[i]}), first)
 end
 
 -- uncount takes n timers off the waiting count, deleting it at 0 so an

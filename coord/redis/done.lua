@@ -16,7 +16,7 @@ local page = redis.call('HGET', KEYS[5], b)
 if page then
   local recs, i = find(page, id)
   if i then
-    rewrite(KEYS[5], KEYS[6], b, page, recs, {[i] = true})
+    remove(KEYS[5], KEYS[6], b, page, recs, i)
     uncount(KEYS[7], 1)
     n = 1
   end
