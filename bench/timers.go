@@ -56,6 +56,13 @@ type TimerLatenessConfig struct {
 	// StartConcurrency is how many executions are being started at once.
 	// Default 64.
 	StartConcurrency int
+	// StartRate is how many executions are started per second, paced
+	// evenly: execution i starts no earlier than i/StartRate after the
+	// first, so the waits come due at that rate too. 0 (the default)
+	// starts them as fast as StartConcurrency allows; where that is faster
+	// than the workers finish executions, the resumed executions queue
+	// behind the starts and lateness measures that queue, not the timers.
+	StartRate int
 	// Follow reads each execution's events through Broker.Follow. Otherwise
 	// (the default) the Status and Completion topics are consumed, as a
 	// master does: cheaper with RabbitMQ, where each follower is a queue,
@@ -76,13 +83,30 @@ type TimerResult struct {
 	// StartSpread is how long starting every execution took: the due times
 	// are spread over it.
 	StartSpread time.Duration `json:"start_spread_ns"`
-	Elapsed     time.Duration `json:"elapsed_ns"`
-	FireP50     time.Duration `json:"fire_lateness_p50_ns"`
-	FireP99     time.Duration `json:"fire_lateness_p99_ns"`
-	FireMax     time.Duration `json:"fire_lateness_max_ns"`
-	EndP50      time.Duration `json:"end_lateness_p50_ns"`
-	EndP99      time.Duration `json:"end_lateness_p99_ns"`
-	EndMax      time.Duration `json:"end_lateness_max_ns"`
+	// StartRate is the configured pace (0: as fast as possible);
+	// AchievedStartRate is (Executions − 1) / StartSpread, the pace of the
+	// starts after the first.
+	StartRate         int           `json:"start_rate"`
+	AchievedStartRate float64       `json:"achieved_start_rate"`
+	Elapsed           time.Duration `json:"elapsed_ns"`
+	FireP50           time.Duration `json:"fire_lateness_p50_ns"`
+	FireP99           time.Duration `json:"fire_lateness_p99_ns"`
+	FireMax           time.Duration `json:"fire_lateness_max_ns"`
+	// Next is when a worker took up the node after the wait (its running
+	// status); executions whose running status was not seen are left out.
+	// End (the completion's completed_at) is the same moment for this
+	// workflow's set node: the engine stamps both when the node runs.
+	NextP50 time.Duration `json:"next_lateness_p50_ns"`
+	NextP99 time.Duration `json:"next_lateness_p99_ns"`
+	NextMax time.Duration `json:"next_lateness_max_ns"`
+	// Handoff is Next − Fire of each execution: from the scheduler's resume
+	// to a worker taking up the resumed message.
+	HandoffP50 time.Duration `json:"handoff_p50_ns"`
+	HandoffP99 time.Duration `json:"handoff_p99_ns"`
+	HandoffMax time.Duration `json:"handoff_max_ns"`
+	EndP50     time.Duration `json:"end_lateness_p50_ns"`
+	EndP99     time.Duration `json:"end_lateness_p99_ns"`
+	EndMax     time.Duration `json:"end_lateness_max_ns"`
 	// Early counts waits that resumed before their due time (must be 0).
 	Early int `json:"early"`
 	// Duplicates counts repeated wait successes or completions (must be 0).
@@ -92,9 +116,9 @@ type TimerResult struct {
 
 // timerTrack is what TimerLateness learns of one execution.
 type timerTrack struct {
-	due, fired, ended time.Time
-	fires, ends       int
-	failed            bool
+	due, fired, next, ended time.Time
+	fires, ends             int
+	failed                  bool
 }
 
 // TimerLateness starts cfg.Executions executions of WaitWorkflow(cfg.Wait)
@@ -112,6 +136,9 @@ func TimerLateness(ctx context.Context, cfg TimerLatenessConfig) (*TimerResult, 
 	if cfg.StartConcurrency <= 0 {
 		cfg.StartConcurrency = 64
 	}
+	if cfg.StartRate < 0 {
+		return nil, errors.New("bench: TimerLatenessConfig.StartRate must not be negative")
+	}
 	wf, err := cfg.Engine.Compile(WaitWorkflow(cfg.Wait))
 	if err != nil {
 		return nil, err
@@ -124,11 +151,14 @@ func TimerLateness(ctx context.Context, cfg TimerLatenessConfig) (*TimerResult, 
 		tracks[ids[i]] = &timerTrack{}
 	}
 	var (
-		mu    sync.Mutex
-		ended atomic.Int64
-		fired atomic.Int64
-		all   = make(chan struct{})
-		once  sync.Once
+		mu       sync.Mutex
+		ended    atomic.Int64
+		fired    atomic.Int64
+		nexted   atomic.Int64
+		all      = make(chan struct{})
+		once     sync.Once
+		allNext  = make(chan struct{})
+		onceNext sync.Once
 	)
 	record := func(ev any) {
 		mu.Lock()
@@ -136,7 +166,19 @@ func TimerLateness(ctx context.Context, cfg TimerLatenessConfig) (*TimerResult, 
 		var tr *timerTrack
 		switch b := ev.(type) {
 		case *message.NodeStatus:
-			if tr = tracks[b.ExecutionID]; tr == nil || b.NodeID != "pause" {
+			if tr = tracks[b.ExecutionID]; tr == nil {
+				return
+			}
+			if b.NodeID == "after" && b.Status == message.StatusRunning {
+				if tr.next.IsZero() && nexted.Add(1) == int64(cfg.Executions) {
+					onceNext.Do(func() { close(allNext) })
+				}
+				if tr.next.IsZero() || b.ExecutedAt.Before(tr.next) {
+					tr.next = b.ExecutedAt
+				}
+				return
+			}
+			if b.NodeID != "pause" {
 				return
 			}
 			switch b.Status {
@@ -181,8 +223,12 @@ func TimerLateness(ctx context.Context, cfg TimerLatenessConfig) (*TimerResult, 
 	stopProgress := reportCount(cfg.Progress, "executions", cfg.Executions, &ended)
 	defer stopProgress()
 
-	// Start every execution, StartConcurrency at once.
+	// Start every execution, StartConcurrency at once; with a StartRate,
+	// execution i no earlier than its slot on the schedule.
 	start := time.Now()
+	slot := func(i int) time.Time {
+		return start.Add(time.Duration(int64(i) * int64(time.Second) / int64(cfg.StartRate)))
+	}
 	var (
 		next  atomic.Int64
 		wg    sync.WaitGroup
@@ -198,7 +244,17 @@ func TimerLateness(ctx context.Context, cfg TimerLatenessConfig) (*TimerResult, 
 	}
 	for range cfg.StartConcurrency {
 		wg.Go(func() {
+			var pace *time.Timer
+			if cfg.StartRate > 0 {
+				pace = time.NewTimer(time.Hour)
+				pace.Stop()
+			}
 			for i := int(next.Add(1)) - 1; i < cfg.Executions && fctx.Err() == nil; i = int(next.Add(1)) - 1 {
+				if pace != nil {
+					if !waitUntil(fctx, pace, slot(i)) {
+						return
+					}
+				}
 				if cfg.Follow {
 					events, err := cfg.Broker.Follow(fctx, ids[i])
 					if err != nil {
@@ -234,11 +290,23 @@ func TimerLateness(ctx context.Context, cfg TimerLatenessConfig) (*TimerResult, 
 		return nil, fmt.Errorf("bench: %d of %d executions completed, %d waits fired: %w", ended.Load(), cfg.Executions, fired.Load(), ctx.Err())
 	}
 	elapsed := time.Since(start)
+	// The running statuses of the nodes after the waits travel apart from
+	// the completions: give the last of them a moment to arrive.
+	grace := time.NewTimer(5 * time.Second)
+	select {
+	case <-allNext:
+	case <-grace.C:
+	case <-ctx.Done():
+	}
+	grace.Stop()
 
 	mu.Lock()
 	defer mu.Unlock()
-	res := &TimerResult{Executions: cfg.Executions, Wait: cfg.Wait, StartSpread: spread, Elapsed: elapsed}
+	res := &TimerResult{Executions: cfg.Executions, Wait: cfg.Wait, StartSpread: spread, StartRate: cfg.StartRate,
+		AchievedStartRate: float64(max(cfg.Executions-1, 1)) / spread.Seconds(), Elapsed: elapsed}
 	fire := make([]time.Duration, 0, len(tracks))
+	nexts := make([]time.Duration, 0, len(tracks))
+	handoffs := make([]time.Duration, 0, len(tracks))
 	end := make([]time.Duration, 0, len(tracks))
 	for id, tr := range tracks {
 		if tr.due.IsZero() {
@@ -252,11 +320,21 @@ func TimerLateness(ctx context.Context, cfg TimerLatenessConfig) (*TimerResult, 
 			res.Failed++
 		}
 		fire = append(fire, tr.fired.Sub(tr.due))
+		if !tr.next.IsZero() {
+			nexts = append(nexts, tr.next.Sub(tr.due))
+			handoffs = append(handoffs, tr.next.Sub(tr.fired))
+		}
 		end = append(end, tr.ended.Sub(tr.due))
 	}
 	slices.Sort(fire)
+	slices.Sort(nexts)
+	slices.Sort(handoffs)
 	slices.Sort(end)
 	res.FireP50, res.FireP99, res.FireMax = Percentile(fire, 0.50), Percentile(fire, 0.99), fire[len(fire)-1]
+	if len(nexts) > 0 {
+		res.NextP50, res.NextP99, res.NextMax = Percentile(nexts, 0.50), Percentile(nexts, 0.99), nexts[len(nexts)-1]
+		res.HandoffP50, res.HandoffP99, res.HandoffMax = Percentile(handoffs, 0.50), Percentile(handoffs, 0.99), handoffs[len(handoffs)-1]
+	}
 	res.EndP50, res.EndP99, res.EndMax = Percentile(end, 0.50), Percentile(end, 0.99), end[len(end)-1]
 	return res, nil
 }
@@ -265,9 +343,38 @@ func TimerLateness(ctx context.Context, cfg TimerLatenessConfig) (*TimerResult, 
 func (r *TimerResult) Print(w io.Writer, title string) {
 	fmt.Fprintf(w, "%s\n", title)
 	fmt.Fprintf(w, "  executions:     %d each waiting %s, started over %s (%d not completed)\n", r.Executions, r.Wait, r.StartSpread.Round(time.Millisecond), r.Failed)
+	fmt.Fprintf(w, "  start rate:     %s, achieved %.0f/s\n", StartPace(r.StartRate), r.AchievedStartRate)
 	fmt.Fprintf(w, "  wait resumed:   p50 %s, p99 %s, max %s late\n", r.FireP50.Round(time.Microsecond), r.FireP99.Round(time.Microsecond), r.FireMax.Round(time.Microsecond))
+	fmt.Fprintf(w, "  next node taken: p50 %s, p99 %s, max %s after the due time (resume to worker: p50 %s, p99 %s, max %s)\n",
+		r.NextP50.Round(time.Microsecond), r.NextP99.Round(time.Microsecond), r.NextMax.Round(time.Microsecond),
+		r.HandoffP50.Round(time.Microsecond), r.HandoffP99.Round(time.Microsecond), r.HandoffMax.Round(time.Microsecond))
 	fmt.Fprintf(w, "  execution end:  p50 %s, p99 %s, max %s after the due time\n", r.EndP50.Round(time.Microsecond), r.EndP99.Round(time.Microsecond), r.EndMax.Round(time.Microsecond))
 	fmt.Fprintf(w, "  early / duplicate: %d / %d; elapsed %s\n", r.Early, r.Duplicates, r.Elapsed.Round(time.Millisecond))
+}
+
+// StartPace describes a TimerLatenessConfig.StartRate.
+func StartPace(rate int) string {
+	if rate <= 0 {
+		return "as fast as possible"
+	}
+	return fmt.Sprintf("paced at %d/s", rate)
+}
+
+// waitUntil waits on t until at, and says whether it got there before ctx
+// was done.
+func waitUntil(ctx context.Context, t *time.Timer, at time.Time) bool {
+	for {
+		d := time.Until(at)
+		if d <= 0 {
+			return true
+		}
+		t.Reset(d)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
 }
 
 // TimerBacklogConfig is one run of TimerBacklog.

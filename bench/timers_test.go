@@ -65,7 +65,8 @@ func checkLateness(t *testing.T, res *bench.TimerResult, n int) {
 	if res.Executions != n || res.Failed != 0 || res.Early != 0 || res.Duplicates != 0 {
 		t.Fatalf("%d executions, %d failed, %d resumed early, %d duplicates; want %d, 0, 0, 0", res.Executions, res.Failed, res.Early, res.Duplicates, n)
 	}
-	if res.FireP50 < 0 || res.FireP50 > res.FireP99 || res.FireP99 > res.FireMax || res.EndMax < res.FireMax {
+	if res.FireP50 < 0 || res.FireP50 > res.FireP99 || res.FireP99 > res.FireMax || res.EndMax < res.FireMax ||
+		res.NextP50 < res.FireP50 || res.NextP50 > res.NextP99 || res.NextP99 > res.NextMax || res.NextMax > res.EndMax {
 		t.Fatalf("inconsistent lateness: %+v", res)
 	}
 }
@@ -94,6 +95,41 @@ func TestTimerLatenessFollowing(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkLateness(t, res, 200)
+}
+
+// With a StartRate the starts follow the schedule: execution i no earlier
+// than i/StartRate after the first, so the start spread is at least
+// (n-1)/StartRate. Only that lower bound is checked, never an upper one.
+func TestTimerLatenessStartRate(t *testing.T) {
+	b, e := inProcess(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const n, rate = 60, 200
+	res, err := bench.TimerLateness(ctx, bench.TimerLatenessConfig{Broker: b, Engine: e, Executions: n, Wait: 100 * time.Millisecond,
+		StartRate: rate, StartConcurrency: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkLateness(t, res, n)
+	if least := time.Duration(int64(n-1) * int64(time.Second) / rate); res.StartSpread < least {
+		t.Errorf("%d executions at %d/s started over %s, want at least %s", n, rate, res.StartSpread, least)
+	}
+	// Achieved is (n-1)/spread: at most the rate, by the bound above.
+	if res.StartRate != rate || res.AchievedStartRate <= 0 || res.AchievedStartRate > rate*(1+1e-9) {
+		t.Errorf("start rate %d, achieved %.3f/s: want %d and at most that", res.StartRate, res.AchievedStartRate, rate)
+	}
+	var sb strings.Builder
+	res.Print(&sb, "paced")
+	if !strings.Contains(sb.String(), "paced at 200/s") {
+		t.Errorf("Print does not give the start rate:\n%s", sb.String())
+	}
+}
+
+func TestTimerLatenessNegativeStartRate(t *testing.T) {
+	b, e := inProcess(t)
+	if _, err := bench.TimerLateness(context.Background(), bench.TimerLatenessConfig{Broker: b, Engine: e, StartRate: -1}); err == nil {
+		t.Fatal("StartRate -1 accepted")
+	}
 }
 
 func checkBacklog(t *testing.T, res *bench.TimerBacklogResult, pending, fired int) {

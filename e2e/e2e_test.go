@@ -510,16 +510,19 @@ func TestBenchSpawnWorkers(t *testing.T) {
 func TestBenchTimersSpawnWorkers(t *testing.T) {
 	amqpURL, redisURL := testinfra.AMQPURL(t), testinfra.RedisURL(t)
 	out, errOut, code := runCLI(t, 180*time.Second, "bench", "--mode", "timers", "--amqp", amqpURL, "--redis", redisURL,
-		"--spawn-workers", "1", "--executions", "50", "--wait", "1s", "--pending", "2000", "--rate", "100", "--json")
+		"--spawn-workers", "1", "--executions", "50", "--wait", "1s", "--start-rate", "100", "--pending", "2000", "--rate", "100", "--json")
 	if code != 0 {
 		t.Fatalf("rune bench --mode timers: exit status %d\nstderr:\n%s", code, errOut)
 	}
 	var rep struct {
 		Lateness struct {
-			Executions int `json:"executions"`
-			Early      int `json:"early"`
-			Duplicates int `json:"duplicates"`
-			Failed     int `json:"failed_executions"`
+			Executions int     `json:"executions"`
+			StartRate  int     `json:"start_rate"`
+			Achieved   float64 `json:"achieved_start_rate"`
+			Spread     int64   `json:"start_spread_ns"`
+			Early      int     `json:"early"`
+			Duplicates int     `json:"duplicates"`
+			Failed     int     `json:"failed_executions"`
 		} `json:"lateness"`
 		Backlog struct {
 			Pending   int   `json:"pending"`
@@ -535,6 +538,10 @@ func TestBenchTimersSpawnWorkers(t *testing.T) {
 	l, b := rep.Lateness, rep.Backlog
 	if l.Executions != 50 || l.Early != 0 || l.Duplicates != 0 || l.Failed != 0 {
 		t.Errorf("part (a): %+v, want 50 executions, none early, duplicated or failed", l)
+	}
+	// 50 starts at 100/s: the last no earlier than 490 ms after the first.
+	if l.StartRate != 100 || l.Spread < int64(490*time.Millisecond) || l.Achieved <= 0 {
+		t.Errorf("part (a): start rate %d, spread %s, achieved %.1f/s; want 100, at least 490ms, measured", l.StartRate, time.Duration(l.Spread), l.Achieved)
 	}
 	if b.Pending != 2000 || b.Fired < 900 || b.Early != 0 || b.Duplicate != 0 || b.After <= 0 {
 		t.Errorf("part (b): %+v, want 2000 pending, about 1000 fired (100/s for 10 s), none early or twice", b)

@@ -28,8 +28,10 @@ type Config struct {
 	Broker broker.Broker
 	// Engine resumes branches. Required.
 	Engine *engine.Engine
-	// Poll is the pause between claims when no timer was due. Default 50ms:
-	// timers fire at most this late on an idle scheduler.
+	// Poll is the pause between claims when no timer was due. Default 20ms:
+	// timers fire at most this late on an idle scheduler, and an idle
+	// scheduler costs Redis 50 small scripts a second (50ms measured 60–70
+	// ms of completion p99 at 200 waits a second, 20ms about 50).
 	Poll time.Duration
 	// Batch is the most timers claimed at once; while full batches come back
 	// the scheduler claims again without pausing. Default 500.
@@ -54,7 +56,7 @@ func (c *Config) defaults() error {
 		return errors.New("scheduler: Config.Timers, Config.Broker and Config.Engine are required")
 	}
 	if c.Poll <= 0 {
-		c.Poll = 50 * time.Millisecond
+		c.Poll = 20 * time.Millisecond
 	}
 	if c.Batch <= 0 {
 		c.Batch = 500

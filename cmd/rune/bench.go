@@ -45,11 +45,12 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) error {
 	idle := fs.Int("idle-executions", 200, "distributed: then run this many executions one at a time, for the per-node latency of an idle system (0: skip)")
 	rawHops := fs.Int("raw-hops", 0, "distributed: hops of the raw RabbitMQ ceiling (default: as many as node executions; negative: skip)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
-	mode := fs.String("mode", "linear", "linear (executions of set nodes), fanout (one split over --items items), or timers (distributed: --executions waiting --wait each, then a backlog of --pending timers)")
+	mode := fs.String("mode", "linear", "linear (executions of set nodes), fanout (one split over --items items), or timers (distributed: --executions waiting --wait each, started --start-rate per second, then a backlog of --pending timers)")
 	items := fs.Int("items", 10000, "fanout: items split")
 	wait := fs.Duration("wait", 2*time.Second, "timers: how long each execution waits")
 	pending := fs.Int("pending", 1000000, "timers: pending timers in the backlog (0: skip the backlog)")
 	rate := fs.Int("rate", 5000, "timers: backlog timers coming due per second while lateness is measured")
+	startRate := fs.Int("start-rate", 0, "timers: executions started per second, paced evenly, so that their waits come due at that rate (default 0: as fast as possible)")
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, `Usage: rune bench [flags]
        rune bench --amqp URL --redis URL [--prefix P] [--spawn-workers N] [flags]
@@ -83,8 +84,8 @@ the nodes).`)
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
 	}
-	if *execs < 0 || *inflight <= 0 || *nodes <= 0 || *concurrency < 0 || *prefetch < 0 || *spawn < 0 || *idle < 0 {
-		return usagef("--executions, --inflight and --nodes must be positive; --concurrency, --prefetch, --spawn-workers and --idle-executions not negative")
+	if *execs < 0 || *inflight <= 0 || *nodes <= 0 || *concurrency < 0 || *prefetch < 0 || *spawn < 0 || *idle < 0 || *startRate < 0 {
+		return usagef("--executions, --inflight and --nodes must be positive; --concurrency, --prefetch, --spawn-workers, --idle-executions and --start-rate not negative")
 	}
 	switch *mode {
 	case "linear":
@@ -94,7 +95,7 @@ the nodes).`)
 		if *execs == 0 {
 			*execs = 10000
 		}
-		return benchTimers(ctx, env, &srv, timerBench{executions: *execs, wait: *wait, pending: *pending, rate: *rate, spawn: *spawn, concurrency: *concurrency, asJSON: *asJSON})
+		return benchTimers(ctx, env, &srv, timerBench{executions: *execs, wait: *wait, startRate: *startRate, pending: *pending, rate: *rate, spawn: *spawn, concurrency: *concurrency, asJSON: *asJSON})
 	default:
 		return usagef("--mode %q: want linear, fanout or timers", *mode)
 	}

@@ -96,9 +96,9 @@ func redisUsed(ctx context.Context, srv *servers) uint64 {
 }
 
 type timerBench struct {
-	executions, pending, rate, spawn, concurrency int
-	wait                                          time.Duration
-	asJSON                                        bool
+	executions, startRate, pending, rate, spawn, concurrency int
+	wait                                                     time.Duration
+	asJSON                                                   bool
 }
 
 // benchTimers measures (a) how late waits resume with many executions
@@ -131,12 +131,14 @@ func benchTimers(ctx context.Context, env *cliEnv, srv *servers, o timerBench) e
 	}
 	defer rt.Close()
 	report := map[string]any{}
-	fmt.Fprintf(env.stderr, "rune bench: %d executions each waiting %s, prefix %q\n", o.executions, o.wait, srv.prefix)
-	lat, err := bench.TimerLateness(ctx, bench.TimerLatenessConfig{Broker: rt.Broker, Engine: rt.Engine, Executions: o.executions, Wait: o.wait, Progress: env.stderr})
+	fmt.Fprintf(env.stderr, "rune bench: %d executions each waiting %s, started %s, prefix %q\n", o.executions, o.wait, bench.StartPace(o.startRate), srv.prefix)
+	lat, err := bench.TimerLateness(ctx, bench.TimerLatenessConfig{Broker: rt.Broker, Engine: rt.Engine, Executions: o.executions, Wait: o.wait,
+		StartRate: o.startRate, Progress: env.stderr})
 	if err != nil {
 		return err
 	}
 	report["lateness"] = lat
+	latTitle := fmt.Sprintf("timers (a): %d executions waiting %s, started %s", o.executions, o.wait, bench.StartPace(o.startRate))
 	if o.pending > 0 {
 		workers.stop(env) // the backlog gets the machine to itself
 		// The backlog has a timer store of its own, so that no scheduler of
@@ -155,13 +157,13 @@ func benchTimers(ctx context.Context, env *cliEnv, srv *servers, o timerBench) e
 		if o.asJSON {
 			return json.NewEncoder(env.stdout).Encode(report)
 		}
-		lat.Print(env.stdout, fmt.Sprintf("timers (a): %d executions waiting %s", o.executions, o.wait))
+		lat.Print(env.stdout, latTitle)
 		backlog.Print(env.stdout, fmt.Sprintf("timers (b): %d pending timers, %d/s due", o.pending, o.rate))
 		return nil
 	}
 	if o.asJSON {
 		return json.NewEncoder(env.stdout).Encode(report)
 	}
-	lat.Print(env.stdout, fmt.Sprintf("timers (a): %d executions waiting %s", o.executions, o.wait))
+	lat.Print(env.stdout, latTitle)
 	return nil
 }
