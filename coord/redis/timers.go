@@ -122,13 +122,13 @@ func (ts *Timers) Schedule(ctx context.Context, id string, due time.Time, payloa
 	if id == "" {
 		return errors.New("coord/redis: Timers.Schedule: empty timer id")
 	}
-	if len(id) > 1<<16-1 {
-		return fmt.Errorf("coord/redis: Timers.Schedule: timer id of %d bytes, want at most 65,535", len(id))
+	p := packID(id)
+	if len(p) > 1<<16-1 { // a bucket record's id length is 2 bytes at most
+		return fmt.Errorf("coord/redis: Timers.Schedule: timer id of %d bytes, want at most 65,534", len(id))
 	}
 	// payload is sent as given; a nil one becomes "" and comes back empty.
 	// A due time before 1970 is kept as 1970: claimable at once either way.
 	keys := []string{ts.keys[2], ts.keys[4], ts.keys[5], ts.keys[6]}
-	p := packID(id)
 	dueMs := min(max(due.UnixMilli(), 0), maxDue)
 	if err := scheduleScript.Run(ctx, ts.client, keys, p, dueMs, payload, ts.bucketOf(p), inlineMax).Err(); err != nil {
 		return fmt.Errorf("coord/redis: Timers.Schedule %q: %w", id, err)

@@ -282,7 +282,12 @@ func TestTimersCompactIDs(t *testing.T) {
 	keys := ts.Keys()
 	base := time.UnixMilli(1_760_000_000_000)
 	hexID := "0123456789abcdef0123456789abcdef"
-	ids := []string{hexID, strings.ToUpper(hexID), hexID[:31], "exec:" + hexID, "\x00" + strings.Repeat("\x01", 16), "\x01x", "plain"}
+	// The last two ids take the bucket record's long id length (255 + 2 bytes).
+	ids := []string{hexID, strings.ToUpper(hexID), hexID[:31], "exec:" + hexID, "\x00" + strings.Repeat("\x01", 16), "\x01x", "plain",
+		strings.Repeat("L", 255), strings.Repeat("M", 5000)}
+	if err := ts.Schedule(ctx, strings.Repeat("N", 70_000), base, nil); err == nil || !strings.Contains(err.Error(), "70000 bytes") {
+		t.Fatalf("Schedule of a 70,000-byte id: %v, want an error naming its length", err)
+	}
 	for i, id := range ids {
 		if err := ts.Schedule(ctx, id, base.Add(time.Duration(i)*time.Millisecond), []byte(id)); err != nil {
 			t.Fatal(err)
