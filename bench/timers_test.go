@@ -151,7 +151,9 @@ func checkBacklog(t *testing.T, res *bench.TimerBacklogResult, pending, fired in
 
 func TestTimerBacklogInProcess(t *testing.T) {
 	timers := coordmem.NewTimers()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// A deadline against a hang, not a speed test: under -race on a busy
+	// machine freezing 22,000 payloads alone took 30 s.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	res, err := bench.TimerBacklog(ctx, bench.TimerBacklogConfig{Timers: timers, Pending: 20000, Rate: 2000, Duration: time.Second, Schedulers: 2})
 	if err != nil {
