@@ -12,25 +12,32 @@
 
 local BIG = 65535
 
+-- read decodes the record at p of page: the position and length of its id,
+-- its due, the position and length of its inline payload (plen == BIG: not
+-- inline), and the position after the record.
+local function read(page, p)
+  local l = string.byte(page, p)
+  p = p + 1
+  if l == 255 then
+    l, p = struct.unpack('>I2', page, p)
+  end
+  local due, plen, at = struct.unpack('>I6I2', page, p + l)
+  local after = at
+  if plen ~= BIG then
+    after = at + plen
+  end
+  return p, l, due, at, plen, after
+end
+
 -- parse returns the records of page: {id, due, from, to, due_at, payload_at,
--- plen} with from..to the record's bytes, due_at its due's first byte, and
--- payload_at and plen its inline payload (plen == BIG: not inline).
+-- plen} with from..to the record's bytes and due_at its due's first byte.
 local function parse(page)
   local recs, p, n = {}, 1, #page
   while p <= n do
-    local from, l = p, string.byte(page, p)
-    p = p + 1
-    if l == 255 then
-      l, p = struct.unpack('>I2', page, p)
-    end
-    local id = string.sub(page, p, p + l - 1)
-    local due_at = p + l
-    local due, plen, at = struct.unpack('>I6I2', page, due_at)
-    p = at
-    if plen ~= BIG then
-      p = p + plen
-    end
-    recs[#recs + 1] = {id = id, due = due, from = from, to = p - 1, due_at = due_at, payload_at = at, plen = plen}
+    local id_at, l, due, at, plen, after = read(page, p)
+    recs[#recs + 1] = {id = string.sub(page, id_at, id_at + l - 1), due = due, from = p, to = after - 1,
+      due_at = id_at + l, payload_at = at, plen = plen}
+    p = after
   end
   return recs
 end

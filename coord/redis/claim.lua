@@ -27,25 +27,16 @@ for _, b in ipairs(redis.call('ZRANGEBYSCORE', index, '-inf', now, 'LIMIT', 0, m
     pages[#pages + 1] = pg
     local p, n = 1, #page
     while p <= n do
-      local from, l = p, string.byte(page, p)
-      p = p + 1
-      if l == 255 then
-        l, p = struct.unpack('>I2', page, p)
-      end
-      local d, plen, at = struct.unpack('>I6I2', page, p + l)
-      local r = {from = from, due = d, at = at, plen = plen}
-      if plen ~= BIG then
-        at = at + plen
-      end
-      r.to = at - 1
+      local id_at, l, d, at, plen, after = read(page, p)
       if d <= nowMs then
-        r.id, r.claims, r.pg = string.sub(page, p, p + l - 1), 0, pg
+        local r = {id = string.sub(page, id_at, id_at + l - 1), due = d, from = p, to = after - 1,
+          payload_at = at, plen = plen, claims = 0, pg = pg}
         pg.due[#pg.due + 1] = r
         cands[#cands + 1] = r
       elseif pg.rest == nil or d < pg.rest then
         pg.rest = d -- the earliest due of the records that stay
       end
-      p = at
+      p = after
     end
   else
     redis.call('ZREM', index, b)
@@ -95,7 +86,7 @@ for i = 1, math.min(max, #cands) do
     if t.plen == BIG then
       payload = redis.call('HGET', payloads, t.id)
     else
-      payload = string.sub(t.pg.page, t.at, t.at + t.plen - 1)
+      payload = string.sub(t.pg.page, t.payload_at, t.payload_at + t.plen - 1)
       redis.call('HSET', payloads, t.id, payload)
     end
   else
