@@ -92,15 +92,9 @@ type TimerResult struct {
 	FireP50           time.Duration `json:"fire_lateness_p50_ns"`
 	FireP99           time.Duration `json:"fire_lateness_p99_ns"`
 	FireMax           time.Duration `json:"fire_lateness_max_ns"`
-	// Next is when a worker took up the node after the wait (its running
-	// status); executions whose running status was not seen are left out.
-	// End (the completion's completed_at) is the same moment for this
-	// workflow's set node: the engine stamps both when the node runs.
-	NextP50 time.Duration `json:"next_lateness_p50_ns"`
-	NextP99 time.Duration `json:"next_lateness_p99_ns"`
-	NextMax time.Duration `json:"next_lateness_max_ns"`
-	// Handoff is Next − Fire of each execution: from the scheduler's resume
-	// to a worker taking up the resumed message.
+	// Handoff is End − Fire of each execution: from the scheduler's resume
+	// to the completion, which the engine stamps when the set node after
+	// the wait runs (so: until a worker takes up the resumed message).
 	HandoffP50 time.Duration `json:"handoff_p50_ns"`
 	HandoffP99 time.Duration `json:"handoff_p99_ns"`
 	HandoffMax time.Duration `json:"handoff_max_ns"`
@@ -116,9 +110,9 @@ type TimerResult struct {
 
 // timerTrack is what TimerLateness learns of one execution.
 type timerTrack struct {
-	due, fired, next, ended time.Time
-	fires, ends             int
-	failed                  bool
+	due, fired, ended time.Time
+	fires, ends       int
+	failed            bool
 }
 
 // TimerLateness starts cfg.Executions executions of WaitWorkflow(cfg.Wait)
@@ -151,14 +145,11 @@ func TimerLateness(ctx context.Context, cfg TimerLatenessConfig) (*TimerResult, 
 		tracks[ids[i]] = &timerTrack{}
 	}
 	var (
-		mu       sync.Mutex
-		ended    atomic.Int64
-		fired    atomic.Int64
-		nexted   atomic.Int64
-		all      = make(chan struct{})
-		once     sync.Once
-		allNext  = make(chan struct{})
-		onceNext sync.Once
+		mu    sync.Mutex
+		ended atomic.Int64
+		fired atomic.Int64
+		all   = make(chan struct{})
+		once  sync.Once
 	)
 	record := func(ev any) {
 		mu.Lock()
@@ -166,19 +157,7 @@ func TimerLateness(ctx context.Context, cfg TimerLatenessConfig) (*TimerResult, 
 		var tr *timerTrack
 		switch b := ev.(type) {
 		case *message.NodeStatus:
-			if tr = tracks[b.ExecutionID]; tr == nil {
-				return
-			}
-			if b.NodeID == "after" && b.Status == message.StatusRunning {
-				if tr.next.IsZero() && nexted.Add(1) == int64(cfg.Executions) {
-					onceNext.Do(func() { close(allNext) })
-				}
-				if tr.next.IsZero() || b.ExecutedAt.Before(tr.next) {
-					tr.next = b.ExecutedAt
-				}
-				return
-			}
-			if b.NodeID != "pause" {
+			if tr = tracks[b.ExecutionID]; tr == nil || b.NodeID != "pause" {
 				return
 			}
 			switch b.Status {
@@ -290,22 +269,12 @@ func TimerLateness(ctx context.Context, cfg TimerLatenessConfig) (*TimerResult, 
 		return nil, fmt.Errorf("bench: %d of %d executions completed, %d waits fired: %w", ended.Load(), cfg.Executions, fired.Load(), ctx.Err())
 	}
 	elapsed := time.Since(start)
-	// The running statuses of the nodes after the waits travel apart from
-	// the completions: give the last of them a moment to arrive.
-	grace := time.NewTimer(5 * time.Second)
-	select {
-	case <-allNext:
-	case <-grace.C:
-	case <-ctx.Done():
-	}
-	grace.Stop()
 
 	mu.Lock()
 	defer mu.Unlock()
 	res := &TimerResult{Executions: cfg.Executions, Wait: cfg.Wait, StartSpread: spread, StartRate: cfg.StartRate,
 		AchievedStartRate: float64(max(cfg.Executions-1, 1)) / spread.Seconds(), Elapsed: elapsed}
 	fire := make([]time.Duration, 0, len(tracks))
-	nexts := make([]time.Duration, 0, len(tracks))
 	handoffs := make([]time.Duration, 0, len(tracks))
 	end := make([]time.Duration, 0, len(tracks))
 	for id, tr := range tracks {
@@ -320,22 +289,12 @@ func TimerLateness(ctx context.Context, cfg TimerLatenessConfig) (*TimerResult, 
 			res.Failed++
 		}
 		fire = append(fire, tr.fired.Sub(tr.due))
-		if !tr.next.IsZero() {
-			nexts = append(nexts, tr.next.Sub(tr.due))
-			handoffs = append(handoffs, tr.next.Sub(tr.fired))
-		}
+		handoffs = append(handoffs, tr.ended.Sub(tr.fired))
 		end = append(end, tr.ended.Sub(tr.due))
 	}
-	slices.Sort(fire)
-	slices.Sort(nexts)
-	slices.Sort(handoffs)
-	slices.Sort(end)
-	res.FireP50, res.FireP99, res.FireMax = Percentile(fire, 0.50), Percentile(fire, 0.99), fire[len(fire)-1]
-	if len(nexts) > 0 {
-		res.NextP50, res.NextP99, res.NextMax = Percentile(nexts, 0.50), Percentile(nexts, 0.99), nexts[len(nexts)-1]
-		res.HandoffP50, res.HandoffP99, res.HandoffMax = Percentile(handoffs, 0.50), Percentile(handoffs, 0.99), handoffs[len(handoffs)-1]
-	}
-	res.EndP50, res.EndP99, res.EndMax = Percentile(end, 0.50), Percentile(end, 0.99), end[len(end)-1]
+	res.FireP50, res.FireP99, res.FireMax = summary(fire)
+	res.HandoffP50, res.HandoffP99, res.HandoffMax = summary(handoffs)
+	res.EndP50, res.EndP99, res.EndMax = summary(end)
 	return res, nil
 }
 
@@ -344,12 +303,21 @@ func (r *TimerResult) Print(w io.Writer, title string) {
 	fmt.Fprintf(w, "%s\n", title)
 	fmt.Fprintf(w, "  executions:     %d each waiting %s, started over %s (%d not completed)\n", r.Executions, r.Wait, r.StartSpread.Round(time.Millisecond), r.Failed)
 	fmt.Fprintf(w, "  start rate:     %s, achieved %.0f/s\n", StartPace(r.StartRate), r.AchievedStartRate)
-	fmt.Fprintf(w, "  wait resumed:   p50 %s, p99 %s, max %s late\n", r.FireP50.Round(time.Microsecond), r.FireP99.Round(time.Microsecond), r.FireMax.Round(time.Microsecond))
-	fmt.Fprintf(w, "  next node taken: p50 %s, p99 %s, max %s after the due time (resume to worker: p50 %s, p99 %s, max %s)\n",
-		r.NextP50.Round(time.Microsecond), r.NextP99.Round(time.Microsecond), r.NextMax.Round(time.Microsecond),
-		r.HandoffP50.Round(time.Microsecond), r.HandoffP99.Round(time.Microsecond), r.HandoffMax.Round(time.Microsecond))
-	fmt.Fprintf(w, "  execution end:  p50 %s, p99 %s, max %s after the due time\n", r.EndP50.Round(time.Microsecond), r.EndP99.Round(time.Microsecond), r.EndMax.Round(time.Microsecond))
+	fmt.Fprintf(w, "  wait resumed:   %s late\n", spreadText(r.FireP50, r.FireP99, r.FireMax))
+	fmt.Fprintf(w, "  execution end:  %s after the due time\n", spreadText(r.EndP50, r.EndP99, r.EndMax))
+	fmt.Fprintf(w, "  resume to end:  %s (the worker's queue and the node)\n", spreadText(r.HandoffP50, r.HandoffP99, r.HandoffMax))
 	fmt.Fprintf(w, "  early / duplicate: %d / %d; elapsed %s\n", r.Early, r.Duplicates, r.Elapsed.Round(time.Millisecond))
+}
+
+// summary sorts ds (not empty) and returns its p50, p99 and maximum.
+func summary(ds []time.Duration) (p50, p99, most time.Duration) {
+	slices.Sort(ds)
+	return Percentile(ds, 0.50), Percentile(ds, 0.99), ds[len(ds)-1]
+}
+
+// spreadText writes a summary for people, to the microsecond.
+func spreadText(p50, p99, most time.Duration) string {
+	return fmt.Sprintf("p50 %s, p99 %s, max %s", p50.Round(time.Microsecond), p99.Round(time.Microsecond), most.Round(time.Microsecond))
 }
 
 // StartPace describes a TimerLatenessConfig.StartRate.
@@ -685,9 +653,8 @@ func TimerBacklog(ctx context.Context, cfg TimerBacklogConfig) (*TimerBacklogRes
 		res.Duplicate += int(claims[i]) - 1
 		late[i] = d
 	}
-	slices.Sort(late)
 	res.Fired = n
-	res.LateP50, res.LateP99, res.LateMax = Percentile(late, 0.50), Percentile(late, 0.99), late[n-1]
+	res.LateP50, res.LateP99, res.LateMax = summary(late)
 	return res, nil
 }
 
@@ -777,6 +744,6 @@ func (r *TimerBacklogResult) Print(w io.Writer, title string) {
 		per := float64(r.MemoryAfter-r.MemoryBefore) / float64(r.Pending)
 		fmt.Fprintf(w, "  Redis memory:   %.1f MiB before, %.1f MiB after (%.0f bytes per timer)\n", float64(r.MemoryBefore)/(1<<20), float64(r.MemoryAfter)/(1<<20), per)
 	}
-	fmt.Fprintf(w, "  %d timers due at %d/s over the backlog, claimed late by: p50 %s, p99 %s, max %s\n", r.Fired, r.Rate, r.LateP50.Round(time.Microsecond), r.LateP99.Round(time.Microsecond), r.LateMax.Round(time.Microsecond))
+	fmt.Fprintf(w, "  %d timers due at %d/s over the backlog, claimed late by: %s\n", r.Fired, r.Rate, spreadText(r.LateP50, r.LateP99, r.LateMax))
 	fmt.Fprintf(w, "  early / duplicate claims: %d / %d\n", r.Early, r.Duplicate)
 }

@@ -66,7 +66,8 @@ func checkLateness(t *testing.T, res *bench.TimerResult, n int) {
 		t.Fatalf("%d executions, %d failed, %d resumed early, %d duplicates; want %d, 0, 0, 0", res.Executions, res.Failed, res.Early, res.Duplicates, n)
 	}
 	if res.FireP50 < 0 || res.FireP50 > res.FireP99 || res.FireP99 > res.FireMax || res.EndMax < res.FireMax ||
-		res.NextP50 < res.FireP50 || res.NextP50 > res.NextP99 || res.NextP99 > res.NextMax || res.NextMax > res.EndMax {
+		// resume to end = (end − due) − (resume − due), and no wait resumed early.
+		res.HandoffP50 < 0 || res.HandoffP50 > res.HandoffP99 || res.HandoffP99 > res.HandoffMax || res.HandoffMax > res.EndMax+time.Millisecond {
 		t.Fatalf("inconsistent lateness: %+v", res)
 	}
 }
