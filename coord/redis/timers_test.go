@@ -97,13 +97,19 @@ func TestTimersKeys(t *testing.T) {
 	if l := client.HGet(ctx, want[3], "a").Val(); l != "1760000000000:1" {
 		t.Errorf("leases entry of a: %q, want %q", l, "1760000000000:1")
 	}
-	for _, id := range []string{"a", "b", "c"} {
-		if err := ts.Done(ctx, id); err != nil {
+	doneAll(t, ts, client, prefix, "a", "b", "c")
+}
+
+// doneAll calls Done on each of ids and wants no key under prefix left.
+func doneAll(t *testing.T, ts *redis.Timers, client *goredis.Client, prefix string, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		if err := ts.Done(context.Background(), id); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if keys := client.Keys(ctx, prefix+":*").Val(); len(keys) != 0 {
-		t.Fatalf("keys left after every Done: %v", keys)
+	if keys := client.Keys(context.Background(), prefix+":*").Val(); len(keys) != 0 {
+		t.Fatalf("keys left after every Done: %q", keys)
 	}
 }
 
@@ -278,7 +284,7 @@ func usedMemory(b *testing.B, client *goredis.Client) int64 {
 func TestTimersCompactIDs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ts, client, _ := newTimers(t)
+	ts, client, prefix := newTimers(t)
 	keys := ts.Keys()
 	base := time.UnixMilli(1_760_000_000_000)
 	hexID := "0123456789abcdef0123456789abcdef"
@@ -311,15 +317,8 @@ func TestTimersCompactIDs(t *testing.T) {
 		if tm.ID != ids[i] || string(tm.Payload) != ids[i] {
 			t.Fatalf("timer %d: id %q payload %q, want %q for both", i, tm.ID, tm.Payload, ids[i])
 		}
-		if err := ts.Done(ctx, tm.ID); err != nil {
-			t.Fatal(err)
-		}
 	}
-	for _, k := range keys {
-		if n := client.Exists(ctx, k).Val(); n != 0 {
-			t.Fatalf("key %s left after every Done", k)
-		}
-	}
+	doneAll(t, ts, client, prefix, ids...)
 }
 
 // TestTimersEarlierLayout: timers that an earlier Rune left waiting (one
@@ -329,7 +328,7 @@ func TestTimersCompactIDs(t *testing.T) {
 func TestTimersEarlierLayout(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ts, client, _ := newTimers(t)
+	ts, client, prefix := newTimers(t)
 	keys := ts.Keys()
 	base := time.UnixMilli(1_760_000_000_000)
 	// As schedule.lua wrote them before buckets.
@@ -369,16 +368,7 @@ func TestTimersEarlierLayout(t *testing.T) {
 	if want := "[old1 new2 old3 new4 oldWoken]"; fmt.Sprint(order) != want {
 		t.Fatalf("claimed %v, want %s", order, want)
 	}
-	for _, id := range order {
-		if err := ts.Done(ctx, id); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, k := range keys {
-		if n := client.Exists(ctx, k).Val(); n != 0 {
-			t.Fatalf("key %s left after every Done", k)
-		}
-	}
+	doneAll(t, ts, client, prefix, order...)
 }
 
 // TestTimersLargePayload: a payload over 1 KiB waits in the payloads hash,
@@ -424,14 +414,7 @@ func TestTimersLargePayload(t *testing.T) {
 			}
 		}
 	}
-	for _, id := range order {
-		if err := ts.Done(ctx, id); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n := client.Exists(ctx, keys...).Val(); n != 0 {
-		t.Fatalf("%d keys left after every Done", n)
-	}
+	doneAll(t, ts, client, prefix, order...)
 }
 
 // TestTimersMatchMemory runs the same random operations on a Redis store of
