@@ -20,6 +20,9 @@ import (
 	"github.com/rune-org/rune/worker"
 )
 
+// DefaultPoll is Config.Poll's default.
+const DefaultPoll = 20 * time.Millisecond
+
 // Config configures a scheduler.
 type Config struct {
 	// Timers is the timer store. Required.
@@ -56,7 +59,7 @@ func (c *Config) defaults() error {
 		return errors.New("scheduler: Config.Timers, Config.Broker and Config.Engine are required")
 	}
 	if c.Poll <= 0 {
-		c.Poll = 20 * time.Millisecond
+		c.Poll = DefaultPoll
 	}
 	if c.Batch <= 0 {
 		c.Batch = 500

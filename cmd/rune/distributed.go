@@ -75,7 +75,7 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 	prefetch := fs.Int("prefetch", 0, "unacked messages RabbitMQ may hand over (default 2 × concurrency)")
 	drain := fs.Duration("drain-timeout", 30*time.Second, "on SIGTERM, how long the messages in hand may run on")
 	withScheduler := fs.Bool("scheduler", false, "also fire due timers of wait and delay nodes in this process")
-	schedPoll := fs.Duration("scheduler-poll", 20*time.Millisecond, "with --scheduler: pause between claims when no timer is due (as rune scheduler --poll)")
+	schedPoll := fs.Duration("scheduler-poll", scheduler.DefaultPoll, "with --scheduler: pause between claims when no timer is due (as rune scheduler --poll)")
 	debugAddr := fs.String("debug-addr", "", "serve Go's profiler (net/http/pprof) on this address, e.g. 127.0.0.1:6060 (default: off)")
 	memLimit := fs.Int64("memory-limit-mib", 448, "soft memory limit in MiB: the garbage collector works harder near it (GOMEMLIMIT, when set, wins; 0: none)")
 	fs.Usage = func() {
@@ -126,7 +126,7 @@ func cmdScheduler(ctx context.Context, env *cliEnv, args []string) error {
 	fs.SetOutput(env.stderr)
 	var srv servers
 	srv.flags(fs, env, true)
-	poll := fs.Duration("poll", 20*time.Millisecond, "pause between claims when no timer is due: how late a timer may fire on an idle scheduler")
+	poll := fs.Duration("poll", scheduler.DefaultPoll, "pause between claims when no timer is due: how late a timer may fire on an idle scheduler")
 	batch := fs.Int("batch", 500, "timers claimed at once; full batches are drained without pausing")
 	lease := fs.Duration("lease", 30*time.Second, "how long a claimed timer is this scheduler's before another may fire it")
 	fs.Usage = func() {
