@@ -60,9 +60,23 @@ func Wait(ctx context.Context, events <-chan broker.Message, onStatus func(*mess
 				if onStatus != nil {
 					onStatus(body)
 				}
+				if body.Status == message.StatusFailed && body.Error != nil && body.Error.Code == worker.DeadLettered {
+					// Its message can never run: no completion will come.
+					return nil, &DeadLetteredError{ExecutionID: body.ExecutionID, NodeID: body.NodeID, Reason: body.Error.Message}
+				}
 			case *message.Completion:
 				return body, nil
 			}
 		}
 	}
+}
+
+// DeadLetteredError is returned by Wait when a message of the execution was
+// dead-lettered: the execution cannot complete.
+type DeadLetteredError struct {
+	ExecutionID, NodeID, Reason string
+}
+
+func (e *DeadLetteredError) Error() string {
+	return fmt.Sprintf("execution %s cannot complete: the message of node %s was dead-lettered: %s", e.ExecutionID, e.NodeID, e.Reason)
 }

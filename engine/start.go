@@ -23,6 +23,11 @@ func NewExecutionID(now time.Time) string {
 // trigger's success and one first message per successor of the trigger to
 // sink (or the completion, when the trigger has no successor).
 func (e *Engine) Start(ctx context.Context, wf *Workflow, execID string, input any, sink Sink) error {
+	// The input policy, for callers that decoded the input themselves (an
+	// API): refused here, the input never becomes a message.
+	if err := message.CheckValue("input", input); err != nil {
+		return invalidf("execution %s: %v", execID, err)
+	}
 	trig := wf.Graph.Trigger()
 	if trig == nil {
 		return invalidf("workflow %q has no trigger", wf.Def.ID)

@@ -529,8 +529,15 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
 		Spawned: spawned, Record: rec, End: f.end, Halt: f.halt, Optimistic: s.running != nil,
 	})
 	if errors.Is(err, coord.ErrUnknownExecution) {
-		s.e.log.Warn("dropping message of an unknown or expired execution", "execution_id", s.m.ExecutionID, "message_id", s.m.MessageID)
-		return nil
+		if s.uncounted {
+			// A barrier's timeout outlives its execution when the barrier
+			// completed in time: nothing is waiting for it.
+			s.e.log.Debug("dropping the timeout of an ended execution", "execution_id", s.m.ExecutionID, "node_id", s.node.ID)
+			return nil
+		}
+		// Nothing Rune published leads here (a forged message, or one kept
+		// past its execution's retention): dead-lettered, with the reason.
+		return invalidf("message %s: execution %q is unknown, expired or has ended", s.m.MessageID, s.m.ExecutionID)
 	}
 	if err != nil {
 		return fmt.Errorf("engine: finish message %s: %w", s.m.MessageID, err)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/rune-org/rune/message"
 )
 
 // maxInput bounds a trigger payload read from the command line or a file.
@@ -24,6 +26,9 @@ func readInput(s string) (any, error) {
 		if data, err = readFileLimited(where, maxInput); err != nil {
 			return nil, usagef("--input: %v", err)
 		}
+	}
+	if err := message.CheckJSON("input", data); err != nil {
+		return nil, usagef("%s: %v", where, err)
 	}
 	var v any
 	dec := json.NewDecoder(bytes.NewReader(data))
