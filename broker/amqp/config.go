@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/rune-org/rune/broker/sign"
 )
 
 // Roles of the processes sharing one RabbitMQ (RFC 001 §10.3). A role decides
@@ -72,6 +74,14 @@ type Config struct {
 	// Name is shown as the connection name in RabbitMQ's management tools.
 	// Default "rune".
 	Name string
+	// Signing, when set, signs every message this broker publishes
+	// (HMAC-SHA256 over topic, id, key and body; key id and signature in
+	// headers x-rune-key-id and x-rune-signature) and dead-letters every
+	// consumed message whose signature is missing or wrong, before it is
+	// decoded; followers skip such messages. Default nil: messages are
+	// neither signed nor checked. All processes of a deployment must share
+	// a key (sign.EnvVar).
+	Signing *sign.Keyring
 }
 
 func (c Config) withDefaults() (Config, error) {
