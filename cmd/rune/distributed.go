@@ -152,7 +152,7 @@ func cmdScheduler(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	log := serverLogger(env)
-	rt, err := srv.connect(ctx, log, amqp.RoleWorker)
+	rt, err := srv.connect(ctx, log, amqp.RoleScheduler)
 	if err != nil {
 		return err
 	}
