@@ -95,3 +95,21 @@ func TestDecodeRefusesBadInputAndUnknownFields(t *testing.T) {
 		t.Error("trailing data accepted")
 	}
 }
+
+// FuzzCheckJSON: CheckJSON never panics, and JSON it accepts decodes to a
+// value CheckValue accepts too (the raw and the decoded checks agree).
+func FuzzCheckJSON(f *testing.F) {
+	for _, s := range []string{`{"a": [1, "x", {"b": null}]}`, "\"\xff\"", `"\ud800"`, `[[[[]]]]`, `{"k\u00e9": "\ud83c\udf89"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		err := CheckJSON("input", data)
+		var v any
+		if err != nil || json.Unmarshal(data, &v) != nil {
+			return
+		}
+		if err := CheckValue("input", v); err != nil {
+			t.Fatalf("CheckJSON accepted %q, CheckValue refused its value: %v", data, err)
+		}
+	})
+}
