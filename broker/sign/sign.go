@@ -15,7 +15,9 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"hash"
 	"strings"
+	"sync"
 )
 
 // EnvVar is the environment variable that holds the keys: comma-separated
@@ -30,13 +32,25 @@ const MinKeyLen = 16
 // Parse and safe for concurrent use.
 type Keyring struct {
 	signID string
-	keys   map[string][]byte
+	keys   map[string]*key
+}
+
+// key is one secret with a pool of its HMAC states: keying an HMAC costs
+// more than signing a small message, so states are reset and reused.
+type key struct {
+	secret []byte
+	pool   sync.Pool // of *macState
+}
+
+type macState struct {
+	h   hash.Hash
+	buf []byte
 }
 
 // Parse reads keys in the EnvVar format. Errors name the key by its
 // position and id, never its secret.
 func Parse(spec string) (*Keyring, error) {
-	k := &Keyring{keys: map[string][]byte{}}
+	k := &Keyring{keys: map[string]*key{}}
 	for i, part := range strings.Split(spec, ",") {
 		part = strings.TrimSpace(part)
 		id, secret, ok := strings.Cut(part, ":")
@@ -51,7 +65,9 @@ func Parse(spec string) (*Keyring, error) {
 		if _, dup := k.keys[id]; dup {
 			return nil, fmt.Errorf("%s: key %d: id %q appears twice", EnvVar, i+1, id)
 		}
-		k.keys[id] = []byte(secret)
+		sk := &key{secret: []byte(secret)}
+		sk.pool.New = func() any { return &macState{h: hmac.New(sha256.New, sk.secret)} }
+		k.keys[id] = sk
 		if i == 0 {
 			k.signID = id
 		}
@@ -67,22 +83,28 @@ type Signed struct {
 	Body           []byte
 }
 
-func (k *Keyring) mac(key []byte, m Signed) []byte {
-	h := hmac.New(sha256.New, key)
-	h.Write([]byte("rune-sign-v1\x00"))
-	h.Write([]byte(m.Topic))
-	h.Write([]byte{0})
-	h.Write([]byte(m.ID))
-	h.Write([]byte{0})
-	h.Write([]byte(m.Key))
-	h.Write([]byte{0})
-	h.Write(m.Body)
-	return h.Sum(nil)
+// mac appends the HMAC of m with key to dst.
+func (sk *key) mac(dst []byte, m Signed) []byte {
+	st := sk.pool.Get().(*macState)
+	st.h.Reset()
+	st.buf = append(st.buf[:0], "rune-sign-v1\x00"...)
+	st.buf = append(st.buf, m.Topic...)
+	st.buf = append(st.buf, 0)
+	st.buf = append(st.buf, m.ID...)
+	st.buf = append(st.buf, 0)
+	st.buf = append(st.buf, m.Key...)
+	st.buf = append(st.buf, 0)
+	st.h.Write(st.buf)
+	st.h.Write(m.Body)
+	dst = st.h.Sum(dst)
+	sk.pool.Put(st)
+	return dst
 }
 
 // Sign returns the id of the signing key and the signature of m.
 func (k *Keyring) Sign(m Signed) (keyID, signature string) {
-	return k.signID, base64.RawStdEncoding.EncodeToString(k.mac(k.keys[k.signID], m))
+	var sum [sha256.Size]byte
+	return k.signID, base64.RawStdEncoding.EncodeToString(k.keys[k.signID].mac(sum[:0], m))
 }
 
 // ErrBadSignature is wrapped by every Verify error.
@@ -93,12 +115,16 @@ func (k *Keyring) Verify(m Signed, keyID, signature string) error {
 	if keyID == "" && signature == "" {
 		return fmt.Errorf("%w: the message is not signed", ErrBadSignature)
 	}
-	key, ok := k.keys[keyID]
+	sk, ok := k.keys[keyID]
 	if !ok {
 		return fmt.Errorf("%w: signed with key %q, which this process does not hold", ErrBadSignature, keyID)
 	}
-	got, err := base64.RawStdEncoding.DecodeString(signature)
-	if err != nil || !hmac.Equal(got, k.mac(key, m)) {
+	var got, want [sha256.Size]byte
+	if len(signature) != base64.RawStdEncoding.EncodedLen(sha256.Size) {
+		return fmt.Errorf("%w: malformed signature (key %q)", ErrBadSignature, keyID)
+	}
+	n, err := base64.RawStdEncoding.Decode(got[:], []byte(signature))
+	if err != nil || !hmac.Equal(got[:n], sk.mac(want[:0], m)) {
 		return fmt.Errorf("%w: does not match the message (key %q)", ErrBadSignature, keyID)
 	}
 	return nil
