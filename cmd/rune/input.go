@@ -10,9 +10,6 @@ import (
 	"github.com/rune-org/rune/message"
 )
 
-// maxInput bounds a trigger payload read from the command line or a file.
-const maxInput = 10 << 20
-
 // readInput decodes --input: inline JSON, or @file. Empty means {}.
 func readInput(s string) (any, error) {
 	if s == "" {
@@ -23,7 +20,7 @@ func readInput(s string) (any, error) {
 	if strings.HasPrefix(s, "@") {
 		where = s[1:]
 		var err error
-		if data, err = readFileLimited(where, maxInput); err != nil {
+		if data, err = readFileLimited(where, message.MaxInputSize); err != nil {
 			return nil, usagef("--input: %v", err)
 		}
 	}
