@@ -123,6 +123,12 @@ func TestForgedMessagesAreRefused(t *testing.T) {
 				t.Fatalf("%s: publish: %v", name, err)
 			}
 		}
+		// A forged completion would end the follower's wait early.
+		fake := &message.Completion{WorkflowID: "forge_target", ExecutionID: exec, Status: message.CompletionHalted,
+			FinalContext: map[string]any{"$trigger": map[string]any{"who": "forger"}}, CompletedAt: time.Now().UTC()}
+		if err := b.Publish(ctx, broker.Message{Topic: broker.Completion, ID: exec, Key: exec, Body: fake}).Wait(ctx); err != nil {
+			t.Fatalf("%s: publish a completion: %v", name, err)
+		}
 		b.Close()
 	}
 	// Signed with the genuine key, the made-up field still does not pass.
