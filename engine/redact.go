@@ -40,8 +40,13 @@ func (s *step) redactRecord(rec *record) {
 		return
 	}
 	rec.Output = s.secrets.Value(rec.Output)
-	for i, it := range s.items {
-		s.items[i] = s.secrets.Value(it)
+	if s.items != nil {
+		// A copy: the node's slice may be shared (a constant array).
+		items := make([]any, len(s.items))
+		for i, it := range s.items {
+			items[i] = s.secrets.Value(it)
+		}
+		s.items = items
 	}
 	if e := rec.Err; e != nil {
 		red := &message.Error{Code: e.Code, Message: s.secrets.String(e.Message)}
