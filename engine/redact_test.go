@@ -52,7 +52,9 @@ func (r leakyRunner) Run(ctx context.Context, in *node.Input) (node.Result, erro
 
 type mapSecrets map[string]map[string]string
 
-func (m mapSecrets) Resolve(_ context.Context, ref string) (map[string]string, error) { return m[ref], nil }
+func (m mapSecrets) Resolve(_ context.Context, ref string) (map[string]string, error) {
+	return m[ref], nil
+}
 
 type syncBuf struct {
 	mu sync.Mutex
