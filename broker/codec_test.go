@@ -64,7 +64,7 @@ func TestDecodeErrorsReject(t *testing.T) {
 		{"not JSON", broker.Execution, `{"message_id":`, "invalid JSON"},
 		{"wrong JSON type", broker.Completion, `[1,2]`, "want a JSON object"},
 		{"invalid message", broker.Status, `{"workflow_id":"wf"}`, "execution_id"},
-		{"body of another topic", broker.Execution, string(valid), "message_id"},
+		{"body of another topic", broker.Execution, string(valid), `unknown field "node_id"`}, // fields of a status are not those of an execution
 		{"dead letter topic", broker.DeadLetter, string(valid), "no body type"},
 		{"unknown topic", "nope", string(valid), "no body type"},
 		{"too large", broker.Timeout, string(huge), "over the limit"},

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/rune-org/rune/broker"
 	"github.com/rune-org/rune/engine"
@@ -21,6 +22,13 @@ func Start(ctx context.Context, b broker.Broker, e *engine.Engine, wf *engine.Wo
 		return err
 	}
 	if err := p.Flush(); err != nil {
+		// Do not leave a live execution behind that nothing will ever run
+		// (issue 12: a refused publish left it for the state's whole TTL).
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if aerr := e.AbortStart(actx, wf, execID, err); aerr != nil {
+			err = errors.Join(err, aerr)
+		}
 		return fmt.Errorf("start execution %s: publish first messages: %w", execID, err)
 	}
 	return nil
@@ -60,9 +68,23 @@ func Wait(ctx context.Context, events <-chan broker.Message, onStatus func(*mess
 				if onStatus != nil {
 					onStatus(body)
 				}
+				if body.Status == message.StatusFailed && body.Error != nil && body.Error.Code == worker.DeadLettered {
+					// Its message can never run: no completion will come.
+					return nil, &DeadLetteredError{ExecutionID: body.ExecutionID, NodeID: body.NodeID, Reason: body.Error.Message}
+				}
 			case *message.Completion:
 				return body, nil
 			}
 		}
 	}
+}
+
+// DeadLetteredError is returned by Wait when a message of the execution was
+// dead-lettered: the execution cannot complete.
+type DeadLetteredError struct {
+	ExecutionID, NodeID, Reason string
+}
+
+func (e *DeadLetteredError) Error() string {
+	return fmt.Sprintf("execution %s cannot complete: the message of node %s was dead-lettered: %s", e.ExecutionID, e.NodeID, e.Reason)
 }

@@ -14,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/rune-org/rune/broker/amqp"
+	"github.com/rune-org/rune/broker/sign"
 	coordredis "github.com/rune-org/rune/coord/redis"
 	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/node"
@@ -40,6 +41,10 @@ type Config struct {
 	Nodes nodes.Options
 	// Secrets resolves credential references; nil means nodes get none.
 	Secrets node.Secrets
+	// Signing signs the messages this process publishes and refuses
+	// unsigned or badly signed ones (amqp.Config.Signing). Default nil:
+	// no signing.
+	Signing *sign.Keyring
 }
 
 // Runtime is a connected distributed runtime.
@@ -75,7 +80,7 @@ func Connect(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.Prefix != "" {
 		qprefix, kprefix = cfg.Prefix+".", cfg.Prefix
 	}
-	b, err := amqp.New(ctx, amqp.Config{URL: cfg.AMQPURL, Prefix: qprefix, Role: cfg.Role, Logger: cfg.Logger, Name: "rune " + cfg.Role})
+	b, err := amqp.New(ctx, amqp.Config{URL: cfg.AMQPURL, Prefix: qprefix, Role: cfg.Role, Logger: cfg.Logger, Name: "rune " + cfg.Role, Signing: cfg.Signing})
 	if err != nil {
 		rc.Close()
 		return nil, fmt.Errorf("connect to RabbitMQ: %w (is it running? check the AMQP URL)", err)

@@ -20,7 +20,10 @@ import (
 
 // runtime is a distributed runtime with a worker and a scheduler running in
 // this process, on queues and keys of its own.
-type runtime struct{ rt *distributed.Runtime }
+type runtime struct {
+	rt     *distributed.Runtime
+	prefix string // of queues, exchanges and keys
+}
 
 func (r runtime) Run(ctx context.Context, def []byte, input any, onStatus func(*message.NodeStatus)) (*message.Completion, error) {
 	wf, err := r.rt.Engine.Compile(def)
@@ -31,11 +34,20 @@ func (r runtime) Run(ctx context.Context, def []byte, input any, onStatus func(*
 }
 
 func newRuntime(t *testing.T) runtimetest.Runtime {
+	return newRuntimeWith(t, distributed.Config{})
+}
+
+// newRuntimeWith is newRuntime with cfg's Secrets, Signing and Logger.
+func newRuntimeWith(t *testing.T, cfg distributed.Config) runtime {
 	amqpURL, redisURL := testinfra.AMQPURL(t), testinfra.RedisURL(t)
-	log := slog.New(slog.DiscardHandler)
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	prefix := testinfra.Name(t)
 	rt, err := distributed.Connect(context.Background(), distributed.Config{
 		AMQPURL: amqpURL, RedisURL: redisURL, Prefix: prefix, Role: amqp.RoleAdmin, Logger: log,
+		Secrets: cfg.Secrets, Signing: cfg.Signing,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +68,7 @@ func newRuntime(t *testing.T) runtimetest.Runtime {
 		}
 		rt.Close()
 	})
-	return runtime{rt}
+	return runtime{rt: rt, prefix: prefix}
 }
 
 func TestRuntimeConformance(t *testing.T) {

@@ -107,10 +107,16 @@ type proc struct {
 // killed if it still runs, and on failure its stderr goes to the test log.
 func startProc(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
+	return startProcEnv(t, name, nil, args...)
+}
+
+// startProcEnv is startProc with env ("K=V") added to the environment.
+func startProcEnv(t *testing.T, name string, env []string, args ...string) *proc {
+	t.Helper()
 	p := &proc{name: name, cmd: exec.Command(binary(t), args...), done: make(chan struct{})}
 	p.cmd.Stdout = &p.stdout
 	p.cmd.Stderr = &p.stderr
-	p.cmd.Env = cleanEnv()
+	p.cmd.Env = append(cleanEnv(), env...)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
@@ -576,10 +582,16 @@ func ownVhost(t *testing.T, vhost string) string {
 // and exit status.
 func runCLI(t *testing.T, timeout time.Duration, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	return runCLIEnv(t, timeout, nil, args...)
+}
+
+// runCLIEnv is runCLI with env ("K=V") added to the environment.
+func runCLIEnv(t *testing.T, timeout time.Duration, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary(t), args...)
-	cmd.Env = cleanEnv()
+	cmd.Env = append(cleanEnv(), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

@@ -1,6 +1,9 @@
 package embedded_test
 
 import (
+	"bytes"
+	"log/slog"
+	"sync"
 	"testing"
 
 	"github.com/rune-org/rune/embedded"
@@ -34,4 +37,43 @@ func TestRetrySpacing(t *testing.T) {
 	}
 	defer rt.Close()
 	runtimetest.RetrySpacing(t, rt)
+}
+
+// lockedBuffer is a log sink written by many goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) Bytes() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bytes.Clone(l.b.Bytes())
+}
+
+// Issue 12: a server echoing the request's headers put the bearer token
+// into the failed status, the completion and the final context. No status,
+// completion or log line (at debug level) may hold a secret.
+func TestSecretsNeverLeak(t *testing.T) {
+	t.Parallel()
+	var logs lockedBuffer
+	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	rt, err := embedded.New(embedded.Options{Secrets: runtimetest.LeakSecrets(), Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	runtimetest.LeakScenario(t, rt)
+	if f := runtimetest.FindLeak(logs.Bytes()); f != "" {
+		t.Errorf("the secret (as %q) is in the logs:\n%s", f, logs.Bytes())
+	}
+	if !bytes.Contains(logs.Bytes(), []byte("[redacted]")) {
+		t.Errorf("the log node's line was not logged, or not redacted:\n%s", logs.Bytes())
+	}
 }

@@ -187,6 +187,11 @@ func (e *Engine) compiled(m *message.NodeExecution, what string) (*Workflow, *wo
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %s %s: %v", ErrInvalid, what, m.MessageID, err)
 	}
+	if m.WorkflowID != wf.Def.ID {
+		// Statuses and completions carry workflow_id: it must be the one
+		// whose definition runs.
+		return nil, nil, invalidf("%s %s: workflow_id %q is not the id of its workflow_definition (%q)", what, m.MessageID, m.WorkflowID, wf.Def.ID)
+	}
 	n, _ := wf.Graph.Node(m.CurrentNode)
 	return wf, n, nil
 }

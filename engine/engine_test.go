@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -532,7 +533,10 @@ func TestInvalidMessagesAreRejected(t *testing.T) {
 		"bad definition": func(m *message.NodeExecution) {
 			m.WorkflowDefinition = json.RawMessage(`{"id":"x","nodes":[],"edges":[]}`)
 		},
-		"no execution": func(m *message.NodeExecution) { m.ExecutionID = "" },
+		"no execution":                     func(m *message.NodeExecution) { m.ExecutionID = "" },
+		"workflow_id not the definition's": func(m *message.NodeExecution) { m.WorkflowID = "another_workflow" },
+		// Issue 12: these were acked and dropped with a warning.
+		"unknown execution": func(m *message.NodeExecution) { m.ExecutionID = "exec_never_started" },
 	}
 	for name, mutate := range cases {
 		m := good
@@ -584,5 +588,28 @@ func TestIgnoreOnAFailedConditionalFollowsNoSide(t *testing.T) {
 	c := h.completion()
 	if h.ran("yes") || h.ran("no") || !h.ran("always") || c.Status != message.CompletionCompleted {
 		t.Fatalf("statuses %v, completion %s; want neither side, the plain edge followed", h.statuses(), c.Status)
+	}
+}
+
+// Input that breaks the input policy never becomes a message, whoever
+// decoded it (the CLI, an API).
+func TestStartRefusesInputBreakingThePolicy(t *testing.T) {
+	h := newHarness(t, fanDef)
+	var deep any = map[string]any{}
+	for range 10_000 {
+		deep = map[string]any{"a": deep}
+	}
+	for name, input := range map[string]any{
+		"10,000 deep":   deep,
+		"invalid UTF-8": map[string]any{"name": "Zo\xeb"},
+	} {
+		var f engine.Effects
+		err := h.eng.Start(context.Background(), h.wf, "exec_bad_"+strings.ReplaceAll(name, " ", "_"), input, &f)
+		if !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), "input") {
+			t.Errorf("%s: Start = %v, want ErrInvalid naming the input", name, err)
+		}
+		if len(f.Statuses)+len(f.Next) > 0 || f.Completion != nil {
+			t.Errorf("%s: Start reported effects: %+v", name, f)
+		}
 	}
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/rune-org/rune/coord"
 	"github.com/rune-org/rune/message"
 )
 
@@ -23,6 +25,11 @@ func NewExecutionID(now time.Time) string {
 // trigger's success and one first message per successor of the trigger to
 // sink (or the completion, when the trigger has no successor).
 func (e *Engine) Start(ctx context.Context, wf *Workflow, execID string, input any, sink Sink) error {
+	// The input policy, for callers that decoded the input themselves (an
+	// API): refused here, the input never becomes a message.
+	if err := message.CheckValue("input", input); err != nil {
+		return invalidf("execution %s: %v", execID, err)
+	}
 	trig := wf.Graph.Trigger()
 	if trig == nil {
 		return invalidf("workflow %q has no trigger", wf.Def.ID)
@@ -84,4 +91,33 @@ func (f *Effects) Execute(m *message.NodeExecution, d time.Duration) {
 func (f *Effects) Complete(c *message.Completion) { f.Completion = c }
 func (f *Effects) Timeout(t *message.Timeout, _ time.Duration) {
 	f.Timeouts = append(f.Timeouts, t)
+}
+
+// AbortStart ends execution execID of wf after Start succeeded but its
+// first messages could not all be published: it halts the execution and
+// finishes each first message as if it had run and spawned nothing, so the
+// coordinator's state ends (kept only for its short retention) rather than
+// staying live until its TTL. A first message that was published after all
+// is dropped by the worker that gets it.
+func (e *Engine) AbortStart(ctx context.Context, wf *Workflow, execID string, cause error) error {
+	trig := wf.Graph.Trigger()
+	if trig == nil {
+		return nil
+	}
+	now := e.cfg.Now()
+	halt := &message.Failure{NodeID: trig.ID, Error: message.Error{Code: "START_FAILED",
+		Message: "the execution's first messages could not be published: " + cause.Error()}}
+	var errs []error
+	for _, edge := range wf.Graph.Outgoing(trig.ID) {
+		_, err := e.cfg.Coord.Finish(ctx, execID, childID(execID, edge.ID), coord.Finish{
+			Record: &record{Noop: true, StartedAt: now, FinishedAt: now}, Halt: halt,
+		})
+		if err != nil && !errors.Is(err, coord.ErrUnknownExecution) {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("engine: abort the start of execution %s: %w", execID, err)
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"runtime/debug"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/rune-org/rune/message"
 	"github.com/rune-org/rune/node"
 	"github.com/rune-org/rune/nodes"
+	"github.com/rune-org/rune/redact"
 	"github.com/rune-org/rune/workflow"
 )
 
@@ -37,6 +39,9 @@ type step struct {
 	// running is set while a node that skipped Begin awaits its Finish's
 	// verdict: its running status, reported only if the verdict is Run.
 	running *message.NodeStatus
+	// secrets are the credential values this step's node resolved: they
+	// are redacted from everything it produces (see stepSecrets).
+	secrets redact.Set
 }
 
 // record is what Finish stores for a message, so that a redelivery publishes
@@ -205,6 +210,7 @@ func (s *step) run(ctx context.Context, now time.Time) (*record, error) {
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
+	defer s.redactRecord(rec)
 	var ie *infraError
 	if errors.As(err, &ie) || errors.Is(err, ErrInvalid) {
 		return nil, err // the runtime failed, not the node
@@ -245,20 +251,28 @@ func (s *step) callWith(ctx context.Context, n *workflow.Node, r node.Runner, no
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			s.e.log.Error("node panicked", "execution_id", s.m.ExecutionID, "node_id", s.node.ID, "panic", p, "stack", string(debug.Stack()))
-			err = &node.Error{Code: "NODE_PANIC", Message: fmt.Sprintf("node %q panicked: %v", s.node.ID, p)}
+			text := s.secrets.String(fmt.Sprint(p))
+			s.e.log.Error("node panicked", "execution_id", s.m.ExecutionID, "node_id", s.node.ID, "panic", text, "stack", string(debug.Stack()))
+			err = &node.Error{Code: "NODE_PANIC", Message: fmt.Sprintf("node %q panicked: %s", s.node.ID, text)}
 		}
 	}()
-	return r.Run(ctx, &node.Input{
+	in := &node.Input{
 		Env:            s.env(acc, now),
 		NodeID:         s.node.ID,
 		ExecutionID:    s.m.ExecutionID,
 		Attempt:        s.m.Attempt,
 		IdempotencyKey: s.idempotencyKey(),
-		Secrets:        s.e.cfg.Secrets,
 		Now:            now,
 		Logger:         s.e.log,
-	})
+	}
+	if s.e.cfg.Secrets != nil {
+		in.Secrets = stepSecrets{s}
+		if _, pure := r.(node.Pure); !pure {
+			// What the node logs passes through the same redaction.
+			in.Logger = slog.New(s.secrets.Handler(s.e.log.Handler()))
+		}
+	}
+	return r.Run(ctx, in)
 }
 
 // env is the expression environment of the node: the accumulated context plus
@@ -529,8 +543,15 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
 		Spawned: spawned, Record: rec, End: f.end, Halt: f.halt, Optimistic: s.running != nil,
 	})
 	if errors.Is(err, coord.ErrUnknownExecution) {
-		s.e.log.Warn("dropping message of an unknown or expired execution", "execution_id", s.m.ExecutionID, "message_id", s.m.MessageID)
-		return nil
+		if s.uncounted {
+			// A barrier's timeout outlives its execution when the barrier
+			// completed in time: nothing is waiting for it.
+			s.e.log.Debug("dropping the timeout of an ended execution", "execution_id", s.m.ExecutionID, "node_id", s.node.ID)
+			return nil
+		}
+		// Nothing Rune published leads here (a forged message, or one kept
+		// past its execution's retention): dead-lettered, with the reason.
+		return invalidf("message %s: execution %q is unknown, expired or has ended", s.m.MessageID, s.m.ExecutionID)
 	}
 	if err != nil {
 		return fmt.Errorf("engine: finish message %s: %w", s.m.MessageID, err)

@@ -48,7 +48,8 @@ func (e *exprValue) Eval(env map[string]any) (any, error) {
 	return normalize(v, e.c.limits.MaxResultBytes)
 }
 
-func (e *exprValue) eval(env map[string]any) (any, error) {
+func (e *exprValue) eval(env map[string]any) (_ any, err error) {
+	defer recoverInto("expression evaluation", &err)
 	m := e.c.vms.Get().(*vm.VM)
 	m.MemoryBudget = e.c.vmBudget
 	out, err := m.Run(e.prog, env)
@@ -103,7 +104,8 @@ func (c *Compiler) memoryLimitError() error {
 }
 
 // compileExpr compiles src, an expression found at byte offset off of tmpl.
-func (c *Compiler) compileExpr(src, tmpl string, off int) (*exprValue, error) {
+func (c *Compiler) compileExpr(src, tmpl string, off int) (_ *exprValue, err error) {
+	defer recoverInto("expression compile", &err)
 	if len(tmpl) > c.limits.MaxSource {
 		return nil, sourceLimitError(len(tmpl), c.limits.MaxSource)
 	}

@@ -472,3 +472,23 @@ func TestNullIsNil(t *testing.T) {
 		t.Fatalf("$trigger.x == null: %v, %v", got, err)
 	}
 }
+
+// A panic in a parser Rune does not own is the template's error, not the
+// process's crash (issue 12, found by FuzzCompileEval; the crasher is kept
+// under testdata/fuzz/FuzzCompileEval).
+func TestLiquidLexerPanicIsAnError(t *testing.T) {
+	c := NewCompiler(Limits{})
+	_, err := c.Liquid("Hi {{ 10000000000000000000 }}")
+	var pe *ParserPanicError
+	if !errors.As(err, &pe) {
+		t.Fatalf("Liquid(out-of-range integer) = %v, want a *ParserPanicError", err)
+	}
+	if !strings.Contains(err.Error(), "liquid parse") {
+		t.Errorf("error %q does not say which parser failed", err)
+	}
+	if v, err := c.Liquid("Hi {{ 42 }}"); err != nil {
+		t.Fatalf("the compiler is unusable after the panic: %v", err)
+	} else if out, err := v.Eval(map[string]any{}); err != nil || out != "Hi 42" {
+		t.Fatalf("Eval = %v, %v; want Hi 42", out, err)
+	}
+}

@@ -158,13 +158,25 @@ func (c *Compiler) Liquid(src string) (Value, error) {
 	if err != nil {
 		return nil, err
 	}
+	t, err := c.parseLiquid(rewritten)
+	if err != nil {
+		return nil, err
+	}
+	return &liquidValue{t: t, names: names, vars: vars, c: c}, nil
+}
+
+// parseLiquid parses a rewritten template; a panic in Liquid's lexer or
+// parser (found by FuzzCompileEval: an integer literal out of int64's range)
+// is an error of this template.
+func (c *Compiler) parseLiquid(src string) (t *liquid.Template, err error) {
 	c.liquidMu.Lock()
-	t, serr := c.liquid.ParseString(rewritten)
-	c.liquidMu.Unlock()
+	defer c.liquidMu.Unlock()
+	defer recoverInto("liquid parse", &err)
+	t, serr := c.liquid.ParseString(src)
 	if serr != nil {
 		return nil, errors.New(unrewrite(serr.Error()))
 	}
-	return &liquidValue{t: t, names: names, vars: vars, c: c}, nil
+	return t, nil
 }
 
 type liquidValue struct {
@@ -187,7 +199,7 @@ func (l *liquidValue) Eval(env map[string]any) (any, error) {
 	budget := &liquidBudgetState{lim: &l.c.limits, start: now, vars: l.vars}
 	b[liquidBudget] = budget
 	w := &limitWriter{lim: &l.c.limits, start: now}
-	if err := l.t.FRender(w, b); err != nil {
+	if err := l.render(w, b); err != nil {
 		var le *LimitError
 		switch {
 		case w.err != nil:
@@ -203,6 +215,12 @@ func (l *liquidValue) Eval(env map[string]any) (any, error) {
 		return nil, errors.New(unrewrite(err.Error()))
 	}
 	return w.b.String(), nil
+}
+
+// render runs the template; a panic in Liquid is an error of this evaluation.
+func (l *liquidValue) render(w *limitWriter, b map[string]any) (err error) {
+	defer recoverInto("liquid render", &err)
+	return l.t.FRender(w, b)
 }
 
 // limitWriter collects Liquid output up to MaxResultBytes and stops a render

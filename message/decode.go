@@ -1,9 +1,11 @@
 package message
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"time"
 )
@@ -52,14 +54,37 @@ func decode[T any, P interface {
 	if len(data) > MaxSize {
 		return nil, fmt.Errorf("%w: %s message is %d bytes, over the limit of %d bytes (RFC 001 §11.1)", ErrTooLarge, kind, len(data), MaxSize)
 	}
+	if err := checkRaw(kind, data, messageDepth); err != nil {
+		return nil, fmt.Errorf("invalid %s message: %w", kind, err)
+	}
 	var m T
-	if err := json.Unmarshal(data, &m); err != nil {
+	if err := unmarshalStrict(data, &m); err != nil {
 		return nil, fmt.Errorf("malformed %s message: %s", kind, describe(data, err, timeFields))
 	}
 	if err := P(&m).Validate(); err != nil {
 		return nil, err
 	}
 	return &m, nil
+}
+
+// unmarshalStrict decodes one JSON value into v, refusing fields v does not
+// have: a field this version does not know (a newer or forged message's
+// "schema_version", say) is a message it cannot handle faithfully, to be
+// dead-lettered rather than half-understood.
+func unmarshalStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			var x any
+			return json.Unmarshal(data, &x) // the syntax error, with its offset
+		}
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("data after the message's JSON value")
+	}
+	return nil
 }
 
 // describe rewords encoding/json errors to say where the problem is.

@@ -176,7 +176,7 @@ type httpRunner struct {
 }
 
 func (r *httpRunner) Run(ctx context.Context, in *node.Input) (node.Result, error) {
-	req, err := r.request(ctx, in)
+	req, credHeaders, err := r.request(ctx, in)
 	if err != nil {
 		return node.Result{}, err
 	}
@@ -185,8 +185,12 @@ func (r *httpRunner) Run(ctx context.Context, in *node.Input) (node.Result, erro
 	req = req.WithContext(rctx)
 	target := redacted(req.URL)
 
+	client := r.opts.HTTPClient
+	if r.credRef != "" {
+		client = credentialClient(client, append(credHeaders, alwaysCredential...))
+	}
 	start := time.Now()
-	resp, err := r.opts.HTTPClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return node.Result{}, r.transportError(ctx, target, err)
 	}
@@ -229,30 +233,31 @@ func (r *httpRunner) Run(ctx context.Context, in *node.Input) (node.Result, erro
 	}}, nil
 }
 
-// request renders the parameters into a request. Its errors are node errors.
-func (r *httpRunner) request(ctx context.Context, in *node.Input) (*http.Request, error) {
+// request renders the parameters into a request, and names the headers
+// that carry its credentials. Its errors are node errors.
+func (r *httpRunner) request(ctx context.Context, in *node.Input) (_ *http.Request, credHeaders []string, err error) {
 	rawURL, err := r.url.Eval(in.Env)
 	if err != nil {
-		return nil, exprError("url", err)
+		return nil, nil, exprError("url", err)
 	}
 	us, ok := rawURL.(string)
 	if !ok {
-		return nil, invalidParam("url", "must render to a string, not %s", expr.TypeName(rawURL))
+		return nil, nil, invalidParam("url", "must render to a string, not %s", expr.TypeName(rawURL))
 	}
 	u, err := parseURL(us)
 	if err != nil {
-		return nil, invalidParam("url", "%v", err)
+		return nil, nil, invalidParam("url", "%v", err)
 	}
 	if len(r.query) > 0 {
 		q := u.Query()
 		for _, nv := range r.query {
 			v, err := nv.v.Eval(in.Env)
 			if err != nil {
-				return nil, exprError("query"+fieldPath(nv.name), err)
+				return nil, nil, exprError("query"+fieldPath(nv.name), err)
 			}
 			vals, err := queryValues(v)
 			if err != nil {
-				return nil, invalidParam("query"+fieldPath(nv.name), "%v", err)
+				return nil, nil, invalidParam("query"+fieldPath(nv.name), "%v", err)
 			}
 			for _, s := range vals {
 				q.Add(nv.name, s)
@@ -266,7 +271,7 @@ func (r *httpRunner) request(ctx context.Context, in *node.Input) (*http.Request
 	if r.body != nil {
 		v, err := r.body.Eval(in.Env)
 		if err != nil {
-			return nil, exprError("body", err)
+			return nil, nil, exprError("body", err)
 		}
 		switch v := v.(type) {
 		case nil:
@@ -275,14 +280,14 @@ func (r *httpRunner) request(ctx context.Context, in *node.Input) (*http.Request
 		default:
 			b, err := json.Marshal(v)
 			if err != nil {
-				return nil, invalidParam("body", "cannot encode as JSON: %v", err)
+				return nil, nil, invalidParam("body", "cannot encode as JSON: %v", err)
 			}
 			body, contentType = bytes.NewReader(b), "application/json"
 		}
 	}
 	req, err := http.NewRequestWithContext(ctx, r.method, u.String(), body)
 	if err != nil {
-		return nil, invalidParam("url", "%v", err)
+		return nil, nil, invalidParam("url", "%v", err)
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
@@ -290,14 +295,14 @@ func (r *httpRunner) request(ctx context.Context, in *node.Input) (*http.Request
 	for _, nv := range r.headers {
 		v, err := nv.v.Eval(in.Env)
 		if err != nil {
-			return nil, exprError("headers"+fieldPath(nv.name), err)
+			return nil, nil, exprError("headers"+fieldPath(nv.name), err)
 		}
 		s, err := scalarText(v)
 		if err != nil {
-			return nil, invalidParam("headers"+fieldPath(nv.name), "%v", err)
+			return nil, nil, invalidParam("headers"+fieldPath(nv.name), "%v", err)
 		}
 		if strings.ContainsAny(s, "\r\n") {
-			return nil, invalidParam("headers"+fieldPath(nv.name), "must not contain line breaks")
+			return nil, nil, invalidParam("headers"+fieldPath(nv.name), "must not contain line breaks")
 		}
 		req.Header.Set(nv.name, s)
 	}
@@ -305,28 +310,31 @@ func (r *httpRunner) request(ctx context.Context, in *node.Input) (*http.Request
 		req.Header.Set("Idempotency-Key", in.IdempotencyKey)
 	}
 	if r.credRef != "" {
-		if err := r.authorize(ctx, in, req); err != nil {
-			return nil, err
+		if credHeaders, err = r.authorize(ctx, in, req); err != nil {
+			return nil, nil, err
 		}
 	}
-	return req, nil
+	return req, credHeaders, nil
 }
 
 // authorize adds the node's credentials to req. Secret values go into
 // request headers only, which are never echoed in outputs or errors.
-func (r *httpRunner) authorize(ctx context.Context, in *node.Input, req *http.Request) error {
+func (r *httpRunner) authorize(ctx context.Context, in *node.Input, req *http.Request) (headers []string, err error) {
 	if in.Secrets == nil {
 		// Sending the request without the credentials it names would fail
 		// in a less obvious way, or worse, succeed anonymously.
-		return &node.Error{Code: CodeCredentials, Message: fmt.Sprintf("credential %q: no secret store is configured", r.credRef)}
+		return nil, &node.Error{Code: CodeCredentials, Message: fmt.Sprintf("credential %q: no secret store is configured", r.credRef)}
 	}
 	fields, err := in.Secrets.Resolve(ctx, r.credRef)
 	if err != nil {
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 		// Secret stores name the reference in their errors already.
-		return &node.Error{Code: CodeCredentials, Message: err.Error()}
+		return nil, &node.Error{Code: CodeCredentials, Message: err.Error()}
+	}
+	if err := allowedHost(r.credRef, fields[AllowedHostsField], req.URL); err != nil {
+		return nil, err
 	}
 	if tok := fields["token"]; tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
@@ -337,12 +345,13 @@ func (r *httpRunner) authorize(ctx context.Context, in *node.Input, req *http.Re
 	for k, v := range fields {
 		if name, ok := strings.CutPrefix(k, "header:"); ok {
 			if !validHeaderName(name) || strings.ContainsAny(v, "\r\n") {
-				return &node.Error{Code: CodeCredentials, Message: fmt.Sprintf("credential %q: field %q is not a valid header", r.credRef, k)}
+				return nil, &node.Error{Code: CodeCredentials, Message: fmt.Sprintf("credential %q: field %q is not a valid header", r.credRef, k)}
 			}
 			req.Header.Set(name, v)
+			headers = append(headers, name)
 		}
 	}
-	return nil
+	return headers, nil
 }
 
 func (r *httpRunner) readBody(resp *http.Response) ([]byte, error) {

@@ -101,7 +101,11 @@ func handle(ctx context.Context, cfg Config, d *broker.Delivery) error {
 	if !ok {
 		return fmt.Errorf("%w: body of %T on %s", broker.ErrReject, d.Body, d.Topic)
 	}
-	return settle(ctx, cfg, d, m.ExecutionID, func(s *Publisher) error { return cfg.Engine.Handle(ctx, m, s) })
+	err := settle(ctx, cfg, d, m.ExecutionID, func(s *Publisher) error { return cfg.Engine.Handle(ctx, m, s) })
+	if rejected(err) {
+		reportDeadLetter(ctx, cfg, m, err)
+	}
+	return err
 }
 
 // settle runs the engine on a delivery through a Publisher and turns the

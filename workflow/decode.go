@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+
+	"github.com/rune-org/rune/message"
 )
 
 // MaxDefinitionSize is the largest definition Decode accepts, in bytes. A
@@ -32,6 +34,11 @@ func Decode(data []byte) (*Definition, error) {
 	if !json.Valid(data) {
 		var v any
 		return nil, syntaxError(data, json.Unmarshal(data, &v))
+	}
+	// The input policy: encoding/json would turn invalid UTF-8 into U+FFFD
+	// silently, and a definition nested past it fails later in a message.
+	if err := message.CheckJSON("definition", data); err != nil {
+		return nil, fmt.Errorf("workflow definition: %w", err)
 	}
 	var d decoder
 	def := d.definition(data)

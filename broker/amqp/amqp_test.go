@@ -688,7 +688,7 @@ func TestPermissionsDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, role := range []string{RoleWorker, RoleMaster} {
+	for _, role := range []string{RoleWorker, RoleMaster, RoleScheduler} {
 		c, w, r := PermissionsFor(role, "")
 		for _, re := range []string{c, w, r} {
 			if !strings.Contains(string(doc), "'"+re+"'") {

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/rune-org/rune/broker/sign"
 )
 
 // Roles of the processes sharing one RabbitMQ (RFC 001 §10.3). A role decides
@@ -24,6 +26,11 @@ const (
 	// read access to declare a queue with a dead-letter exchange): a worker,
 	// or Setup with an administrator's URL, declares it.
 	RoleMaster = "master"
+	// RoleScheduler fires due timers (rune scheduler): it publishes
+	// executions, statuses, completions and (delayed) timeouts, and consumes
+	// nothing. It declares only the exchanges it publishes to; workers
+	// declare the queues.
+	RoleScheduler = "scheduler"
 	// RoleAdmin declares the whole topology and may do everything; Setup and
 	// single-user installations (and tests) use it.
 	RoleAdmin = "admin"
@@ -38,7 +45,7 @@ type Config struct {
 	// declares or uses. Default "" (the names of RFC 001 §8 as they are); tests
 	// use a per-test prefix so they never see each other's messages.
 	Prefix string
-	// Role is RoleWorker, RoleMaster or RoleAdmin; it selects the topology
+	// Role is RoleWorker, RoleMaster, RoleScheduler or RoleAdmin; it selects the topology
 	// declared (see the roles). Default RoleWorker.
 	Role string
 	// Logger receives connection, dead-lettering and redelivery logs.
@@ -72,6 +79,14 @@ type Config struct {
 	// Name is shown as the connection name in RabbitMQ's management tools.
 	// Default "rune".
 	Name string
+	// Signing, when set, signs every message this broker publishes
+	// (HMAC-SHA256 over topic, id, key and body; key id and signature in
+	// headers x-rune-key-id and x-rune-signature) and dead-letters every
+	// consumed message whose signature is missing or wrong, before it is
+	// decoded; followers skip such messages. Default nil: messages are
+	// neither signed nor checked. All processes of a deployment must share
+	// a key (sign.EnvVar).
+	Signing *sign.Keyring
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -81,9 +96,9 @@ func (c Config) withDefaults() (Config, error) {
 	switch c.Role {
 	case "":
 		c.Role = RoleWorker
-	case RoleWorker, RoleMaster, RoleAdmin:
+	case RoleWorker, RoleMaster, RoleScheduler, RoleAdmin:
 	default:
-		return c, fmt.Errorf("amqp broker: unknown role %q (want %q, %q or %q)", c.Role, RoleWorker, RoleMaster, RoleAdmin)
+		return c, fmt.Errorf("amqp broker: unknown role %q (want %q, %q, %q or %q)", c.Role, RoleWorker, RoleMaster, RoleScheduler, RoleAdmin)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -127,7 +142,11 @@ func (c Config) withDefaults() (Config, error) {
 //     writing dead letters.
 //   - master: write workflow.execution, read workflow.node.status and
 //     workflow.completion (and its own follower queues); plus writing dead
-//     letters. It cannot read workflow.execution.
+//     letters, and the trigger's status (write workflow.events). It cannot
+//     read workflow.execution.
+//   - scheduler: write workflow.execution (resumed branches), statuses and
+//     completions (workflow.events) and delayed timeouts (workflow.timeout.x
+//     through its delay queues). It reads no queue.
 //
 // In RabbitMQ publishing needs write on the exchange, consuming read on the
 // queue, binding write on the queue and read on the exchange, and declaring a
@@ -153,8 +172,18 @@ func PermissionsFor(role, prefix string) (configure, write, read string) {
 			q(n.timeoutX), timeoutDelay, q(n.timeoutProcess), q(n.dlx))
 	case RoleMaster:
 		configure = alt(q(n.execX), q(n.eventsX), q(n.status), q(n.completion), q(n.dlx), q(n.dlq), follow)
-		write = alt(q(n.execX), q(n.status), q(n.completion), q(n.dlx), q(n.dlq), follow)
+		// workflow.events: the trigger's status (and the completion of a
+		// trigger without successors) is the master's to publish.
+		write = alt(q(n.execX), q(n.eventsX), q(n.status), q(n.completion), q(n.dlx), q(n.dlq), follow)
 		read = alt(q(n.eventsX), q(n.status), q(n.completion), q(n.dlx), follow)
+	case RoleScheduler:
+		// Exchanges it declares; delay queues of timeouts (and of retries,
+		// should a resumed branch ever be held back), which it declares,
+		// binds (write on the queue, read on the exchange) and whose
+		// dead-letter exchange needs read on the queue.
+		configure = alt(q(n.execX), q(n.eventsX), q(n.dlx), q(n.timeoutX), timeoutDelay, execRetry)
+		write = alt(q(n.execX), q(n.eventsX), q(n.dlx), q(n.timeoutX), timeoutDelay, execRetry)
+		read = alt(q(n.execX), q(n.timeoutX), timeoutDelay, execRetry)
 	case RoleAdmin:
 		all := "^" + q(prefix) + ".*$"
 		return all, all, all

@@ -193,6 +193,10 @@ func (c *consumer) handle(ctx context.Context, d *amqp091.Delivery) {
 	if c.topic == broker.DeadLetter {
 		c.b.fillDeadLetter(del, d)
 	} else {
+		if err := c.b.verify(d, c.topic); err != nil {
+			c.reject(ctx, d, err)
+			return
+		}
 		body, err := broker.Decode(c.topic, d.Body)
 		if err != nil {
 			c.reject(ctx, d, err)

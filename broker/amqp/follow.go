@@ -207,6 +207,9 @@ func (f *follower) decode(d *amqp091.Delivery) (broker.Message, error) {
 	default:
 		return broker.Message{}, fmt.Errorf("unexpected routing key %q", d.RoutingKey)
 	}
+	if err := f.b.verify(d, topic); err != nil {
+		return broker.Message{}, err
+	}
 	body, err := broker.Decode(topic, d.Body)
 	if err != nil {
 		return broker.Message{}, err

@@ -78,6 +78,7 @@ func (b *Broker) Publish(ctx context.Context, msgs ...broker.Message) broker.Pen
 				Body:          body,
 			},
 		}
+		b.signInto(&out[i].pub, m.Topic, m.ID, m.Key)
 	}
 	return b.send(ctx, msgs[0].Key+"\x00"+msgs[0].Lane, out)
 }
@@ -107,6 +108,7 @@ func (b *Broker) PublishRaw(ctx context.Context, topic broker.Topic, body []byte
 		Timestamp:    time.Now(),
 		Body:         body,
 	}}
+	b.signInto(&o.pub, topic, "", "")
 	return b.send(ctx, "", []outgoing{o}).Wait(ctx)
 }
 

@@ -309,7 +309,12 @@ func (n names) declare(d *declarer, role string) error {
 			[][2]string{{n.eventsX, complRKPrefix + "#"}}},
 		{n.dlq, true, nil, [][2]string{{n.dlx, ""}}},
 	}
-	if role != RoleMaster {
+	if role == RoleScheduler {
+		// It publishes, and consumes nothing: the exchanges are all it needs.
+		exchanges = append(exchanges, exchange{n.timeoutX, amqp091.ExchangeDirect})
+		queues = nil
+	}
+	if role != RoleMaster && role != RoleScheduler {
 		exchanges = append(exchanges, exchange{n.timeoutX, amqp091.ExchangeDirect})
 		queues = append(queues,
 			queue{n.execution, true, executionArgs(n), [][2]string{{n.execX, n.execution}}},

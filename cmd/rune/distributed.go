@@ -13,6 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/rune-org/rune/broker/amqp"
+	"github.com/rune-org/rune/broker/sign"
 	"github.com/rune-org/rune/client"
 	"github.com/rune-org/rune/coord"
 	"github.com/rune-org/rune/distributed"
@@ -26,6 +27,9 @@ import (
 // servers holds the connection flags shared by the distributed commands.
 type servers struct {
 	amqpURL, redisURL, prefix string
+	// signingKeys is RUNE_SIGNING_KEY: from the environment only, since
+	// flags show in process listings.
+	signingKeys string
 }
 
 func (s *servers) flags(fs *flag.FlagSet, env *cliEnv, needRedis bool) {
@@ -34,6 +38,7 @@ func (s *servers) flags(fs *flag.FlagSet, env *cliEnv, needRedis bool) {
 		fs.StringVar(&s.redisURL, "redis", env.getenv("RUNE_REDIS_URL"), "Redis URL (env RUNE_REDIS_URL), e.g. redis://127.0.0.1:6379/0")
 	}
 	fs.StringVar(&s.prefix, "prefix", env.getenv("RUNE_PREFIX"), "prefix of every queue, exchange and Redis key (env RUNE_PREFIX); isolates deployments sharing servers")
+	s.signingKeys = env.getenv(sign.EnvVar)
 }
 
 func (s *servers) check(needRedis bool) error {
@@ -60,9 +65,16 @@ func (s *servers) connect(ctx context.Context, log *slog.Logger, role string) (*
 	if _, err := goredis.ParseURL(s.redisURL); err != nil {
 		return nil, usagef("--redis: %v", err)
 	}
+	var keys *sign.Keyring
+	if s.signingKeys != "" {
+		var err error
+		if keys, err = sign.Parse(s.signingKeys); err != nil {
+			return nil, usagef("%v", err)
+		}
+	}
 	return distributed.Connect(ctx, distributed.Config{
 		AMQPURL: s.amqpURL, RedisURL: s.redisURL, Prefix: s.prefix, Role: role,
-		Logger: log, Secrets: secrets.Env{}, Nodes: nodes.Options{Logger: log},
+		Logger: log, Secrets: secrets.Env{}, Nodes: nodes.Options{Logger: log}, Signing: keys,
 	})
 }
 
@@ -140,7 +152,7 @@ func cmdScheduler(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	log := serverLogger(env)
-	rt, err := srv.connect(ctx, log, amqp.RoleWorker)
+	rt, err := srv.connect(ctx, log, amqp.RoleScheduler)
 	if err != nil {
 		return err
 	}

@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"os"
 	"strings"
-)
 
-// maxInput bounds a trigger payload read from the command line or a file.
-const maxInput = 10 << 20
+	"github.com/rune-org/rune/message"
+)
 
 // readInput decodes --input: inline JSON, or @file. Empty means {}.
 func readInput(s string) (any, error) {
@@ -21,9 +20,12 @@ func readInput(s string) (any, error) {
 	if strings.HasPrefix(s, "@") {
 		where = s[1:]
 		var err error
-		if data, err = readFileLimited(where, maxInput); err != nil {
+		if data, err = readFileLimited(where, message.MaxInputSize); err != nil {
 			return nil, usagef("--input: %v", err)
 		}
+	}
+	if err := message.CheckJSON("input", data); err != nil {
+		return nil, usagef("%s: %v", where, err)
 	}
 	var v any
 	dec := json.NewDecoder(bytes.NewReader(data))

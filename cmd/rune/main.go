@@ -49,6 +49,7 @@ func commands() []command {
 		{"scheduler", "fire due timers of wait and delay nodes (distributed runtime)", cmdScheduler},
 		{"start", "start an execution on running workers; --wait follows it", cmdStart},
 		{"bench", "measure node executions per second", cmdBench},
+		{"permissions", "print the RabbitMQ and Redis commands that give a role what it needs", cmdPermissions},
 	}
 }
 

@@ -1,0 +1,92 @@
+package redact
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"log/slog"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+const secret = "s3cr3t/t0ken+=?&"
+
+func TestStringRedactsEveryForm(t *testing.T) {
+	var s Set
+	s.Add(secret, "ann")
+	for _, form := range []string{
+		secret,
+		base64.StdEncoding.EncodeToString([]byte(secret)),
+		base64.RawURLEncoding.EncodeToString([]byte(secret)),
+		url.QueryEscape(secret),
+		url.PathEscape(secret),
+		base64.StdEncoding.EncodeToString([]byte("ann:" + secret)), // HTTP Basic
+	} {
+		got := s.String("before " + form + " after")
+		if got != "before [redacted] after" {
+			t.Errorf("String(%q) = %q", form, got)
+		}
+	}
+	if got := s.String("ann is no secret of 4 bytes"); got != "ann is no secret of 4 bytes" {
+		t.Errorf("a value under MinLen was redacted: %q", got)
+	}
+}
+
+func TestValueRedactsWithoutModifying(t *testing.T) {
+	var s Set
+	s.Add(secret)
+	in := map[string]any{
+		"body":  map[string]any{"headers": []any{"Authorization: Bearer " + secret, 1.0}},
+		secret:  "as a key",
+		"clean": []any{"x"},
+	}
+	out := s.Value(in).(map[string]any)
+	if strings.Contains(jsonish(out), "t0ken") {
+		t.Errorf("Value left the secret: %v", out)
+	}
+	if out["body"].(map[string]any)["headers"].([]any)[0] != "Authorization: Bearer [redacted]" || out[Mask] != "as a key" {
+		t.Errorf("Value = %v", out)
+	}
+	if !strings.Contains(jsonish(in), secret) {
+		t.Error("Value modified its input")
+	}
+	var empty Set
+	if got := empty.Value(in); got.(map[string]any)["clean"] == nil {
+		t.Error("an empty set changed the value")
+	}
+}
+
+func jsonish(v any) string {
+	var b strings.Builder
+	var walk func(any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				b.WriteString(k + "=")
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		case string:
+			b.WriteString(x + " ")
+		}
+	}
+	walk(v)
+	return b.String()
+}
+
+func TestHandlerRedactsLogLines(t *testing.T) {
+	var s Set
+	var buf bytes.Buffer
+	log := slog.New(s.Handler(slog.NewTextHandler(&buf, nil))).With("early", "x")
+	s.Add(secret) // added after the logger was made: still redacted
+	log.Info("calling with "+secret, "err", errors.New("401 for "+url.QueryEscape(secret)),
+		slog.Group("req", "auth", "Bearer "+secret), "body", map[string]any{"echo": secret})
+	if out := buf.String(); strings.Contains(out, "t0ken") || strings.Count(out, Mask) != 4 {
+		t.Errorf("log line: %s", out)
+	}
+}
