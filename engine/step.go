@@ -335,6 +335,9 @@ func (s *step) outcome(ctx context.Context, rec *record, f *effects) error {
 		st.DurationMS = rec.DurationMS
 		f.statuses = append(f.statuses, st)
 		next := s.extend("$"+s.node.ID, rec.Output)
+		if v, ok := s.wf.runners[s.node.ID].(node.Vars); ok {
+			next = withVar(next, v.VarName(), rec.Output)
+		}
 		if s.node.Type == "split" {
 			// Every branch carries the context: big values go by reference.
 			next, err := s.externalize(ctx, next)
@@ -488,6 +491,19 @@ func with(base map[string]any, key string, v any) map[string]any {
 		ctx[k] = old
 	}
 	ctx[key] = v
+	return ctx
+}
+
+// withVar sets $vars.<name> in ctx (which is the caller's own copy):
+// $vars is a new object each time, since contexts are shared by messages.
+func withVar(ctx map[string]any, name string, v any) map[string]any {
+	old, _ := ctx["$vars"].(map[string]any)
+	vars := make(map[string]any, len(old)+1)
+	for k, x := range old {
+		vars[k] = x
+	}
+	vars[name] = v
+	ctx["$vars"] = vars
 	return ctx
 }
 

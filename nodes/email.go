@@ -1,0 +1,441 @@
+package nodes
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	netmail "net/mail"
+	"net/textproto"
+	"strconv"
+	"strings"
+
+	"github.com/wneessen/go-mail"
+
+	"github.com/rune-org/rune/expr"
+	"github.com/rune-org/rune/node"
+	"github.com/rune-org/rune/workflow"
+)
+
+// emailType sends mail over SMTP (dsl.md "email").
+type emailType struct{ opts *Options }
+
+var emailParams = []string{"from", "to", "cc", "bcc", "reply_to", "subject", "text", "html", "headers"}
+
+func (*emailType) Check(c *workflow.NodeCheck) {
+	p := newParamCheck(c, emailParams...)
+	p.stringOrList("to", true)
+	p.stringOrList("cc", false)
+	p.stringOrList("bcc", false)
+	p.stringOrList("reply_to", false)
+	for _, name := range []string{"from", "subject", "text", "html"} {
+		if s, ok := p.string(name, name == "subject"); ok {
+			p.liquid("parameters."+name, s)
+		}
+	}
+	_, hasText := c.Node.Parameters["text"]
+	_, hasHTML := c.Node.Parameters["html"]
+	if !hasText && !hasHTML {
+		c.Report("parameters", "an email needs a body: set text, html or both")
+	}
+	if h, present := c.Node.Parameters["headers"]; present {
+		m, ok := h.(map[string]any)
+		if !ok {
+			c.Report("parameters.headers", "must be an object of header name to text, not %s", expr.TypeName(h))
+		}
+		for name, v := range m {
+			field := "parameters.headers" + fieldPath(name)
+			s, ok := v.(string)
+			switch {
+			case !validHeaderName(name):
+				c.Report(field, "%q is not a valid header name", name)
+			case reservedMailHeader(name):
+				c.Report(field, "%s is set by the email node itself", name)
+			case !ok:
+				c.Report(field, "must be a string, not %s", expr.TypeName(v))
+			default:
+				p.liquid(field, s)
+			}
+		}
+	}
+	if credRef(c.Node) == "" {
+		c.Report("credentials.ref", "required: the SMTP server's credential")
+	}
+}
+
+// reservedMailHeader: headers the node derives from its own parameters.
+func reservedMailHeader(name string) bool {
+	switch textproto.CanonicalMIMEHeaderKey(name) {
+	case "From", "To", "Cc", "Bcc", "Reply-To", "Subject", "Message-Id", "Content-Type", "Mime-Version", "Content-Transfer-Encoding", "Date":
+		return true
+	}
+	return false
+}
+
+func (t *emailType) Compile(n *workflow.Node, c *expr.Compiler) (node.Runner, error) {
+	r := &emailRunner{opts: t.opts, ref: credRef(n), varsRunner: varsRunner{name: "email_" + n.ID}}
+	var err error
+	for name, dst := range map[string]**liquidField{"from": &r.from, "subject": &r.subject, "text": &r.text, "html": &r.html} {
+		if *dst, err = liquidParam(n, c, name); err != nil {
+			return nil, err
+		}
+	}
+	for name, dst := range map[string]*[]*liquidField{"to": &r.to, "cc": &r.cc, "bcc": &r.bcc, "reply_to": &r.replyTo} {
+		if *dst, err = liquidList(n, c, name); err != nil {
+			return nil, err
+		}
+	}
+	headers, _ := n.Parameters["headers"].(map[string]any)
+	for name, v := range headers {
+		s, _ := v.(string)
+		lv, err := c.Liquid(s)
+		if err != nil {
+			return nil, compileErr(n, "headers"+fieldPath(name), err)
+		}
+		r.headers = append(r.headers, emailHeader{name: name, v: &liquidField{name: "headers" + fieldPath(name), v: lv}})
+	}
+	return r, nil
+}
+
+type emailHeader struct {
+	name string
+	v    *liquidField
+}
+
+type emailRunner struct {
+	varsRunner
+	opts                      *Options
+	ref                       string
+	from, subject, text, html *liquidField
+	to, cc, bcc, replyTo      []*liquidField
+	headers                   []emailHeader
+}
+
+// smtpConfig is an SMTP credential (dsl.md "Credentials").
+type smtpConfig struct {
+	host, tlsMode, username, password, from, auth string
+	port                                          int
+}
+
+func parseSMTP(ref string, f map[string]string) (smtpConfig, error) {
+	bad := func(format string, args ...any) error {
+		return &node.Error{Code: CodeCredentials, Message: fmt.Sprintf("credential %q: ", ref) + fmt.Sprintf(format, args...)}
+	}
+	c := smtpConfig{host: f["host"], tlsMode: f["tls"], username: f["username"], password: f["password"], from: f["from"], auth: strings.ToLower(f["auth"])}
+	if c.host == "" {
+		return c, bad("field \"host\" is required")
+	}
+	if c.tlsMode == "" {
+		c.tlsMode = "starttls"
+	}
+	defPort := map[string]int{"none": 25, "starttls": 587, "tls": 465}
+	def, ok := defPort[c.tlsMode]
+	if !ok {
+		return c, bad("field \"tls\" is %q, want none, starttls or tls", c.tlsMode)
+	}
+	c.port = def
+	if p := f["port"]; p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 65535 {
+			return c, bad("field \"port\" is %q, want a port number", p)
+		}
+		c.port = n
+	}
+	switch c.auth {
+	case "", "plain", "login":
+	default:
+		return c, bad("field \"auth\" is %q, want plain or login", c.auth)
+	}
+	return c, nil
+}
+
+// addresses renders fields and parses every address in them; a list
+// element or a string may hold several, comma-separated.
+func addresses(env map[string]any, fields []*liquidField) ([]*netmail.Address, error) {
+	var out []*netmail.Address
+	for _, f := range fields {
+		s, err := f.render(env)
+		if err != nil {
+			return nil, err
+		}
+		if strings.TrimSpace(s) == "" {
+			continue
+		}
+		list, err := netmail.ParseAddressList(s)
+		if err != nil {
+			// Name the offending part rather than the whole list.
+			for _, part := range strings.Split(s, ",") {
+				if _, perr := netmail.ParseAddress(part); perr != nil && strings.TrimSpace(part) != "" {
+					s = strings.TrimSpace(part)
+					break
+				}
+			}
+			return nil, invalidAddress(f.name, s)
+		}
+		out = append(out, list...)
+	}
+	return out, nil
+}
+
+func invalidAddress(field, addr string) error {
+	return &node.Error{
+		Code:    CodeInvalidAddress,
+		Message: fmt.Sprintf("parameters.%s: %q is not a valid email address", field, addr),
+		Details: map[string]any{"parameter": "parameters." + field, "address": addr},
+	}
+}
+
+func (r *emailRunner) Run(ctx context.Context, in *node.Input) (node.Result, error) {
+	m, err := r.message(in)
+	if err != nil {
+		return node.Result{}, err
+	}
+	fields, err := credentialFields(ctx, in, r.ref, "smtp")
+	if err != nil {
+		return node.Result{}, err
+	}
+	cfg, err := parseSMTP(r.ref, fields)
+	if err != nil {
+		return node.Result{}, err
+	}
+	if m.from == nil {
+		if cfg.from == "" {
+			return node.Result{}, invalidParam("from", "required: neither the node nor credential %q sets a sender", r.ref)
+		}
+		a, err := netmail.ParseAddress(cfg.from)
+		if err != nil {
+			return node.Result{}, &node.Error{Code: CodeCredentials, Message: fmt.Sprintf("credential %q: field \"from\" is not a valid email address", r.ref)}
+		}
+		m.from = a
+	}
+	out, err := sendOnce(ctx, r.opts, in, func() (map[string]any, error) { return r.send(ctx, in, cfg, m) })
+	if err != nil {
+		return node.Result{}, err
+	}
+	return node.Result{Output: out}, nil
+}
+
+// rendered is one email, rendered and parsed.
+type rendered struct {
+	from                 *netmail.Address
+	to, cc, bcc, replyTo []*netmail.Address
+	subject, text, html  string
+	headers              [][2]string
+}
+
+func (r *emailRunner) message(in *node.Input) (*rendered, error) {
+	m := &rendered{}
+	var err error
+	if m.to, err = addresses(in.Env, r.to); err != nil {
+		return nil, err
+	}
+	if len(m.to) == 0 {
+		return nil, invalidParam("to", "rendered to no address")
+	}
+	for _, l := range []struct {
+		dst *[]*netmail.Address
+		src []*liquidField
+	}{{&m.cc, r.cc}, {&m.bcc, r.bcc}, {&m.replyTo, r.replyTo}} {
+		if *l.dst, err = addresses(in.Env, l.src); err != nil {
+			return nil, err
+		}
+	}
+	if r.from != nil {
+		from, err := addresses(in.Env, []*liquidField{r.from})
+		if err != nil {
+			return nil, err
+		}
+		switch len(from) {
+		case 0:
+		case 1:
+			m.from = from[0]
+		default:
+			return nil, invalidParam("from", "want one sender, got %d addresses", len(from))
+		}
+	}
+	for _, f := range []struct {
+		dst *string
+		src *liquidField
+	}{{&m.subject, r.subject}, {&m.text, r.text}, {&m.html, r.html}} {
+		if *f.dst, err = f.src.render(in.Env); err != nil {
+			return nil, err
+		}
+	}
+	if strings.ContainsAny(m.subject, "\r\n") {
+		m.subject = strings.Join(strings.Fields(m.subject), " ") // a header is one line
+	}
+	for _, h := range r.headers {
+		v, err := h.v.render(in.Env)
+		if err != nil {
+			return nil, err
+		}
+		if strings.ContainsAny(v, "\r\n") {
+			return nil, invalidParam(h.v.name, "a header value must be one line")
+		}
+		m.headers = append(m.headers, [2]string{h.name, v})
+	}
+	return m, nil
+}
+
+func (r *emailRunner) send(ctx context.Context, in *node.Input, cfg smtpConfig, m *rendered) (map[string]any, error) {
+	msg := mail.NewMsg()
+	if err := msg.FromFormat(m.from.Name, m.from.Address); err != nil {
+		return nil, invalidAddress("from", m.from.Address)
+	}
+	set := func(field string, list []*netmail.Address, add func(name, addr string) error) error {
+		for _, a := range list {
+			if err := add(a.Name, a.Address); err != nil {
+				return invalidAddress(field, a.Address)
+			}
+		}
+		return nil
+	}
+	if err := set("to", m.to, msg.AddToFormat); err != nil {
+		return nil, err
+	}
+	if err := set("cc", m.cc, msg.AddCcFormat); err != nil {
+		return nil, err
+	}
+	if err := set("bcc", m.bcc, msg.AddBccFormat); err != nil {
+		return nil, err
+	}
+	if len(m.replyTo) > 0 {
+		if err := msg.ReplyToFormat(m.replyTo[0].Name, m.replyTo[0].Address); err != nil {
+			return nil, invalidAddress("reply_to", m.replyTo[0].Address)
+		}
+	}
+	msg.Subject(m.subject)
+	// The Message-ID derives from the idempotency key: a send repeated after
+	// a crash carries the same one, so receivers can tell it is the same mail.
+	msgID := messageID(in, m.from.Address)
+	msg.SetMessageIDWithValue(msgID)
+	msg.SetDate()
+	for _, h := range m.headers {
+		msg.SetGenHeader(mail.Header(h[0]), h[1])
+	}
+	switch {
+	case m.text != "" && m.html != "":
+		msg.SetBodyString(mail.TypeTextPlain, m.text)
+		msg.AddAlternativeString(mail.TypeTextHTML, m.html)
+	case m.html != "":
+		msg.SetBodyString(mail.TypeTextHTML, m.html)
+	default:
+		msg.SetBodyString(mail.TypeTextPlain, m.text)
+	}
+	client, err := mail.NewClient(cfg.host, r.clientOptions(cfg)...)
+	if err != nil {
+		return nil, &node.Error{Code: CodeCredentials, Message: fmt.Sprintf("credential %q: %v", r.ref, err)}
+	}
+	if err := client.DialAndSendWithContext(ctx, msg); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, r.smtpError(cfg, m, err)
+	}
+	var accepted []any
+	for _, list := range [][]*netmail.Address{m.to, m.cc, m.bcc} {
+		for _, a := range list {
+			accepted = append(accepted, a.Address)
+		}
+	}
+	return map[string]any{"message_id": "<" + msgID + ">", "accepted": accepted, "rejected": []any{}}, nil
+}
+
+func messageID(in *node.Input, from string) string {
+	domain := "rune.invalid"
+	if _, d, ok := strings.Cut(from, "@"); ok && d != "" {
+		domain = d
+	}
+	key := in.IdempotencyKey
+	if key == "" {
+		key = in.ExecutionID + "." + in.NodeID + "." + strconv.Itoa(in.Attempt)
+	}
+	return key + "@" + domain
+}
+
+func (r *emailRunner) clientOptions(cfg smtpConfig) []mail.Option {
+	tlsConf := &tls.Config{ServerName: cfg.host, MinVersion: tls.VersionTLS12}
+	if r.opts.TLSConfig != nil {
+		tlsConf = r.opts.TLSConfig.Clone()
+		if tlsConf.ServerName == "" {
+			tlsConf.ServerName = cfg.host
+		}
+	}
+	opts := []mail.Option{mail.WithPort(cfg.port), mail.WithTLSConfig(tlsConf), mail.WithTimeout(r.opts.SMTPTimeout)}
+	switch cfg.tlsMode {
+	case "none":
+		opts = append(opts, mail.WithTLSPolicy(mail.NoTLS))
+	case "starttls":
+		opts = append(opts, mail.WithTLSPolicy(mail.TLSMandatory))
+	case "tls":
+		opts = append(opts, mail.WithSSL())
+	}
+	if cfg.username != "" || cfg.password != "" {
+		// Over a plain connection the user chose none: the NOENC variants
+		// send the password as the server asks (go-mail refuses otherwise).
+		auth := map[[2]bool]mail.SMTPAuthType{
+			{false, false}: mail.SMTPAuthPlain, {false, true}: mail.SMTPAuthLogin,
+			{true, false}: mail.SMTPAuthPlainNoEnc, {true, true}: mail.SMTPAuthLoginNoEnc,
+		}[[2]bool{cfg.tlsMode == "none", cfg.auth == "login"}]
+		opts = append(opts, mail.WithSMTPAuth(auth), mail.WithUsername(cfg.username), mail.WithPassword(cfg.password))
+	}
+	return opts
+}
+
+// smtpError classifies a failed send: 4xx replies and lost connections are
+// worth retrying, 5xx replies are not; a refused recipient is named with
+// the parameter it came from. Messages hold server replies and addresses,
+// never the credential's password.
+func (r *emailRunner) smtpError(cfg smtpConfig, m *rendered, err error) error {
+	server := net.JoinHostPort(cfg.host, strconv.Itoa(cfg.port))
+	code, reply := smtpCode(err)
+	var se *mail.SendError
+	if errors.As(err, &se) && se.ErrorCode() != 0 {
+		code = se.ErrorCode()
+	}
+	details := map[string]any{"server": server}
+	msg := fmt.Sprintf("SMTP %s: %s", server, reply)
+	if se != nil && se.Reason == mail.ErrSMTPRcptTo {
+		if field, rcpt := refused(m, reply); rcpt != "" {
+			details["address"], details["parameter"] = rcpt, "parameters."+field
+			msg = fmt.Sprintf("parameters.%s: %s refused by %s: %s", field, rcpt, server, reply)
+		}
+	}
+	if code == 0 {
+		// No SMTP reply: the connection failed or was lost.
+		return &node.Error{Code: CodeSMTPConnection, Message: msg, Details: details, Retryable: true}
+	}
+	details["smtp_code"] = code
+	return &node.Error{Code: CodeSMTP, Message: msg, Details: details, Retryable: code >= 400 && code < 500}
+}
+
+// smtpCode finds the SMTP reply in err, if there is one.
+func smtpCode(err error) (int, string) {
+	var te *textproto.Error
+	if errors.As(err, &te) {
+		return te.Code, fmt.Sprintf("%d %s", te.Code, te.Msg)
+	}
+	var se *mail.SendError
+	if errors.As(err, &se) {
+		return se.ErrorCode(), err.Error()
+	}
+	return 0, err.Error()
+}
+
+// refused finds the first recipient named in a RCPT TO failure and the
+// parameter it came from.
+func refused(m *rendered, reply string) (field, addr string) {
+	_, named, _ := strings.Cut(reply, "affected recipient(s): ")
+	for _, l := range []struct {
+		name string
+		list []*netmail.Address
+	}{{"to", m.to}, {"cc", m.cc}, {"bcc", m.bcc}} {
+		for _, a := range l.list {
+			if strings.Contains(named, "<"+a.Address+">") || strings.Contains(named, a.Address) {
+				return l.name, a.Address
+			}
+		}
+	}
+	return "", ""
+}
