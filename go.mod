@@ -3,6 +3,8 @@ module github.com/rune-org/rune
 go 1.26.8
 
 require (
+	github.com/emersion/go-sasl v0.0.0-20241020182733-b788ff22d5a6
+	github.com/emersion/go-smtp v0.25.1
 	github.com/expr-lang/expr v1.17.8
 	github.com/osteele/liquid v1.9.2
 	github.com/rabbitmq/amqp091-go v1.16.0
