@@ -107,10 +107,16 @@ type proc struct {
 // killed if it still runs, and on failure its stderr goes to the test log.
 func startProc(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
+	return startProcEnv(t, name, nil, args...)
+}
+
+// startProcEnv is startProc with variables added to the environment.
+func startProcEnv(t *testing.T, name string, env []string, args ...string) *proc {
+	t.Helper()
 	p := &proc{name: name, cmd: exec.Command(binary(t), args...), done: make(chan struct{})}
 	p.cmd.Stdout = &p.stdout
 	p.cmd.Stderr = &p.stderr
-	p.cmd.Env = cleanEnv()
+	p.cmd.Env = append(cleanEnv(), env...)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
@@ -273,8 +279,14 @@ func (c *cluster) serverArgs() []string {
 // topology and is about to consume.
 func (c *cluster) startWorker(extra ...string) *proc {
 	c.t.Helper()
+	return c.startWorkerEnv(nil, extra...)
+}
+
+// startWorkerEnv is startWorker with variables added to the environment.
+func (c *cluster) startWorkerEnv(env []string, extra ...string) *proc {
+	c.t.Helper()
 	c.workers++
-	p := startProc(c.t, fmt.Sprintf("worker %d", c.workers), append(append([]string{"worker"}, c.serverArgs()...), extra...)...)
+	p := startProcEnv(c.t, fmt.Sprintf("worker %d", c.workers), env, append(append([]string{"worker"}, c.serverArgs()...), extra...)...)
 	p.waitLog(c.t, "worker started", 30*time.Second)
 	return p
 }

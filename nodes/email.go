@@ -209,7 +209,21 @@ func (r *emailRunner) Run(ctx context.Context, in *node.Input) (node.Result, err
 		}
 		m.from = a
 	}
-	out, err := sendOnce(ctx, r.opts, in, func() (map[string]any, error) { return r.send(ctx, in, cfg, m) })
+	// The connection is closed (QUIT) only after the send is recorded: the
+	// window between the server accepting and the record stays one
+	// coordination-store round trip.
+	var client *mail.Client
+	defer func() {
+		if client != nil {
+			_ = client.Close()
+		}
+	}()
+	out, err := sendOnce(ctx, r.opts, in, func() (map[string]any, error) {
+		var out map[string]any
+		var err error
+		client, out, err = r.send(ctx, in, cfg, m)
+		return out, err
+	})
 	if err != nil {
 		return node.Result{}, err
 	}
@@ -278,10 +292,11 @@ func (r *emailRunner) message(in *node.Input) (*rendered, error) {
 	return m, nil
 }
 
-func (r *emailRunner) send(ctx context.Context, in *node.Input, cfg smtpConfig, m *rendered) (map[string]any, error) {
+// send delivers m and returns the still open client, to be closed by the caller.
+func (r *emailRunner) send(ctx context.Context, in *node.Input, cfg smtpConfig, m *rendered) (*mail.Client, map[string]any, error) {
 	msg := mail.NewMsg()
 	if err := msg.FromFormat(m.from.Name, m.from.Address); err != nil {
-		return nil, invalidAddress("from", m.from.Address)
+		return nil, nil, invalidAddress("from", m.from.Address)
 	}
 	set := func(field string, list []*netmail.Address, add func(name, addr string) error) error {
 		for _, a := range list {
@@ -292,17 +307,17 @@ func (r *emailRunner) send(ctx context.Context, in *node.Input, cfg smtpConfig, 
 		return nil
 	}
 	if err := set("to", m.to, msg.AddToFormat); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := set("cc", m.cc, msg.AddCcFormat); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := set("bcc", m.bcc, msg.AddBccFormat); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(m.replyTo) > 0 {
 		if err := msg.ReplyToFormat(m.replyTo[0].Name, m.replyTo[0].Address); err != nil {
-			return nil, invalidAddress("reply_to", m.replyTo[0].Address)
+			return nil, nil, invalidAddress("reply_to", m.replyTo[0].Address)
 		}
 	}
 	msg.Subject(m.subject)
@@ -325,13 +340,20 @@ func (r *emailRunner) send(ctx context.Context, in *node.Input, cfg smtpConfig, 
 	}
 	client, err := mail.NewClient(cfg.host, r.clientOptions(cfg)...)
 	if err != nil {
-		return nil, &node.Error{Code: CodeCredentials, Message: fmt.Sprintf("credential %q: %v", r.ref, err)}
+		return nil, nil, &node.Error{Code: CodeCredentials, Message: fmt.Sprintf("credential %q: %v", r.ref, err)}
 	}
-	if err := client.DialAndSendWithContext(ctx, msg); err != nil {
+	if err := client.DialWithContext(ctx); err != nil {
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		}
-		return nil, r.smtpError(cfg, m, err)
+		return nil, nil, r.smtpError(cfg, m, err)
+	}
+	if err := client.Send(msg); err != nil {
+		_ = client.Close()
+		if ctx.Err() != nil {
+			return nil, nil, ctx.Err()
+		}
+		return nil, nil, r.smtpError(cfg, m, err)
 	}
 	var accepted []any
 	for _, list := range [][]*netmail.Address{m.to, m.cc, m.bcc} {
@@ -339,7 +361,7 @@ func (r *emailRunner) send(ctx context.Context, in *node.Input, cfg smtpConfig, 
 			accepted = append(accepted, a.Address)
 		}
 	}
-	return map[string]any{"message_id": "<" + msgID + ">", "accepted": accepted, "rejected": []any{}}, nil
+	return client, map[string]any{"message_id": "<" + msgID + ">", "accepted": accepted, "rejected": []any{}}, nil
 }
 
 func messageID(in *node.Input, from string) string {
