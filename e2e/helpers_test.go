@@ -279,14 +279,8 @@ func (c *cluster) serverArgs() []string {
 // topology and is about to consume.
 func (c *cluster) startWorker(extra ...string) *proc {
 	c.t.Helper()
-	return c.startWorkerEnv(nil, extra...)
-}
-
-// startWorkerEnv is startWorker with variables added to the environment.
-func (c *cluster) startWorkerEnv(env []string, extra ...string) *proc {
-	c.t.Helper()
 	c.workers++
-	p := startProcEnv(c.t, fmt.Sprintf("worker %d", c.workers), env, append(append([]string{"worker"}, c.serverArgs()...), extra...)...)
+	p := startProc(c.t, fmt.Sprintf("worker %d", c.workers), append(append([]string{"worker"}, c.serverArgs()...), extra...)...)
 	p.waitLog(c.t, "worker started", 30*time.Second)
 	return p
 }

@@ -227,3 +227,13 @@ func TestWelcomeSeriesThousandWithKill(t *testing.T) {
 		t.Errorf("%d mails were sent twice, more than the killed worker had in hand", resent)
 	}
 }
+
+// startWorkerEnv is cluster.startWorker with variables added to the
+// worker's environment.
+func (c *cluster) startWorkerEnv(env []string, extra ...string) *proc {
+	c.t.Helper()
+	c.workers++
+	p := startProcEnv(c.t, fmt.Sprintf("worker %d", c.workers), env, append(append([]string{"worker"}, c.serverArgs()...), extra...)...)
+	p.waitLog(c.t, "worker started", 30*time.Second)
+	return p
+}
