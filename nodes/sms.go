@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -65,6 +66,11 @@ func smsProvider(ref string, f map[string]string, client *http.Client) (SMSProvi
 			return nil, err
 		}
 		w := &webhookProvider{client: client, url: u, from: f["from"], headers: http.Header{}}
+		if src := f["body"]; src != "" {
+			if w.body, err = webhookBody(src); err != nil {
+				return nil, bad("field \"body\": %v", err)
+			}
+		}
 		if h := f["headers"]; h != "" {
 			var m map[string]string
 			if err := json.Unmarshal([]byte(h), &m); err != nil {
@@ -115,11 +121,30 @@ func (p *twilioProvider) Send(ctx context.Context, m SMS) (string, error) {
 }
 
 // webhookProvider posts {"to", "from", "body", "idempotency_key"} as JSON to
-// a URL and reads the message id from "message_id", "id" or "sid".
+// a URL, or the credential's body template rendered with $to, $from, $body
+// and $idempotency_key, and reads the message id from "message_id", "id" or
+// "sid".
 type webhookProvider struct {
 	client    *http.Client
 	url, from string
 	headers   http.Header
+	body      expr.Value // nil: the default body
+}
+
+// webhookBodies caches compiled body templates: a credential is resolved
+// for every send.
+var webhookBodies sync.Map // template → expr.Value
+
+func webhookBody(src string) (expr.Value, error) {
+	if v, ok := webhookBodies.Load(src); ok {
+		return v.(expr.Value), nil
+	}
+	v, err := expr.NewCompiler(expr.Limits{}).Liquid(src)
+	if err != nil {
+		return nil, err
+	}
+	webhookBodies.Store(src, v)
+	return v, nil
 }
 
 func (*webhookProvider) Name() string { return "webhook" }
@@ -129,6 +154,17 @@ func (p *webhookProvider) Send(ctx context.Context, m SMS) (string, error) {
 		m.From = p.from
 	}
 	payload, _ := json.Marshal(map[string]string{"to": m.To, "from": m.From, "body": m.Body, "idempotency_key": m.IdempotencyKey})
+	if p.body != nil {
+		out, err := p.body.Eval(map[string]any{"$to": m.To, "$from": m.From, "$body": m.Body, "$idempotency_key": m.IdempotencyKey})
+		if err != nil {
+			return "", &node.Error{Code: CodeCredentials, Message: "webhook body template: " + err.Error()}
+		}
+		s, _ := out.(string)
+		if !json.Valid([]byte(s)) {
+			return "", &node.Error{Code: CodeCredentials, Message: "webhook body template: the result is not JSON (use | json for strings)"}
+		}
+		payload = []byte(s)
+	}
 	body, err := postSMS(ctx, p.client, p.url, "application/json", payload, m.IdempotencyKey, func(r *http.Request) {
 		for k, v := range p.headers {
 			r.Header[k] = v

@@ -2,6 +2,9 @@ package nodes
 
 import (
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -187,5 +190,35 @@ func TestSMSSegments(t *testing.T) {
 		if got := smsSegments(body); got != want {
 			t.Errorf("segments of %d× %q = %d, want %d", len([]rune(body)), []rune(body)[0], got, want)
 		}
+	}
+}
+
+// A webhook credential's body template shapes the JSON that is posted.
+func TestSMSWebhookBodyTemplate(t *testing.T) {
+	t.Parallel()
+	got := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- string(b)
+		fmt.Fprint(w, `{"id": 42}`)
+	}))
+	defer srv.Close()
+	cred := map[string]string{"type": "webhook", "url": srv.URL,
+		"body": `{"recipient": {{ $to | json }}, "message": {"text": {{ $body | json }}}, "ref": "{{ $idempotency_key }}"}`}
+	res, err := runSMS(t, Options{}, cred, map[string]any{"to": "+14155550100", "body": `say "hi"`}, "k-7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := <-got; b != `{"recipient": "+14155550100", "message": {"text": "say \"hi\""}, "ref": "k-7"}` {
+		t.Errorf("posted %s", b)
+	}
+	if out := res.Output.(map[string]any); out["message_id"] != "42" {
+		t.Errorf("output %v", out)
+	}
+	cred["body"] = `{"text": {{ $body }}}`
+	_, err = runSMS(t, Options{}, cred, map[string]any{"to": "+14155550100", "body": "plain words"}, "k-8")
+	ne := nodeError(t, err, CodeCredentials, false)
+	if !strings.Contains(ne.Message, "not JSON") {
+		t.Errorf("error %q", ne.Message)
 	}
 }
