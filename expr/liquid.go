@@ -160,13 +160,30 @@ func (c *Compiler) Liquid(src string) (Value, error) {
 	if err != nil {
 		return nil, err
 	}
+	t, err := c.parseLiquid(rewritten)
+	if err != nil {
+		return nil, err
+	}
+	return &liquidValue{t: t, names: names, vars: vars, c: c}, nil
+}
+
+// parseLiquid parses a rewritten template. osteele/liquid panics on some
+// input (found by FuzzLiquid: an integer literal past int64 in {{ }}); that
+// is the template's error, and the lock is released either way.
+func (c *Compiler) parseLiquid(src string) (t *liquid.Template, err error) {
 	c.liquidMu.Lock()
-	t, serr := c.liquid.ParseString(rewritten)
-	c.liquidMu.Unlock()
+	defer c.liquidMu.Unlock()
+	defer func() {
+		if p := recover(); p != nil {
+			msg, _, _ := strings.Cut(unrewrite(fmt.Sprint(p)), "\n")
+			t, err = nil, fmt.Errorf("liquid: the template cannot be parsed: %.200s", msg)
+		}
+	}()
+	t, serr := c.liquid.ParseString(src)
 	if serr != nil {
 		return nil, errors.New(unrewrite(serr.Error()))
 	}
-	return &liquidValue{t: t, names: names, vars: vars, c: c}, nil
+	return t, nil
 }
 
 type liquidValue struct {
