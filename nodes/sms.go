@@ -196,10 +196,16 @@ const maxRetryAfterWait = 5 * time.Second
 // Retry-After is short is waited out and tried again here, since the
 // engine's retry policy cannot honour the provider's hint.
 func postSMS(ctx context.Context, client *http.Client, endpoint, ctype string, body []byte, key string, auth func(*http.Request)) ([]byte, error) {
+	// Messages name the endpoint without user info or query: a webhook URL
+	// may carry a token there.
+	shown := endpoint
+	if u, err := url.Parse(endpoint); err == nil {
+		shown = redacted(u)
+	}
 	for try := 0; ; try++ {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
 		if err != nil {
-			return nil, &node.Error{Code: CodeSMS, Message: err.Error()}
+			return nil, &node.Error{Code: CodeSMS, Message: "POST " + shown + ": invalid request"}
 		}
 		req.Header.Set("Content-Type", ctype)
 		req.Header.Set("Accept", "application/json")
@@ -214,7 +220,7 @@ func postSMS(ctx context.Context, client *http.Client, endpoint, ctype string, b
 			}
 			// url.Error names the URL, which holds no secret (basic auth
 			// travels in a header).
-			return nil, &node.Error{Code: CodeSMSConnection, Message: "POST " + endpoint + ": " + cause(err), Retryable: true}
+			return nil, &node.Error{Code: CodeSMSConnection, Message: "POST " + shown + ": " + cause(err), Retryable: true}
 		}
 		reply, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		resp.Body.Close()
@@ -238,14 +244,15 @@ func postSMS(ctx context.Context, client *http.Client, endpoint, ctype string, b
 		}
 		return nil, &node.Error{
 			Code:      CodeSMS,
-			Message:   fmt.Sprintf("POST %s: %s: %s", endpoint, resp.Status, providerMessage(reply)),
+			Message:   fmt.Sprintf("POST %s: %s: %s", shown, resp.Status, providerMessage(reply)),
 			Details:   details,
 			Retryable: resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500,
 		}
 	}
 }
 
-// cause is err without the url.Error's "Post URL:" prefix.
+// cause is err without the url.Error's "Post URL:" prefix (which would show
+// the URL's query).
 func cause(err error) string {
 	if ue, ok := err.(*url.Error); ok {
 		return ue.Err.Error()

@@ -1,6 +1,7 @@
 package nodes
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -128,6 +129,17 @@ func TestSMSReplies(t *testing.T) {
 			}
 		})
 	}
+	t.Run("url_token_not_shown", func(t *testing.T) {
+		t.Parallel()
+		s := startSMS(t, catcher.SMSConfig{Reply: func(int) (int, string) { return 500, "" }})
+		for _, u := range []string{s.URL() + "/webhook?token=tok-in-url", "http://user:tok-in-url@127.0.0.1:9/webhook?token=tok-in-url"} {
+			_, err := runSMS(t, Options{}, map[string]string{"type": "webhook", "url": u}, smsParams, "k")
+			var ne *node.Error
+			if !errors.As(err, &ne) || strings.Contains(ne.Message, "tok-in-url") || !strings.Contains(ne.Message, "/webhook") {
+				t.Errorf("error %v: want the endpoint named without its token", err)
+			}
+		}
+	})
 	t.Run("connection", func(t *testing.T) {
 		t.Parallel()
 		cred := map[string]string{"type": "twilio", "base_url": "http://127.0.0.1:9", "account_sid": "AC1", "auth_token": "t"}
