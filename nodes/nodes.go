@@ -84,7 +84,7 @@ func Register(r *node.Registry, opts Options) {
 	r.Register("aggregator", aggregatorType{})
 	r.Register("merge", mergeType{})
 	r.Register("email", &emailType{opts: &opts})
-	r.Register("sms", &smsType{opts: &opts})
+	r.Register("sms", &smsType{opts: &opts, bodies: &bodyCache{c: expr.NewCompiler(expr.Limits{})}})
 }
 
 // NewRegistry returns a registry holding the built-in node types.

@@ -39,7 +39,7 @@ type SMSProvider interface {
 
 // smsProvider builds the provider an SMS credential describes
 // (dsl.md "Credentials": type twilio or webhook).
-func smsProvider(ref string, f map[string]string, client *http.Client) (SMSProvider, error) {
+func smsProvider(ref string, f map[string]string, client *http.Client, bodies *bodyCache) (SMSProvider, error) {
 	bad := func(format string, args ...any) error {
 		return &node.Error{Code: CodeCredentials, Message: fmt.Sprintf("credential %q: ", ref) + fmt.Sprintf(format, args...)}
 	}
@@ -67,7 +67,7 @@ func smsProvider(ref string, f map[string]string, client *http.Client) (SMSProvi
 		}
 		w := &webhookProvider{client: client, url: u, from: f["from"], headers: http.Header{}}
 		if src := f["body"]; src != "" {
-			if w.body, err = webhookBody(src); err != nil {
+			if w.body, err = bodies.get(src); err != nil {
 				return nil, bad("field \"body\": %v", err)
 			}
 		}
@@ -131,19 +131,22 @@ type webhookProvider struct {
 	body      expr.Value // nil: the default body
 }
 
-// webhookBodies caches compiled body templates: a credential is resolved
-// for every send.
-var webhookBodies sync.Map // template → expr.Value
+// bodyCache holds compiled webhook body templates, one per sms node type:
+// a credential is resolved for every send, its template compiled once.
+type bodyCache struct {
+	c *expr.Compiler
+	m sync.Map // template → expr.Value
+}
 
-func webhookBody(src string) (expr.Value, error) {
-	if v, ok := webhookBodies.Load(src); ok {
+func (b *bodyCache) get(src string) (expr.Value, error) {
+	if v, ok := b.m.Load(src); ok {
 		return v.(expr.Value), nil
 	}
-	v, err := expr.NewCompiler(expr.Limits{}).Liquid(src)
+	v, err := b.c.Liquid(src)
 	if err != nil {
 		return nil, err
 	}
-	webhookBodies.Store(src, v)
+	b.m.Store(src, v)
 	return v, nil
 }
 
@@ -331,7 +334,10 @@ const (
 )
 
 // smsType sends a text message through a provider (dsl.md "sms").
-type smsType struct{ opts *Options }
+type smsType struct {
+	opts   *Options
+	bodies *bodyCache
+}
 
 func (*smsType) Check(c *workflow.NodeCheck) {
 	p := newParamCheck(c, "from", "to", "body")
@@ -346,7 +352,7 @@ func (*smsType) Check(c *workflow.NodeCheck) {
 }
 
 func (t *smsType) Compile(n *workflow.Node, c *expr.Compiler) (node.Runner, error) {
-	r := &smsRunner{opts: t.opts, ref: credRef(n), varsRunner: varsRunner{name: "sms_" + n.ID}}
+	r := &smsRunner{opts: t.opts, bodies: t.bodies, ref: credRef(n), varsRunner: varsRunner{name: "sms_" + n.ID}}
 	var err error
 	for name, dst := range map[string]**liquidField{"from": &r.from, "to": &r.to, "body": &r.body} {
 		if *dst, err = liquidParam(n, c, name); err != nil {
@@ -359,6 +365,7 @@ func (t *smsType) Compile(n *workflow.Node, c *expr.Compiler) (node.Runner, erro
 type smsRunner struct {
 	varsRunner
 	opts           *Options
+	bodies         *bodyCache
 	ref            string
 	from, to, body *liquidField
 }
@@ -389,7 +396,7 @@ func (r *smsRunner) Run(ctx context.Context, in *node.Input) (node.Result, error
 	if err != nil {
 		return node.Result{}, err
 	}
-	prov, err := smsProvider(r.ref, fields, r.opts.HTTPClient)
+	prov, err := smsProvider(r.ref, fields, r.opts.HTTPClient, r.bodies)
 	if err != nil {
 		return node.Result{}, err
 	}
