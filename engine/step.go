@@ -494,19 +494,6 @@ func with(base map[string]any, key string, v any) map[string]any {
 	return ctx
 }
 
-// withVar sets $vars.<name> in ctx (which is the caller's own copy):
-// $vars is a new object each time, since contexts are shared by messages.
-func withVar(ctx map[string]any, name string, v any) map[string]any {
-	old, _ := ctx["$vars"].(map[string]any)
-	vars := make(map[string]any, len(old)+1)
-	for k, x := range old {
-		vars[k] = x
-	}
-	vars[name] = v
-	ctx["$vars"] = vars
-	return ctx
-}
-
 // MarshalBinary encodes the record for coordinators that store it.
 func (r *record) MarshalBinary() ([]byte, error) { return json.Marshal(r) }
 

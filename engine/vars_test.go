@@ -72,3 +72,36 @@ func TestVarsAccumulate(t *testing.T) {
 		t.Fatalf("final $vars %v, $sum %v; want note_a and note_b, total 3", vars, sum)
 	}
 }
+
+// A merge of two branches that each recorded a variable sees both.
+func TestVarsMergedAtAMerge(t *testing.T) {
+	reg := nodes.NewRegistry(nodes.Options{})
+	reg.Register("note", noteType{})
+	co := coordmem.New(coordmem.Options{})
+	t.Cleanup(func() { co.Close() })
+	eng, err := engine.New(engine.Config{Registry: reg, Coord: co, Timers: coordmem.NewTimers(), Barriers: coordmem.NewBarriers()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf, err := eng.Compile([]byte(`{"id":"vars_merge","nodes":[
+		{"id":"start","type":"trigger","trigger":true},
+		{"id":"first","type":"note","parameters":{"n":0}},
+		{"id":"a","type":"note","parameters":{"n":1}},
+		{"id":"b","type":"note","parameters":{"n":2}},
+		{"id":"join","type":"merge"},
+		{"id":"sum","type":"set","parameters":{"values":{"total":"{{ $vars.note_first.n + $vars.note_a.n + $vars.note_b.n }}"}}}
+	],"edges":[{"id":"e0","src":"start","dst":"first"},{"id":"e1","src":"first","dst":"a"},{"id":"e2","src":"first","dst":"b"},
+		{"id":"e3","src":"a","dst":"join"},{"id":"e4","src":"b","dst":"join"},{"id":"e5","src":"join","dst":"sum"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, eng: eng, wf: wf}
+	h.start(nil)
+	h.drain()
+	comp := h.completion()
+	sum, _ := comp.FinalContext["$sum"].(map[string]any)
+	vars, _ := comp.FinalContext["$vars"].(map[string]any)
+	if comp.Status != "completed" || num(sum["total"]) != 3 || len(vars) != 3 {
+		t.Fatalf("completion %s, $sum %v, $vars %v; want total 3 and three variables", comp.Status, sum, vars)
+	}
+}
