@@ -119,3 +119,29 @@ func TestFaultHook(t *testing.T) {
 		}
 	}
 }
+
+// rune validate knows the notification nodes: the example is valid, and a
+// broken email node gets every problem with its path.
+func TestValidateNotificationNodes(t *testing.T) {
+	t.Parallel()
+	if code, _, stderr := runCLI(t, nil, "validate", "../../examples/welcome_series.json"); code != 0 {
+		t.Fatalf("validate the example: exit %d\n%s", code, stderr)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"id": "bad", "nodes": [{"id": "s", "type": "trigger", "trigger": true},
+		{"id": "mail", "type": "email", "parameters": {"to": [], "subject": "{% if x %}"}},
+		{"id": "text", "type": "sms", "credentials": {"ref": "t"}, "parameters": {"to": "{{ $trigger.phone }}"}}],
+		"edges": [{"id": "e1", "src": "s", "dst": "mail"}, {"id": "e2", "src": "s", "dst": "text"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCLI(t, nil, "validate", bad)
+	for _, want := range []string{"nodes[1].parameters.to: required", "nodes[1].parameters.subject: ", "nodes[1].parameters: an email needs a body",
+		"nodes[1].credentials.ref: required", "nodes[2].parameters.body: required"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if code != 2 {
+		t.Errorf("exit %d, want 2", code)
+	}
+}
