@@ -212,16 +212,16 @@ func (r *emailRunner) Run(ctx context.Context, in *node.Input) (node.Result, err
 	// The connection is closed (QUIT) only after the send is recorded: the
 	// window between the server accepting and the record stays one
 	// coordination-store round trip.
-	var client *mail.Client
+	var closeConn func()
 	defer func() {
-		if client != nil {
-			_ = client.Close()
+		if closeConn != nil {
+			closeConn()
 		}
 	}()
 	out, err := sendOnce(ctx, r.opts, in, func() (map[string]any, error) {
 		var out map[string]any
 		var err error
-		client, out, err = r.send(ctx, in, cfg, m)
+		closeConn, out, err = r.send(ctx, in, cfg, m)
 		return out, err
 	})
 	if err != nil {
@@ -292,17 +292,25 @@ func (r *emailRunner) message(in *node.Input) (*rendered, error) {
 	return m, nil
 }
 
-// send delivers m and returns the still open client, to be closed by the caller.
-func (r *emailRunner) send(ctx context.Context, in *node.Input, cfg smtpConfig, m *rendered) (*mail.Client, map[string]any, error) {
+// send delivers m and returns a function that closes the still open
+// connection, to be called by the caller once the send is recorded.
+//
+// Recipients are given one by one: a 5xx for one of them rejects that
+// address only (it is listed in "rejected"), unless every recipient is
+// rejected; a 4xx for any of them fails the whole send, to be retried.
+func (r *emailRunner) send(ctx context.Context, in *node.Input, cfg smtpConfig, m *rendered) (func(), map[string]any, error) {
 	msg := mail.NewMsg()
 	if err := msg.FromFormat(m.from.Name, m.from.Address); err != nil {
 		return nil, nil, invalidAddress("from", m.from.Address)
 	}
+	type rcpt struct{ field, addr string }
+	var rcpts []rcpt
 	set := func(field string, list []*netmail.Address, add func(name, addr string) error) error {
 		for _, a := range list {
 			if err := add(a.Name, a.Address); err != nil {
 				return invalidAddress(field, a.Address)
 			}
+			rcpts = append(rcpts, rcpt{field, a.Address})
 		}
 		return nil
 	}
@@ -342,26 +350,60 @@ func (r *emailRunner) send(ctx context.Context, in *node.Input, cfg smtpConfig, 
 	if err != nil {
 		return nil, nil, &node.Error{Code: CodeCredentials, Message: fmt.Sprintf("credential %q: %v", r.ref, err)}
 	}
-	if err := client.DialWithContext(ctx); err != nil {
+	fail := func(err error, field, addr string) (func(), map[string]any, error) {
 		if ctx.Err() != nil {
 			return nil, nil, ctx.Err()
 		}
-		return nil, nil, r.smtpError(cfg, m, err)
+		return nil, nil, r.smtpError(cfg, err, field, addr)
 	}
-	if err := client.Send(msg); err != nil {
-		_ = client.Close()
-		if ctx.Err() != nil {
-			return nil, nil, ctx.Err()
+	sc, err := client.DialToSMTPClientWithContext(ctx)
+	if err != nil {
+		return fail(err, "", "")
+	}
+	closeConn := func() { _ = client.CloseWithSMTPClient(sc) }
+	abort := func(err error, field, addr string) (func(), map[string]any, error) {
+		_ = sc.Reset()
+		closeConn()
+		return fail(err, field, addr)
+	}
+	if err := sc.Mail(m.from.Address); err != nil {
+		if code, _ := smtpCode(err); code >= 500 {
+			return abort(err, "from", m.from.Address)
 		}
-		return nil, nil, r.smtpError(cfg, m, err)
+		return abort(err, "", "")
 	}
-	var accepted []any
-	for _, list := range [][]*netmail.Address{m.to, m.cc, m.bcc} {
-		for _, a := range list {
-			accepted = append(accepted, a.Address)
+	accepted, rejected := []any{}, []any{}
+	var firstErr error
+	var first rcpt
+	for _, rc := range rcpts {
+		err := sc.Rcpt(rc.addr)
+		if err == nil {
+			accepted = append(accepted, rc.addr)
+			continue
+		}
+		if code, _ := smtpCode(err); code < 500 || code > 599 {
+			return abort(err, rc.field, rc.addr) // 4xx or a lost connection: retry it all
+		}
+		rejected = append(rejected, rc.addr)
+		if firstErr == nil {
+			firstErr, first = err, rc
 		}
 	}
-	return client, map[string]any{"message_id": "<" + msgID + ">", "accepted": accepted, "rejected": []any{}}, nil
+	if len(accepted) == 0 {
+		return abort(firstErr, first.field, first.addr)
+	}
+	w, err := sc.Data()
+	if err != nil {
+		return abort(err, "", "")
+	}
+	if _, err := msg.WriteTo(w); err != nil {
+		_ = w.Close()
+		return abort(err, "", "")
+	}
+	if err := w.Close(); err != nil { // the server's reply to the message
+		return abort(err, "", "")
+	}
+	return closeConn, map[string]any{"message_id": "<" + msgID + ">", "accepted": accepted, "rejected": rejected}, nil
 }
 
 func messageID(in *node.Input, from string) string {
@@ -406,23 +448,17 @@ func (r *emailRunner) clientOptions(cfg smtpConfig) []mail.Option {
 }
 
 // smtpError classifies a failed send: 4xx replies and lost connections are
-// worth retrying, 5xx replies are not; a refused recipient is named with
-// the parameter it came from. Messages hold server replies and addresses,
+// worth retrying, 5xx replies are not; a refused address is named with the
+// parameter it came from. Messages hold server replies and addresses,
 // never the credential's password.
-func (r *emailRunner) smtpError(cfg smtpConfig, m *rendered, err error) error {
+func (r *emailRunner) smtpError(cfg smtpConfig, err error, field, addr string) error {
 	server := net.JoinHostPort(cfg.host, strconv.Itoa(cfg.port))
 	code, reply := smtpCode(err)
-	var se *mail.SendError
-	if errors.As(err, &se) && se.ErrorCode() != 0 {
-		code = se.ErrorCode()
-	}
 	details := map[string]any{"server": server}
 	msg := fmt.Sprintf("SMTP %s: %s", server, reply)
-	if se != nil && se.Reason == mail.ErrSMTPRcptTo {
-		if field, rcpt := refused(m, reply); rcpt != "" {
-			details["address"], details["parameter"] = rcpt, "parameters."+field
-			msg = fmt.Sprintf("parameters.%s: %s refused by %s: %s", field, rcpt, server, reply)
-		}
+	if addr != "" {
+		details["address"], details["parameter"] = addr, "parameters."+field
+		msg = fmt.Sprintf("parameters.%s: %s refused by %s: %s", field, addr, server, reply)
 	}
 	if code == 0 {
 		// No SMTP reply: the connection failed or was lost.
@@ -443,21 +479,4 @@ func smtpCode(err error) (int, string) {
 		return se.ErrorCode(), err.Error()
 	}
 	return 0, err.Error()
-}
-
-// refused finds the first recipient named in a RCPT TO failure and the
-// parameter it came from.
-func refused(m *rendered, reply string) (field, addr string) {
-	_, named, _ := strings.Cut(reply, "affected recipient(s): ")
-	for _, l := range []struct {
-		name string
-		list []*netmail.Address
-	}{{"to", m.to}, {"cc", m.cc}, {"bcc", m.bcc}} {
-		for _, a := range l.list {
-			if strings.Contains(named, "<"+a.Address+">") || strings.Contains(named, a.Address) {
-				return l.name, a.Address
-			}
-		}
-	}
-	return "", ""
 }

@@ -203,8 +203,9 @@ func TestEmailReplies(t *testing.T) {
 		retryable  bool
 		want       string
 	}{
-		{"RCPT", "bob@example.com", 550, CodeSMTP, false, `parameters.cc: bob@example.com refused`},
-		{"RCPT", "ada@example.com", 451, CodeSMTP, true, `parameters.to: ada@example.com refused`},
+		{"RCPT", "", 550, CodeSMTP, false, `parameters.to: ada@example.com refused by 127.0.0.1:`},
+		{"RCPT", "bob@example.com", 451, CodeSMTP, true, `parameters.cc: bob@example.com refused`},
+		{"MAIL", "", 553, CodeSMTP, false, `parameters.from: a@rune.test refused`},
 		{"MAIL", "", 421, CodeSMTP, true, "421"},
 		{"DATA", "", 554, CodeSMTP, false, "554"},
 		{"DATA", "", 452, CodeSMTP, true, "452"},
@@ -229,9 +230,29 @@ func TestEmailReplies(t *testing.T) {
 			}
 		})
 	}
+	// One recipient refused with a 5xx: the others get the mail, and the
+	// output lists it as rejected.
+	s := startSMTP(t, catcher.SMTPConfig{Reply: func(stage, arg string) error {
+		if stage == "RCPT" && arg == "bob@example.com" {
+			return &smtp.SMTPError{Code: 550, Message: "no such user"}
+		}
+		return nil
+	}})
+	res, err := runEmail(t, Options{}, smtpCred(s, "none", "from", "a@rune.test"),
+		map[string]any{"to": "ada@example.com", "cc": "bob@example.com", "bcc": "cy@example.com", "subject": "x", "text": "y"}, welcomeEnv, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := res.Output.(map[string]any)
+	if fmt.Sprint(out["accepted"]) != "[ada@example.com cy@example.com]" || fmt.Sprint(out["rejected"]) != "[bob@example.com]" {
+		t.Errorf("output %v, want bob rejected, ada and cy accepted", out)
+	}
+	if mails := s.Mails(); len(mails) != 1 || fmt.Sprint(mails[0].To) != "[ada@example.com cy@example.com]" {
+		t.Errorf("mails %+v, want one to ada and cy", mails)
+	}
 	// Nothing listening: a connection error, retryable.
 	cred := map[string]string{"type": "smtp", "host": "127.0.0.1", "port": "9", "tls": "none", "from": "a@rune.test"}
-	_, err := runEmail(t, Options{}, cred, map[string]any{"to": "ada@example.com", "subject": "x", "text": "y"}, welcomeEnv, "k")
+	_, err = runEmail(t, Options{}, cred, map[string]any{"to": "ada@example.com", "subject": "x", "text": "y"}, welcomeEnv, "k")
 	nodeError(t, err, CodeSMTPConnection, true)
 }
 
