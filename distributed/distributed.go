@@ -95,6 +95,9 @@ func Connect(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.Nodes.Logger == nil {
 		cfg.Nodes.Logger = cfg.Logger
 	}
+	if cfg.Nodes.Effects == nil { // sends recorded once for every worker
+		cfg.Nodes.Effects = coordredis.NewEffects(rc, coordredis.EffectOptions{Prefix: kprefix})
+	}
 	r.Engine, err = engine.New(engine.Config{
 		Registry: nodes.NewRegistry(cfg.Nodes),
 		Coord:    r.Coord,

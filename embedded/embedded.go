@@ -56,6 +56,9 @@ func New(opts Options) (*Runtime, error) {
 		if opts.Nodes.Logger == nil {
 			opts.Nodes.Logger = opts.Logger
 		}
+		if opts.Nodes.Effects == nil {
+			opts.Nodes.Effects = coordmem.NewEffects(0)
+		}
 		reg = nodes.NewRegistry(opts.Nodes)
 	}
 	r := &Runtime{

@@ -549,7 +549,7 @@ func (s *step) fireMerge(ctx context.Context, f *effects, merge *workflow.Node, 
 			continue
 		}
 		for k, val := range v.Ctx {
-			union[k] = val
+			unionKey(union, k, val)
 		}
 		key := "$" + v.From
 		if p, ok := s.wf.Graph.Node(v.From); ok && p.Trigger {

@@ -349,6 +349,9 @@ func (s *step) outcome(ctx context.Context, rec *record, f *effects) error {
 		st.DurationMS = rec.DurationMS
 		f.statuses = append(f.statuses, st)
 		next := s.extend("$"+s.node.ID, rec.Output)
+		if v, ok := s.wf.runners[s.node.ID].(node.Vars); ok {
+			next = withVar(next, v.VarName(), rec.Output)
+		}
 		if s.node.Type == "split" {
 			// Every branch carries the context: big values go by reference.
 			next, err := s.externalize(ctx, next)

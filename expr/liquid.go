@@ -2,6 +2,7 @@ package expr
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"regexp"
 	"slices"
@@ -36,6 +37,7 @@ func newLiquidEngine(lim *Limits) *liquid.Engine {
 	filters.AddStandardFilters(filterAdder(func(name string, fn any) {
 		e.RegisterFilter(name, sizeCheckedFilter(name, fn, lim))
 	}))
+	registerLiquidJSFilters(e)
 	e.RegisterTag(liquidTick, func(ctx render.Context) (string, error) {
 		b, ok := ctx.Get(liquidBudget).(*liquidBudgetState)
 		if !ok {
@@ -186,7 +188,16 @@ type liquidValue struct {
 	c     *Compiler
 }
 
-func (l *liquidValue) Eval(env map[string]any) (any, error) {
+func (l *liquidValue) Eval(env map[string]any) (out any, err error) {
+	// osteele/liquid panics on some malformed tags at render time (found by
+	// FuzzLiquid: "{%case {%when ''%}{%endcase%}"): that is the template's
+	// error, never the process's.
+	defer func() {
+		if p := recover(); p != nil {
+			msg, _, _ := strings.Cut(unrewrite(fmt.Sprint(p)), "\n") // no stack trace
+			out, err = nil, fmt.Errorf("liquid: the template cannot be rendered: %.200s", msg)
+		}
+	}()
 	b := make(map[string]any, len(l.names)+1)
 	for _, n := range l.names {
 		v, ok := env["$"+n]
@@ -307,6 +318,10 @@ func rewriteLiquid(src string) (out string, names, vars []string, err error) {
 			}
 			if ch == '"' || ch == '\'' {
 				quote = ch
+			} else if ch == '\n' && closer == "}}" {
+				// osteele/liquid does not recognise {{ }} spanning lines
+				// (LiquidJS does): outside strings a newline is a space.
+				ch = ' '
 			} else if strings.HasPrefix(src[j:], closer) {
 				break
 			} else if ch == '$' && j+1 < len(src) && isIdentStart(src[j+1]) {
@@ -353,7 +368,13 @@ func rewriteLiquid(src string) (out string, names, vars []string, err error) {
 			default:
 				continue
 			}
-			b.WriteString("{% " + liquidTick + " %}")
+			// The tick inherits a right trim ("-%}") so that the whitespace
+			// after the tag is still trimmed.
+			if strings.HasSuffix(src[start+2:j], "-") {
+				b.WriteString("{% " + liquidTick + " -%}")
+			} else {
+				b.WriteString("{% " + liquidTick + " %}")
+			}
 		}
 	}
 	return b.String(), names, vars, nil

@@ -41,6 +41,13 @@ type Pure interface {
 	Pure()
 }
 
+// Vars is implemented by runners whose output is also recorded under
+// $vars.<VarName()> (the notification steps' email_<id> and sms_<id>): the
+// engine adds it to the context that later nodes and the completion see.
+type Vars interface {
+	VarName() string
+}
+
 // Input is what a node sees when it runs.
 type Input struct {
 	// Env is the expression environment: the accumulated context ("$trigger",

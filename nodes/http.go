@@ -47,7 +47,8 @@ type httpType struct {
 }
 
 func (*httpType) Check(c *workflow.NodeCheck) {
-	p := newParamCheck(c, "method", "url", "headers", "query", "body", "timeout")
+	p := newParamCheck(c, "method", "url", "headers", "query", "body", "timeout", "idempotency_key")
+	checkIdempotencyKey(c)
 	if m, ok := p.string("method", false); ok && !contains(httpMethods, strings.ToUpper(m)) {
 		c.Report("parameters.method", "unknown method %q (known: %s)", m, strings.Join(httpMethods, ", "))
 	}
@@ -119,6 +120,7 @@ type namedValue struct {
 
 func (t *httpType) Compile(n *workflow.Node, c *expr.Compiler) (node.Runner, error) {
 	r := &httpRunner{opts: t.opts, nodeID: n.ID, method: http.MethodGet, timeout: t.opts.HTTPTimeout}
+	r.once, _ = n.Parameters["idempotency_key"].(bool)
 	if m, ok := n.Parameters["method"].(string); ok && m != "" {
 		r.method = strings.ToUpper(m)
 	}
@@ -173,9 +175,10 @@ type httpRunner struct {
 	body    expr.Value // nil: no body
 	timeout time.Duration
 	credRef string
+	once    bool // idempotency_key: true (http_once.go)
 }
 
-func (r *httpRunner) Run(ctx context.Context, in *node.Input) (node.Result, error) {
+func (r *httpRunner) call(ctx context.Context, in *node.Input) (node.Result, error) {
 	req, credHeaders, err := r.request(ctx, in)
 	if err != nil {
 		return node.Result{}, err

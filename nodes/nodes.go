@@ -1,15 +1,17 @@
 // Package nodes implements the built-in node types of dsl.md ("Node types"):
 // trigger, http, conditional, switch, set, log, wait, delay, split,
-// aggregator and merge.
+// aggregator, merge, email and sms.
 package nodes
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"sort"
 	"time"
 
+	"github.com/rune-org/rune/coord"
 	"github.com/rune-org/rune/expr"
 	"github.com/rune-org/rune/node"
 	"github.com/rune-org/rune/workflow"
@@ -27,6 +29,19 @@ type Options struct {
 	// (a clone of http.DefaultTransport); timeouts come from the options above
 	// either way.
 	HTTPClient *http.Client
+	// Effects records the sends of email and sms nodes by idempotency key, so
+	// a retried or redelivered node does not send again. Nil: every attempt
+	// sends (the runtimes set one: coord/memory or coord/redis).
+	Effects coord.Effects
+	// Fault, when set, is called at the points FaultSent and FaultRecorded of
+	// a send. Tests use it to stop a worker there; nil in production.
+	Fault func(point string)
+	// TLSConfig is the base of the email node's TLS settings (e.g. RootCAs
+	// for a private SMTP server). Nil: the system's roots.
+	TLSConfig *tls.Config
+	// SMTPTimeout bounds connecting to and each exchange with an SMTP
+	// server. Default 30 s.
+	SMTPTimeout time.Duration
 	// Logger receives the log nodes' lines. Nil means the Input's Logger, or
 	// slog.Default() when that is nil too.
 	Logger *slog.Logger
@@ -44,6 +59,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxResponseBytes <= 0 {
 		o.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if o.SMTPTimeout <= 0 {
+		o.SMTPTimeout = DefaultHTTPTimeout
 	}
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
@@ -65,6 +83,8 @@ func Register(r *node.Registry, opts Options) {
 	r.Register("split", splitType{})
 	r.Register("aggregator", aggregatorType{})
 	r.Register("merge", mergeType{})
+	r.Register("email", &emailType{opts: &opts})
+	r.Register("sms", &smsType{opts: &opts, bodies: &bodyCache{c: expr.NewCompiler(expr.Limits{})}})
 }
 
 // NewRegistry returns a registry holding the built-in node types.

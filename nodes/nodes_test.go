@@ -84,7 +84,7 @@ func nodeError(t *testing.T, err error, code string, retryable bool) *node.Error
 }
 
 func TestRegistry(t *testing.T) {
-	want := []string{"aggregator", "conditional", "delay", "http", "log", "merge", "set", "split", "switch", "trigger", "wait"}
+	want := []string{"aggregator", "conditional", "delay", "email", "http", "log", "merge", "set", "sms", "split", "switch", "trigger", "wait"}
 	if got := NewRegistry(Options{}).Names(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Names() = %v, want %v", got, want)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/rune-org/rune/coord"
 	"github.com/rune-org/rune/distributed"
 	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/node"
 	"github.com/rune-org/rune/nodes"
 	"github.com/rune-org/rune/scheduler"
 	"github.com/rune-org/rune/secrets"
@@ -30,6 +32,10 @@ type servers struct {
 	// signingKeys is RUNE_SIGNING_KEY: from the environment only, since
 	// flags show in process listings.
 	signingKeys string
+	// secrets and fault, when set, are the workers' credentials and the
+	// test-only fault hook of notification nodes.
+	secrets node.Secrets
+	fault   func(string)
 }
 
 func (s *servers) flags(fs *flag.FlagSet, env *cliEnv, needRedis bool) {
@@ -74,7 +80,7 @@ func (s *servers) connect(ctx context.Context, log *slog.Logger, role string) (*
 	}
 	return distributed.Connect(ctx, distributed.Config{
 		AMQPURL: s.amqpURL, RedisURL: s.redisURL, Prefix: s.prefix, Role: role,
-		Logger: log, Secrets: secrets.Env{}, Nodes: nodes.Options{Logger: log}, Signing: keys,
+		Logger: log, Secrets: cmp.Or[node.Secrets](s.secrets, secrets.Env{}), Nodes: nodes.Options{Logger: log, Fault: s.fault}, Signing: keys,
 	})
 }
 
@@ -89,9 +95,10 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 	withScheduler := fs.Bool("scheduler", false, "also fire due timers of wait and delay nodes in this process")
 	schedPoll := fs.Duration("scheduler-poll", scheduler.DefaultPoll, "with --scheduler: pause between claims when no timer is due (as rune scheduler --poll)")
 	debugAddr := fs.String("debug-addr", "", "serve Go's profiler (net/http/pprof) on this address, e.g. 127.0.0.1:6060 (default: off)")
+	creds := credentialsFlag(fs)
 	memLimit := fs.Int64("memory-limit-mib", 448, "soft memory limit in MiB: the garbage collector works harder near it (GOMEMLIMIT, when set, wins; 0: none)")
 	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "Usage: rune worker --amqp URL --redis URL [--concurrency N] [--scheduler]\n\nConsumes workflow.execution and runs nodes until SIGTERM or Ctrl-C, then finishes\nthe messages in hand (within --drain-timeout) and exits 0.")
+		fmt.Fprintln(env.stderr, "Usage: rune worker --amqp URL --redis URL [--concurrency N] [--scheduler] [--credentials FILE]\n\nConsumes workflow.execution and runs nodes until SIGTERM or Ctrl-C, then finishes\nthe messages in hand (within --drain-timeout) and exits 0.")
 		fs.PrintDefaults()
 	}
 	if _, err := parseInterspersed(fs, args); err != nil {
@@ -100,6 +107,11 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 	if err := srv.check(true); err != nil {
 		return err
 	}
+	sec, err := resolver(*creds)
+	if err != nil {
+		return err
+	}
+	srv.secrets, srv.fault = sec, faultHook(env.getenv)
 	log := serverLogger(env)
 	if *memLimit > 0 && env.getenv("GOMEMLIMIT") == "" {
 		// A big split briefly holds a branch message per item; without a

@@ -2,25 +2,11 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
-
-// runCLI runs the command line in process and returns its exit status,
-// stdout and stderr.
-func runCLI(t *testing.T, getenv func(string) string, args ...string) (int, string, string) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	if getenv == nil {
-		getenv = func(string) string { return "" }
-	}
-	env := &cliEnv{stdout: &out, stderr: &errb, getenv: getenv}
-	code := runMain(context.Background(), env, args)
-	return code, out.String(), errb.String()
-}
 
 // Bad input is refused by `rune run` before anything runs, naming the path
 // of the offending value (issue 12, items 6 and 8).

@@ -12,7 +12,6 @@ import (
 	"github.com/rune-org/rune/embedded"
 	"github.com/rune-org/rune/message"
 	"github.com/rune-org/rune/nodes"
-	"github.com/rune-org/rune/secrets"
 	"github.com/rune-org/rune/workflow"
 )
 
@@ -22,8 +21,9 @@ func cmdRun(ctx context.Context, env *cliEnv, args []string) error {
 	input := fs.String("input", "", "trigger payload: inline JSON, or @file.json (default {})")
 	asJSON := fs.Bool("json", false, "print exactly the CompletionMessage JSON on stdout")
 	quiet := fs.Bool("quiet", false, "do not show node progress on stderr")
+	creds := credentialsFlag(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "Usage: rune run WORKFLOW.json [--input '{\"k\":1}' | --input @payload.json] [--json]\n\nRuns the workflow in this process and waits for it to complete.\nExit status: 0 completed, 1 halted or failed, 2 invalid workflow, input or usage.")
+		fmt.Fprintln(env.stderr, "Usage: rune run WORKFLOW.json [--input '{\"k\":1}' | --input @payload.json] [--json] [--credentials FILE]\n\nRuns the workflow in this process and waits for it to complete.\nExit status: 0 completed, 1 halted or failed, 2 invalid workflow, input or usage.")
 		fs.PrintDefaults()
 	}
 	path, err := workflowArg(fs, args)
@@ -36,7 +36,11 @@ func cmdRun(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	// log nodes speak at info level: a user running a workflow wants to see them.
 	nodeLog := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	rt, err := embedded.New(embedded.Options{Logger: cliLogger(env), Secrets: secrets.Env{}, Nodes: nodes.Options{Logger: nodeLog}})
+	sec, err := resolver(*creds)
+	if err != nil {
+		return err
+	}
+	rt, err := embedded.New(embedded.Options{Logger: cliLogger(env), Secrets: sec, Nodes: nodes.Options{Logger: nodeLog}})
 	if err != nil {
 		return err
 	}

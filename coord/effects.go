@@ -1,0 +1,38 @@
+package coord
+
+import "context"
+
+// Effects records the external side effects of nodes (an email handed to an
+// SMTP server, an SMS accepted by a provider) under an idempotency key, so
+// that a retried or redelivered node returns the recorded result instead of
+// acting twice (the notification spec's last rule: no duplicated side
+// effects).
+//
+// A node calls Begin before it acts and Record after the action succeeded.
+// The key must be the same for every attempt and delivery of the same work
+// (node.Input.IdempotencyKey), and different for different work.
+//
+// Contract:
+//   - Begin returns Done with the result of the first Record for key, if any;
+//     otherwise it counts this intent and returns Intents, the number of
+//     Begins for key so far, this one included. Intents > 1 means an earlier
+//     attempt may have acted without recording it (it died in between): the
+//     caller decides what to do about that window.
+//   - Record stores result under key. The first Record wins; a later one
+//     keeps the first result and returns nil.
+//   - Both are atomic per key, safe for concurrent use, and keep the key for
+//     the store's retention after its last use (at least a day).
+//   - An empty key is an error.
+type Effects interface {
+	Begin(ctx context.Context, key string) (Effect, error)
+	Record(ctx context.Context, key string, result []byte) error
+}
+
+// Effect is what Begin knows of one side effect.
+type Effect struct {
+	// Done is true when the effect was recorded; Result is what was recorded.
+	Done   bool
+	Result []byte
+	// Intents counts the Begins for the key, this one included (0 when Done).
+	Intents int
+}

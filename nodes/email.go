@@ -1,0 +1,482 @@
+package nodes
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	netmail "net/mail"
+	"net/textproto"
+	"strconv"
+	"strings"
+
+	"github.com/wneessen/go-mail"
+
+	"github.com/rune-org/rune/expr"
+	"github.com/rune-org/rune/node"
+	"github.com/rune-org/rune/workflow"
+)
+
+// emailType sends mail over SMTP (dsl.md "email").
+type emailType struct{ opts *Options }
+
+var emailParams = []string{"from", "to", "cc", "bcc", "reply_to", "subject", "text", "html", "headers"}
+
+func (*emailType) Check(c *workflow.NodeCheck) {
+	p := newParamCheck(c, emailParams...)
+	p.stringOrList("to", true)
+	p.stringOrList("cc", false)
+	p.stringOrList("bcc", false)
+	p.stringOrList("reply_to", false)
+	for _, name := range []string{"from", "subject", "text", "html"} {
+		if s, ok := p.string(name, name == "subject"); ok {
+			p.liquid("parameters."+name, s)
+		}
+	}
+	_, hasText := c.Node.Parameters["text"]
+	_, hasHTML := c.Node.Parameters["html"]
+	if !hasText && !hasHTML {
+		c.Report("parameters", "an email needs a body: set text, html or both")
+	}
+	if h, present := c.Node.Parameters["headers"]; present {
+		m, ok := h.(map[string]any)
+		if !ok {
+			c.Report("parameters.headers", "must be an object of header name to text, not %s", expr.TypeName(h))
+		}
+		for name, v := range m {
+			field := "parameters.headers" + fieldPath(name)
+			s, ok := v.(string)
+			switch {
+			case !validHeaderName(name):
+				c.Report(field, "%q is not a valid header name", name)
+			case reservedMailHeader(name):
+				c.Report(field, "%s is set by the email node itself", name)
+			case !ok:
+				c.Report(field, "must be a string, not %s", expr.TypeName(v))
+			default:
+				p.liquid(field, s)
+			}
+		}
+	}
+	if credRef(c.Node) == "" {
+		c.Report("credentials.ref", "required: the SMTP server's credential")
+	}
+}
+
+// reservedMailHeader: headers the node derives from its own parameters.
+func reservedMailHeader(name string) bool {
+	switch textproto.CanonicalMIMEHeaderKey(name) {
+	case "From", "To", "Cc", "Bcc", "Reply-To", "Subject", "Message-Id", "Content-Type", "Mime-Version", "Content-Transfer-Encoding", "Date":
+		return true
+	}
+	return false
+}
+
+func (t *emailType) Compile(n *workflow.Node, c *expr.Compiler) (node.Runner, error) {
+	r := &emailRunner{opts: t.opts, ref: credRef(n), varsRunner: varsRunner{name: "email_" + n.ID}}
+	var err error
+	for name, dst := range map[string]**liquidField{"from": &r.from, "subject": &r.subject, "text": &r.text, "html": &r.html} {
+		if *dst, err = liquidParam(n, c, name); err != nil {
+			return nil, err
+		}
+	}
+	for name, dst := range map[string]*[]*liquidField{"to": &r.to, "cc": &r.cc, "bcc": &r.bcc, "reply_to": &r.replyTo} {
+		if *dst, err = liquidList(n, c, name); err != nil {
+			return nil, err
+		}
+	}
+	headers, _ := n.Parameters["headers"].(map[string]any)
+	for name, v := range headers {
+		s, _ := v.(string)
+		lv, err := c.Liquid(s)
+		if err != nil {
+			return nil, compileErr(n, "headers"+fieldPath(name), err)
+		}
+		r.headers = append(r.headers, emailHeader{name: name, v: &liquidField{name: "headers" + fieldPath(name), v: lv}})
+	}
+	return r, nil
+}
+
+type emailHeader struct {
+	name string
+	v    *liquidField
+}
+
+type emailRunner struct {
+	varsRunner
+	opts                      *Options
+	ref                       string
+	from, subject, text, html *liquidField
+	to, cc, bcc, replyTo      []*liquidField
+	headers                   []emailHeader
+}
+
+// smtpConfig is an SMTP credential (dsl.md "Credentials").
+type smtpConfig struct {
+	host, tlsMode, username, password, from, auth string
+	port                                          int
+}
+
+func parseSMTP(ref string, f map[string]string) (smtpConfig, error) {
+	bad := func(format string, args ...any) error {
+		return &node.Error{Code: CodeCredentials, Message: fmt.Sprintf("credential %q: ", ref) + fmt.Sprintf(format, args...)}
+	}
+	c := smtpConfig{host: f["host"], tlsMode: f["tls"], username: f["username"], password: f["password"], from: f["from"], auth: strings.ToLower(f["auth"])}
+	if c.host == "" {
+		return c, bad("field \"host\" is required")
+	}
+	if c.tlsMode == "" {
+		c.tlsMode = "starttls"
+	}
+	defPort := map[string]int{"none": 25, "starttls": 587, "tls": 465}
+	def, ok := defPort[c.tlsMode]
+	if !ok {
+		return c, bad("field \"tls\" is %q, want none, starttls or tls", c.tlsMode)
+	}
+	c.port = def
+	if p := f["port"]; p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 65535 {
+			return c, bad("field \"port\" is %q, want a port number", p)
+		}
+		c.port = n
+	}
+	switch c.auth {
+	case "", "plain", "login":
+	default:
+		return c, bad("field \"auth\" is %q, want plain or login", c.auth)
+	}
+	return c, nil
+}
+
+// addresses renders fields and parses every address in them; a list
+// element or a string may hold several, comma-separated.
+func addresses(env map[string]any, fields []*liquidField) ([]*netmail.Address, error) {
+	var out []*netmail.Address
+	for _, f := range fields {
+		s, err := f.render(env)
+		if err != nil {
+			return nil, err
+		}
+		if strings.TrimSpace(s) == "" {
+			continue
+		}
+		list, err := netmail.ParseAddressList(s)
+		if err != nil {
+			// Name the offending part rather than the whole list.
+			for _, part := range strings.Split(s, ",") {
+				if _, perr := netmail.ParseAddress(part); perr != nil && strings.TrimSpace(part) != "" {
+					s = strings.TrimSpace(part)
+					break
+				}
+			}
+			return nil, invalidAddress(f.name, s)
+		}
+		out = append(out, list...)
+	}
+	return out, nil
+}
+
+func invalidAddress(field, addr string) error {
+	return &node.Error{
+		Code:    CodeInvalidAddress,
+		Message: fmt.Sprintf("parameters.%s: %q is not a valid email address", field, addr),
+		Details: map[string]any{"parameter": "parameters." + field, "address": addr},
+	}
+}
+
+func (r *emailRunner) Run(ctx context.Context, in *node.Input) (node.Result, error) {
+	m, err := r.message(in)
+	if err != nil {
+		return node.Result{}, err
+	}
+	fields, err := credentialFields(ctx, in, r.ref, "smtp")
+	if err != nil {
+		return node.Result{}, err
+	}
+	cfg, err := parseSMTP(r.ref, fields)
+	if err != nil {
+		return node.Result{}, err
+	}
+	if m.from == nil {
+		if cfg.from == "" {
+			return node.Result{}, invalidParam("from", "required: neither the node nor credential %q sets a sender", r.ref)
+		}
+		a, err := netmail.ParseAddress(cfg.from)
+		if err != nil {
+			return node.Result{}, &node.Error{Code: CodeCredentials, Message: fmt.Sprintf("credential %q: field \"from\" is not a valid email address", r.ref)}
+		}
+		m.from = a
+	}
+	// The connection is closed (QUIT) only after the send is recorded: the
+	// window between the server accepting and the record stays one
+	// coordination-store round trip.
+	var closeConn func()
+	defer func() {
+		if closeConn != nil {
+			closeConn()
+		}
+	}()
+	out, err := sendOnce(ctx, r.opts, in, func() (map[string]any, error) {
+		var out map[string]any
+		var err error
+		closeConn, out, err = r.send(ctx, in, cfg, m)
+		return out, err
+	})
+	if err != nil {
+		return node.Result{}, err
+	}
+	return node.Result{Output: out}, nil
+}
+
+// rendered is one email, rendered and parsed.
+type rendered struct {
+	from                 *netmail.Address
+	to, cc, bcc, replyTo []*netmail.Address
+	subject, text, html  string
+	headers              [][2]string
+}
+
+func (r *emailRunner) message(in *node.Input) (*rendered, error) {
+	m := &rendered{}
+	var err error
+	if m.to, err = addresses(in.Env, r.to); err != nil {
+		return nil, err
+	}
+	if len(m.to) == 0 {
+		return nil, invalidParam("to", "rendered to no address")
+	}
+	for _, l := range []struct {
+		dst *[]*netmail.Address
+		src []*liquidField
+	}{{&m.cc, r.cc}, {&m.bcc, r.bcc}, {&m.replyTo, r.replyTo}} {
+		if *l.dst, err = addresses(in.Env, l.src); err != nil {
+			return nil, err
+		}
+	}
+	if r.from != nil {
+		from, err := addresses(in.Env, []*liquidField{r.from})
+		if err != nil {
+			return nil, err
+		}
+		switch len(from) {
+		case 0:
+		case 1:
+			m.from = from[0]
+		default:
+			return nil, invalidParam("from", "want one sender, got %d addresses", len(from))
+		}
+	}
+	for _, f := range []struct {
+		dst *string
+		src *liquidField
+	}{{&m.subject, r.subject}, {&m.text, r.text}, {&m.html, r.html}} {
+		if *f.dst, err = f.src.render(in.Env); err != nil {
+			return nil, err
+		}
+	}
+	if strings.ContainsAny(m.subject, "\r\n") {
+		m.subject = strings.Join(strings.Fields(m.subject), " ") // a header is one line
+	}
+	for _, h := range r.headers {
+		v, err := h.v.render(in.Env)
+		if err != nil {
+			return nil, err
+		}
+		if strings.ContainsAny(v, "\r\n") {
+			return nil, invalidParam(h.v.name, "a header value must be one line")
+		}
+		m.headers = append(m.headers, [2]string{h.name, v})
+	}
+	return m, nil
+}
+
+// send delivers m and returns a function that closes the still open
+// connection, to be called by the caller once the send is recorded.
+//
+// Recipients are given one by one: a 5xx for one of them rejects that
+// address only (it is listed in "rejected"), unless every recipient is
+// rejected; a 4xx for any of them fails the whole send, to be retried.
+func (r *emailRunner) send(ctx context.Context, in *node.Input, cfg smtpConfig, m *rendered) (func(), map[string]any, error) {
+	msg := mail.NewMsg()
+	if err := msg.FromFormat(m.from.Name, m.from.Address); err != nil {
+		return nil, nil, invalidAddress("from", m.from.Address)
+	}
+	type rcpt struct{ field, addr string }
+	var rcpts []rcpt
+	set := func(field string, list []*netmail.Address, add func(name, addr string) error) error {
+		for _, a := range list {
+			if err := add(a.Name, a.Address); err != nil {
+				return invalidAddress(field, a.Address)
+			}
+			rcpts = append(rcpts, rcpt{field, a.Address})
+		}
+		return nil
+	}
+	if err := set("to", m.to, msg.AddToFormat); err != nil {
+		return nil, nil, err
+	}
+	if err := set("cc", m.cc, msg.AddCcFormat); err != nil {
+		return nil, nil, err
+	}
+	if err := set("bcc", m.bcc, msg.AddBccFormat); err != nil {
+		return nil, nil, err
+	}
+	if len(m.replyTo) > 0 {
+		if err := msg.ReplyToFormat(m.replyTo[0].Name, m.replyTo[0].Address); err != nil {
+			return nil, nil, invalidAddress("reply_to", m.replyTo[0].Address)
+		}
+	}
+	msg.Subject(m.subject)
+	// The Message-ID derives from the idempotency key: a send repeated after
+	// a crash carries the same one, so receivers can tell it is the same mail.
+	msgID := messageID(in, m.from.Address)
+	msg.SetMessageIDWithValue(msgID)
+	msg.SetDate()
+	for _, h := range m.headers {
+		msg.SetGenHeader(mail.Header(h[0]), h[1])
+	}
+	switch {
+	case m.text != "" && m.html != "":
+		msg.SetBodyString(mail.TypeTextPlain, m.text)
+		msg.AddAlternativeString(mail.TypeTextHTML, m.html)
+	case m.html != "":
+		msg.SetBodyString(mail.TypeTextHTML, m.html)
+	default:
+		msg.SetBodyString(mail.TypeTextPlain, m.text)
+	}
+	client, err := mail.NewClient(cfg.host, r.clientOptions(cfg)...)
+	if err != nil {
+		return nil, nil, &node.Error{Code: CodeCredentials, Message: fmt.Sprintf("credential %q: %v", r.ref, err)}
+	}
+	fail := func(err error, field, addr string) (func(), map[string]any, error) {
+		if ctx.Err() != nil {
+			return nil, nil, ctx.Err()
+		}
+		return nil, nil, r.smtpError(cfg, err, field, addr)
+	}
+	sc, err := client.DialToSMTPClientWithContext(ctx)
+	if err != nil {
+		return fail(err, "", "")
+	}
+	closeConn := func() { _ = client.CloseWithSMTPClient(sc) }
+	abort := func(err error, field, addr string) (func(), map[string]any, error) {
+		_ = sc.Reset()
+		closeConn()
+		return fail(err, field, addr)
+	}
+	if err := sc.Mail(m.from.Address); err != nil {
+		if code, _ := smtpCode(err); code >= 500 {
+			return abort(err, "from", m.from.Address)
+		}
+		return abort(err, "", "")
+	}
+	accepted, rejected := []any{}, []any{}
+	var firstErr error
+	var first rcpt
+	for _, rc := range rcpts {
+		err := sc.Rcpt(rc.addr)
+		if err == nil {
+			accepted = append(accepted, rc.addr)
+			continue
+		}
+		if code, _ := smtpCode(err); code < 500 || code > 599 {
+			return abort(err, rc.field, rc.addr) // 4xx or a lost connection: retry it all
+		}
+		rejected = append(rejected, rc.addr)
+		if firstErr == nil {
+			firstErr, first = err, rc
+		}
+	}
+	if len(accepted) == 0 {
+		return abort(firstErr, first.field, first.addr)
+	}
+	w, err := sc.Data()
+	if err != nil {
+		return abort(err, "", "")
+	}
+	if _, err := msg.WriteTo(w); err != nil {
+		_ = w.Close()
+		return abort(err, "", "")
+	}
+	if err := w.Close(); err != nil { // the server's reply to the message
+		return abort(err, "", "")
+	}
+	return closeConn, map[string]any{"message_id": "<" + msgID + ">", "accepted": accepted, "rejected": rejected}, nil
+}
+
+func messageID(in *node.Input, from string) string {
+	domain := "rune.invalid"
+	if _, d, ok := strings.Cut(from, "@"); ok && d != "" {
+		domain = d
+	}
+	key := in.IdempotencyKey
+	if key == "" {
+		key = in.ExecutionID + "." + in.NodeID + "." + strconv.Itoa(in.Attempt)
+	}
+	return key + "@" + domain
+}
+
+func (r *emailRunner) clientOptions(cfg smtpConfig) []mail.Option {
+	tlsConf := &tls.Config{ServerName: cfg.host, MinVersion: tls.VersionTLS12}
+	if r.opts.TLSConfig != nil {
+		tlsConf = r.opts.TLSConfig.Clone()
+		if tlsConf.ServerName == "" {
+			tlsConf.ServerName = cfg.host
+		}
+	}
+	opts := []mail.Option{mail.WithPort(cfg.port), mail.WithTLSConfig(tlsConf), mail.WithTimeout(r.opts.SMTPTimeout)}
+	switch cfg.tlsMode {
+	case "none":
+		opts = append(opts, mail.WithTLSPolicy(mail.NoTLS))
+	case "starttls":
+		opts = append(opts, mail.WithTLSPolicy(mail.TLSMandatory))
+	case "tls":
+		opts = append(opts, mail.WithSSL())
+	}
+	if cfg.username != "" || cfg.password != "" {
+		// Over a plain connection the user chose none: the NOENC variants
+		// send the password as the server asks (go-mail refuses otherwise).
+		auth := map[[2]bool]mail.SMTPAuthType{
+			{false, false}: mail.SMTPAuthPlain, {false, true}: mail.SMTPAuthLogin,
+			{true, false}: mail.SMTPAuthPlainNoEnc, {true, true}: mail.SMTPAuthLoginNoEnc,
+		}[[2]bool{cfg.tlsMode == "none", cfg.auth == "login"}]
+		opts = append(opts, mail.WithSMTPAuth(auth), mail.WithUsername(cfg.username), mail.WithPassword(cfg.password))
+	}
+	return opts
+}
+
+// smtpError classifies a failed send: 4xx replies and lost connections are
+// worth retrying, 5xx replies are not; a refused address is named with the
+// parameter it came from. Messages hold server replies and addresses,
+// never the credential's password.
+func (r *emailRunner) smtpError(cfg smtpConfig, err error, field, addr string) error {
+	server := net.JoinHostPort(cfg.host, strconv.Itoa(cfg.port))
+	code, reply := smtpCode(err)
+	details := map[string]any{"server": server}
+	msg := fmt.Sprintf("SMTP %s: %s", server, reply)
+	if addr != "" {
+		details["address"], details["parameter"] = addr, "parameters."+field
+		msg = fmt.Sprintf("parameters.%s: %s refused by %s: %s", field, addr, server, reply)
+	}
+	if code == 0 {
+		// No SMTP reply: the connection failed or was lost.
+		return &node.Error{Code: CodeSMTPConnection, Message: msg, Details: details, Retryable: true}
+	}
+	details["smtp_code"] = code
+	return &node.Error{Code: CodeSMTP, Message: msg, Details: details, Retryable: code >= 400 && code < 500}
+}
+
+// smtpCode finds the SMTP reply in err, if there is one.
+func smtpCode(err error) (int, string) {
+	var te *textproto.Error
+	if errors.As(err, &te) {
+		return te.Code, fmt.Sprintf("%d %s", te.Code, te.Msg)
+	}
+	var se *mail.SendError
+	if errors.As(err, &se) {
+		return se.ErrorCode(), err.Error()
+	}
+	return 0, err.Error()
+}

@@ -1,0 +1,325 @@
+package nodes
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	netmail "net/mail"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/emersion/go-smtp"
+
+	coordmem "github.com/rune-org/rune/coord/memory"
+	"github.com/rune-org/rune/internal/catcher"
+	"github.com/rune-org/rune/node"
+	"github.com/rune-org/rune/workflow"
+)
+
+// mapSecrets resolves references from a map.
+type mapSecrets map[string]map[string]string
+
+func (m mapSecrets) Resolve(_ context.Context, ref string) (map[string]string, error) {
+	f, ok := m[ref]
+	if !ok {
+		return nil, fmt.Errorf("credential %q: not found", ref)
+	}
+	return f, nil
+}
+
+func startSMTP(t *testing.T, cfg catcher.SMTPConfig) *catcher.SMTP {
+	t.Helper()
+	s, err := catcher.StartSMTP(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func smtpCred(s *catcher.SMTP, mode string, extra ...string) map[string]string {
+	f := map[string]string{"type": "smtp", "host": "127.0.0.1", "port": strconv.Itoa(s.Port()), "tls": mode}
+	for i := 0; i+1 < len(extra); i += 2 {
+		f[extra[i]] = extra[i+1]
+	}
+	return f
+}
+
+func emailNode(params map[string]any) workflow.Node {
+	return workflow.Node{ID: "welcome", Type: "email", Parameters: params, Credentials: &workflow.CredentialRef{Ref: "mail"}}
+}
+
+// runEmail compiles an email node with opts and runs it once with key.
+func runEmail(t *testing.T, opts Options, cred map[string]string, params map[string]any, env map[string]any, key string) (node.Result, error) {
+	t.Helper()
+	r := compileNode(t, NewRegistry(opts), emailNode(params))
+	return r.Run(t.Context(), &node.Input{Env: env, NodeID: "welcome", ExecutionID: "ex1", Attempt: 1,
+		IdempotencyKey: key, Secrets: mapSecrets{"mail": cred}})
+}
+
+var welcomeEnv = map[string]any{"$trigger": map[string]any{
+	"name": "ada", "email": "ada@example.com", "vip": true, "plan": "pro",
+	"friends": []any{"bob@example.com", "Cy <cy@example.com>"},
+}}
+
+// An email's fields are Liquid over the context; to, cc and bcc take lists
+// and comma-separated strings; text and html make a multipart/alternative
+// message; user headers are kept; bcc is on the envelope only.
+func TestEmailRendersAndSends(t *testing.T) {
+	t.Parallel()
+	s := startSMTP(t, catcher.SMTPConfig{})
+	res, err := runEmail(t, Options{}, smtpCred(s, "none"), map[string]any{
+		"from":     "Rune <hello@rune.test>",
+		"to":       "{{ $trigger.email }}, Ops <ops@example.com>",
+		"cc":       []any{"{{ $trigger.friends[0] }}"},
+		"bcc":      "{{ $trigger.friends | last }}",
+		"reply_to": "support@rune.test",
+		"subject":  "Welcome, {{ $trigger.name | capitalize }}{% if $trigger.vip %} (VIP){% endif %}",
+		"text":     "Hi {{ $trigger.name }}, your plan: {{ $trigger.plan | upcase }}",
+		"html":     "<p>Hi <b>{{ $trigger.name | escape }}</b></p>",
+		"headers":  map[string]any{"List-Unsubscribe": "<https://rune.test/u/{{ $trigger.name }}>"},
+	}, welcomeEnv, "key123")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mails := s.Mails()
+	if len(mails) != 1 {
+		t.Fatalf("%d mails, want 1", len(mails))
+	}
+	m := mails[0]
+	wantRcpt := []string{"ada@example.com", "ops@example.com", "bob@example.com", "cy@example.com"}
+	if strings.Join(m.To, " ") != strings.Join(wantRcpt, " ") || m.From != "hello@rune.test" {
+		t.Errorf("envelope from %s to %v, want hello@rune.test to %v", m.From, m.To, wantRcpt)
+	}
+	h := m.Header
+	if got := h.Get("Subject"); got != "Welcome, Ada (VIP)" {
+		t.Errorf("Subject %q", got)
+	}
+	if got := h.Get("Message-Id"); got != "<key123@rune.test>" {
+		t.Errorf("Message-ID %q, want it derived from the idempotency key", got)
+	}
+	if got := h.Get("List-Unsubscribe"); got != "<https://rune.test/u/ada>" {
+		t.Errorf("List-Unsubscribe %q", got)
+	}
+	if h.Get("Bcc") != "" || strings.Contains(string(m.Data), "cy@example.com") {
+		t.Errorf("the bcc recipient shows in the message:\n%s", m.Data)
+	}
+	if got := h.Get("Cc"); !strings.Contains(got, "bob@example.com") {
+		t.Errorf("Cc %q", got)
+	}
+	if got := h.Get("Reply-To"); !strings.Contains(got, "support@rune.test") {
+		t.Errorf("Reply-To %q", got)
+	}
+	parts := multipartBodies(t, m)
+	if parts["text/plain"] != "Hi ada, your plan: PRO" || parts["text/html"] != "<p>Hi <b>ada</b></p>" {
+		t.Errorf("parts %q", parts)
+	}
+	out := res.Output.(map[string]any)
+	if out["message_id"] != "<key123@rune.test>" || fmt.Sprint(out["accepted"]) != fmt.Sprint([]any{"ada@example.com", "ops@example.com", "bob@example.com", "cy@example.com"}) ||
+		len(out["rejected"].([]any)) != 0 {
+		t.Errorf("output %v", out)
+	}
+}
+
+// multipartBodies returns the decoded parts of a multipart/alternative mail
+// by content type.
+func multipartBodies(t *testing.T, m catcher.Mail) map[string]string {
+	t.Helper()
+	msg, err := netmail.ReadMessage(strings.NewReader(string(m.Data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mt, params, err := mime.ParseMediaType(msg.Header.Get("Content-Type"))
+	if err != nil || mt != "multipart/alternative" {
+		t.Fatalf("Content-Type %q (%v), want multipart/alternative", msg.Header.Get("Content-Type"), err)
+	}
+	out := map[string]string{}
+	r := multipart.NewReader(msg.Body, params["boundary"])
+	for {
+		p, err := r.NextPart()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(p) // quoted-printable parts are decoded by NextPart
+		ct, _, _ := mime.ParseMediaType(p.Header.Get("Content-Type"))
+		out[ct] = string(body)
+	}
+}
+
+// Every TLS mode, with AUTH PLAIN and LOGIN, against a server whose
+// certificate the test made.
+func TestEmailTLSModesAndAuth(t *testing.T) {
+	t.Parallel()
+	serverTLS, roots, err := catcher.Certificate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"none", "starttls", "tls"} {
+		for _, auth := range []string{"plain", "login"} {
+			t.Run(mode+"_"+auth, func(t *testing.T) {
+				t.Parallel()
+				s := startSMTP(t, catcher.SMTPConfig{TLS: mode, TLSConfig: serverTLS, Users: map[string]string{"app": "s3cr3t-pw"}})
+				cred := smtpCred(s, mode, "username", "app", "password", "s3cr3t-pw", "auth", auth, "from", "noreply@rune.test")
+				opts := Options{TLSConfig: &tls.Config{RootCAs: roots}}
+				_, err := runEmail(t, opts, cred, map[string]any{"to": "ada@example.com", "subject": "hi", "text": "hello"}, welcomeEnv, "k-"+mode+auth)
+				if err != nil {
+					t.Fatal(err)
+				}
+				mails := s.Mails()
+				if len(mails) != 1 || mails[0].User != "app" || mails[0].TLS != (mode != "none") || mails[0].From != "noreply@rune.test" {
+					t.Fatalf("mails %+v, want one from noreply@rune.test as app, TLS %v", mails, mode != "none")
+				}
+				// A wrong password fails without retry and without the password.
+				cred["password"] = "wrong-pw-zzz"
+				_, err = runEmail(t, opts, cred, map[string]any{"to": "ada@example.com", "subject": "hi", "text": "hello"}, welcomeEnv, "k2-"+mode+auth)
+				ne := nodeError(t, err, CodeSMTP, false)
+				if strings.Contains(ne.Message, "wrong-pw-zzz") || strings.Contains(fmt.Sprint(ne.Details), "wrong-pw-zzz") {
+					t.Fatalf("the error shows the password: %s", ne.Message)
+				}
+			})
+		}
+	}
+	// A certificate the client does not trust fails the connection.
+	s := startSMTP(t, catcher.SMTPConfig{TLS: "tls", TLSConfig: serverTLS})
+	_, err = runEmail(t, Options{}, smtpCred(s, "tls"), map[string]any{"from": "a@rune.test", "to": "ada@example.com", "subject": "x", "text": "y"}, welcomeEnv, "k3")
+	nodeError(t, err, CodeSMTPConnection, true)
+}
+
+// 4xx replies are retried, 5xx are not; a refused recipient is named with
+// its parameter.
+func TestEmailReplies(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		stage, arg string
+		code       int
+		wantCode   string
+		retryable  bool
+		want       string
+	}{
+		{"RCPT", "", 550, CodeSMTP, false, `parameters.to: ada@example.com refused by 127.0.0.1:`},
+		{"RCPT", "bob@example.com", 451, CodeSMTP, true, `parameters.cc: bob@example.com refused`},
+		{"MAIL", "", 553, CodeSMTP, false, `parameters.from: a@rune.test refused`},
+		{"MAIL", "", 421, CodeSMTP, true, "421"},
+		{"DATA", "", 554, CodeSMTP, false, "554"},
+		{"DATA", "", 452, CodeSMTP, true, "452"},
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("%s_%d", tc.stage, tc.code), func(t *testing.T) {
+			t.Parallel()
+			s := startSMTP(t, catcher.SMTPConfig{Reply: func(stage, arg string) error {
+				if stage == tc.stage && (tc.arg == "" || arg == tc.arg) {
+					return &smtp.SMTPError{Code: tc.code, Message: "test reply"}
+				}
+				return nil
+			}})
+			_, err := runEmail(t, Options{}, smtpCred(s, "none", "from", "a@rune.test"),
+				map[string]any{"to": "ada@example.com", "cc": "bob@example.com", "subject": "x", "text": "y"}, welcomeEnv, "k")
+			ne := nodeError(t, err, tc.wantCode, tc.retryable)
+			if !strings.Contains(ne.Message, tc.want) {
+				t.Errorf("message %q, want it to contain %q", ne.Message, tc.want)
+			}
+			if len(s.Mails()) != 0 {
+				t.Errorf("a mail was kept")
+			}
+		})
+	}
+	// One recipient refused with a 5xx: the others get the mail, and the
+	// output lists it as rejected.
+	s := startSMTP(t, catcher.SMTPConfig{Reply: func(stage, arg string) error {
+		if stage == "RCPT" && arg == "bob@example.com" {
+			return &smtp.SMTPError{Code: 550, Message: "no such user"}
+		}
+		return nil
+	}})
+	res, err := runEmail(t, Options{}, smtpCred(s, "none", "from", "a@rune.test"),
+		map[string]any{"to": "ada@example.com", "cc": "bob@example.com", "bcc": "cy@example.com", "subject": "x", "text": "y"}, welcomeEnv, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := res.Output.(map[string]any)
+	if fmt.Sprint(out["accepted"]) != "[ada@example.com cy@example.com]" || fmt.Sprint(out["rejected"]) != "[bob@example.com]" {
+		t.Errorf("output %v, want bob rejected, ada and cy accepted", out)
+	}
+	if mails := s.Mails(); len(mails) != 1 || fmt.Sprint(mails[0].To) != "[ada@example.com cy@example.com]" {
+		t.Errorf("mails %+v, want one to ada and cy", mails)
+	}
+	// Nothing listening: a connection error, retryable.
+	cred := map[string]string{"type": "smtp", "host": "127.0.0.1", "port": "9", "tls": "none", "from": "a@rune.test"}
+	_, err = runEmail(t, Options{}, cred, map[string]any{"to": "ada@example.com", "subject": "x", "text": "y"}, welcomeEnv, "k")
+	nodeError(t, err, CodeSMTPConnection, true)
+}
+
+// Malformed addresses fail at once, naming the parameter and the address.
+func TestEmailInvalidAddresses(t *testing.T) {
+	t.Parallel()
+	s := startSMTP(t, catcher.SMTPConfig{})
+	for field, v := range map[string]any{
+		"to":  "ada@example.com, not an address",
+		"cc":  []any{"ok@example.com", "{{ $trigger.name }}"},
+		"bcc": "x@@y",
+	} {
+		params := map[string]any{"from": "a@rune.test", "to": "z@example.com", "subject": "x", "text": "y"}
+		params[field] = v
+		_, err := runEmail(t, Options{}, smtpCred(s, "none"), params, welcomeEnv, "k")
+		ne := nodeError(t, err, CodeInvalidAddress, false)
+		if !strings.Contains(ne.Message, "parameters."+field) {
+			t.Errorf("%s: %q does not name the parameter", field, ne.Message)
+		}
+	}
+	if len(s.Mails()) != 0 {
+		t.Fatal("a mail was sent")
+	}
+}
+
+// With an effects store, a second run with the same key (a retry, a
+// redelivery) returns the recorded result and sends nothing.
+func TestEmailSendsOncePerKey(t *testing.T) {
+	t.Parallel()
+	s := startSMTP(t, catcher.SMTPConfig{})
+	var faults []string
+	opts := Options{Effects: coordmem.NewEffects(0), Fault: func(p string) { faults = append(faults, p) }}
+	params := map[string]any{"from": "a@rune.test", "to": "ada@example.com", "subject": "x", "text": "y"}
+	first, err := runEmail(t, opts, smtpCred(s, "none"), params, welcomeEnv, "same")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := runEmail(t, opts, smtpCred(s, "none"), params, welcomeEnv, "same")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(first.Output) != fmt.Sprint(again.Output) {
+		t.Errorf("outputs differ: %v, then %v", first.Output, again.Output)
+	}
+	if _, err := runEmail(t, opts, smtpCred(s, "none"), params, welcomeEnv, "other"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(s.Mails()); n != 2 {
+		t.Fatalf("%d mails, want 2 (one per key)", n)
+	}
+	if strings.Join(faults, ",") != "sent,recorded,sent,recorded" {
+		t.Errorf("fault points %v", faults)
+	}
+}
+
+func TestEmailCheck(t *testing.T) {
+	t.Parallel()
+	ps := checkNode(t, workflow.Node{ID: "e", Type: "email", Parameters: map[string]any{
+		"to": []any{3}, "subject": "{% if %}", "headers": map[string]any{"Subject": "x", "Bad Name": "y"}, "colour": "red",
+	}})
+	wantProblems(t, ps, map[string]string{
+		"nodes[1].parameters.to[0]":               "must be a string",
+		"nodes[1].parameters.subject":             "",
+		"nodes[1].parameters":                     "needs a body",
+		"nodes[1].parameters.headers.Subject":     "set by the email node",
+		`nodes[1].parameters.headers["Bad Name"]`: "not a valid header name",
+		"nodes[1].parameters.colour":              "unknown parameter",
+		"nodes[1].credentials.ref":                "required",
+	})
+}

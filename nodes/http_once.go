@@ -1,0 +1,40 @@
+package nodes
+
+import (
+	"context"
+
+	"github.com/rune-org/rune/expr"
+	"github.com/rune-org/rune/node"
+	"github.com/rune-org/rune/workflow"
+)
+
+// checkIdempotencyKey checks the http node's "idempotency_key" parameter.
+func checkIdempotencyKey(c *workflow.NodeCheck) {
+	if v, present := c.Node.Parameters["idempotency_key"]; present {
+		if _, ok := v.(bool); !ok {
+			c.Report("parameters.idempotency_key", "must be true or false, not %s", expr.TypeName(v))
+		}
+	}
+}
+
+// Run calls the endpoint. With idempotency_key: true the call is made at
+// most once per idempotency key, as an email or a text is: a retry or
+// redelivery after a successful call returns the recorded response
+// (dsl.md "Sending exactly once").
+func (r *httpRunner) Run(ctx context.Context, in *node.Input) (node.Result, error) {
+	if !r.once {
+		return r.call(ctx, in)
+	}
+	out, err := sendOnce(ctx, &r.opts, in, func() (map[string]any, error) {
+		res, err := r.call(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		m, _ := res.Output.(map[string]any)
+		return m, nil
+	})
+	if err != nil {
+		return node.Result{}, err
+	}
+	return node.Result{Output: out}, nil
+}
