@@ -35,3 +35,13 @@ func TestRetrySpacing(t *testing.T) {
 	defer rt.Close()
 	runtimetest.RetrySpacing(t, rt)
 }
+
+func TestHaltFromOutside(t *testing.T) {
+	t.Parallel()
+	rt, err := embedded.New(embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	runtimetest.HaltFromOutside(t, rt, rt.Engine)
+}
