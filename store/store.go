@@ -28,6 +28,8 @@ var (
 	// a cancel of a finished execution, a dispatch by an owner whose claim
 	// was taken over).
 	ErrConflict = errors.New("conflict")
+	// ErrInvalid: an argument is missing or malformed (the error names it).
+	ErrInvalid = errors.New("invalid")
 )
 
 // Execution statuses (the trigger instance's, seed 003 §1–4).
@@ -107,6 +109,10 @@ type Execution struct {
 	Vars map[string]json.RawMessage
 	// Completion is the CompletionMessage as published, once there is one.
 	Completion json.RawMessage
+	// Unfinished counts the execution's unfinished node runs per node and
+	// status (running, waiting, retrying): the bookkeeping behind Cursor and
+	// Status, kept by AppendHistory (history.go). Callers need not read it.
+	Unfinished map[string]map[string]int
 	// CancelRequested is set by CancelExecution on a running execution.
 	CancelRequested bool
 	// ClaimedBy and ClaimUntil are the dispatcher's claim; DispatchedAt is
@@ -180,7 +186,9 @@ type NodeRun struct {
 	NextAttemptAt *time.Time
 	ResumeAt      *time.Time
 	DurationMS    int64
-	UpdatedAt     time.Time
+	// ReportedAt is the executed_at of the status the run is in.
+	ReportedAt time.Time
+	UpdatedAt  time.Time
 }
 
 // SplitProgress is a split's fan-out progress on one branch.
@@ -215,11 +223,40 @@ type Event struct {
 	// event id (Last-Event-ID).
 	ID          int64
 	ExecutionID string
-	// Kind is "status", "completion" or "execution" (created, dispatched,
-	// cancel requested: Body is then the Execution as the API shows it).
+	// Kind is "status" (Body: the NodeStatusMessage), "completion" (the
+	// CompletionMessage) or "execution" (an ExecutionChange: created,
+	// dispatched, cancel requested, cancelled).
 	Kind string
 	Body json.RawMessage
 	At   time.Time
+}
+
+// ExecutionChange is the Body of an "execution" event, written by the store
+// in the transaction that makes the change.
+type ExecutionChange struct {
+	// Change is "created", "dispatched", "cancel_requested" or "cancelled".
+	Change      string    `json:"change"`
+	ExecutionID string    `json:"execution_id"`
+	WorkflowID  string    `json:"workflow_id"`
+	Version     int       `json:"version"`
+	Status      string    `json:"status"`
+	AvailableAt time.Time `json:"available_at"`
+	At          time.Time `json:"at"`
+}
+
+// Changes of ExecutionChange.
+const (
+	ChangeCreated         = "created"
+	ChangeDispatched      = "dispatched"
+	ChangeCancelRequested = "cancel_requested"
+	ChangeCancelled       = "cancelled"
+)
+
+// ChangeEvent returns the "execution" event recording change of x at at.
+func ChangeEvent(x *Execution, change string, at time.Time) Event {
+	body, _ := json.Marshal(ExecutionChange{Change: change, ExecutionID: x.ID, WorkflowID: x.WorkflowID,
+		Version: x.Version, Status: x.Status, AvailableAt: x.AvailableAt, At: at})
+	return Event{ExecutionID: x.ID, Kind: "execution", Body: body, At: at}
 }
 
 // EventFilter selects events after an id, oldest first.
