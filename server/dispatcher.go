@@ -188,3 +188,51 @@ func (c *defCache) get(ctx context.Context, id string, version int) (*engine.Wor
 	c.mu.Unlock()
 	return wf, nil
 }
+
+// CodeServerRestarted is the failure code of executions that were running
+// in an embedded server's process when it stopped.
+const CodeServerRestarted = "SERVER_RESTARTED"
+
+// AbandonRunning records a failed completion for every dispatched execution
+// that has not ended. Only the embedded default calls it, at start-up: its
+// queues and coordinator lived in the previous process, so what that process
+// was running can never finish. It returns how many it marked.
+func (s *Server) AbandonRunning(ctx context.Context) (int, error) {
+	n := 0
+	for _, status := range []string{store.StatusProcessing, store.StatusWaiting} {
+		cursor := ""
+		for {
+			page, err := s.store.ListExecutions(ctx, store.ExecutionFilter{Status: status, Limit: 500, Cursor: cursor})
+			if err != nil {
+				return n, err
+			}
+			var evs []store.HistoryEvent
+			now := s.cfg.Now().UTC()
+			for _, x := range page.Items {
+				if x.DispatchedAt == nil {
+					continue // claimed, not published: the dispatcher takes it again
+				}
+				c := &message.Completion{WorkflowID: x.WorkflowID, ExecutionID: x.ID, Status: message.CompletionFailed,
+					FinalContext: map[string]any{}, CompletedAt: now,
+					FailureReason: &message.Failure{Error: message.Error{Code: CodeServerRestarted,
+						Message: "the embedded server stopped while this execution ran; re-run it"}}}
+				body, err := json.Marshal(c)
+				if err != nil {
+					return n, err
+				}
+				evs = append(evs, store.HistoryEvent{ExecutionID: x.ID, DedupeKey: completionKey(x.ID), Completion: c, Body: body, ReceivedAt: now})
+			}
+			if len(evs) > 0 {
+				if _, err := s.store.AppendHistory(ctx, evs); err != nil {
+					return n, err
+				}
+				n += len(evs)
+			}
+			if page.Next == "" {
+				break
+			}
+			cursor = page.Next
+		}
+	}
+	return n, nil
+}

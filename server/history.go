@@ -171,9 +171,9 @@ func (s *Server) addVars(ctx context.Context, evs []store.HistoryEvent) {
 // the store only for workflows that have an email or sms node in some
 // version.
 type varCache struct {
-	mu      sync.Mutex
-	wfs     map[string]varWorkflow
-	byExec  map[string]map[string]string // execution → node id → type
+	mu     sync.Mutex
+	wfs    map[string]varWorkflow
+	byExec map[string]map[string]string // execution → node id → type
 }
 
 type varWorkflow struct {

@@ -17,6 +17,7 @@ import (
 	"github.com/rune-org/rune/coord"
 	"github.com/rune-org/rune/distributed"
 	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/node"
 	"github.com/rune-org/rune/nodes"
 	"github.com/rune-org/rune/scheduler"
 	"github.com/rune-org/rune/secrets"
@@ -55,14 +56,20 @@ func (s *servers) redisClient() *goredis.Client {
 	return goredis.NewClient(opts)
 }
 
-// connect connects to the servers in role.
+// connect connects to the servers in role; nodes resolve credentials from
+// the environment (secrets.Env).
 func (s *servers) connect(ctx context.Context, log *slog.Logger, role string) (*distributed.Runtime, error) {
+	return s.connectWith(ctx, log, role, secrets.Env{})
+}
+
+// connectWith is connect with the credentials resolver sec.
+func (s *servers) connectWith(ctx context.Context, log *slog.Logger, role string, sec node.Secrets) (*distributed.Runtime, error) {
 	if _, err := goredis.ParseURL(s.redisURL); err != nil {
 		return nil, usagef("--redis: %v", err)
 	}
 	return distributed.Connect(ctx, distributed.Config{
 		AMQPURL: s.amqpURL, RedisURL: s.redisURL, Prefix: s.prefix, Role: role,
-		Logger: log, Secrets: secrets.Env{}, Nodes: nodes.Options{Logger: log},
+		Logger: log, Secrets: sec, Nodes: nodes.Options{Logger: log},
 	})
 }
 
@@ -77,6 +84,7 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 	withScheduler := fs.Bool("scheduler", false, "also fire due timers of wait and delay nodes in this process")
 	schedPoll := fs.Duration("scheduler-poll", scheduler.DefaultPoll, "with --scheduler: pause between claims when no timer is due (as rune scheduler --poll)")
 	debugAddr := fs.String("debug-addr", "", "serve Go's profiler (net/http/pprof) on this address, e.g. 127.0.0.1:6060 (default: off)")
+	postgresURL := fs.String("postgres", env.getenv("RUNE_POSTGRES_URL"), "a rune server's PostgreSQL URL (env RUNE_POSTGRES_URL): resolve credentials from its store, decrypted with RUNE_SECRET_KEY (default: from RUNE_CREDENTIAL_* variables)")
 	memLimit := fs.Int64("memory-limit-mib", 448, "soft memory limit in MiB: the garbage collector works harder near it (GOMEMLIMIT, when set, wins; 0: none)")
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, "Usage: rune worker --amqp URL --redis URL [--concurrency N] [--scheduler]\n\nConsumes workflow.execution and runs nodes until SIGTERM or Ctrl-C, then finishes\nthe messages in hand (within --drain-timeout) and exits 0.")
@@ -102,7 +110,21 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		defer stop()
 	}
-	rt, err := srv.connect(ctx, log, amqp.RoleWorker)
+	var sec node.Secrets = secrets.Env{}
+	if *postgresURL != "" {
+		sf := storeFlags{postgresURL: *postgresURL}
+		keys, err := sf.keys(env)
+		if err != nil {
+			return err
+		}
+		st, err := sf.open(ctx)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		sec = secrets.Store{Store: st, Keys: keys}
+	}
+	rt, err := srv.connectWith(ctx, log, amqp.RoleWorker, sec)
 	if err != nil {
 		return err
 	}
