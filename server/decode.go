@@ -37,8 +37,14 @@ func decodeJSON(body []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err)
 	}
-	if dec.More() {
-		return errorf(http.StatusBadRequest, CodeInvalidJSON, "request body has data after its JSON value")
+	return trailing(body, dec.InputOffset())
+}
+
+// trailing rejects anything but white space after the JSON value that ends
+// at offset (Decoder.More does not see a stray "}" or "]").
+func trailing(body []byte, offset int64) error {
+	if len(bytes.TrimSpace(body[offset:])) > 0 {
+		return errorf(http.StatusBadRequest, CodeInvalidJSON, "request body has data after its JSON value (at byte %d)", offset)
 	}
 	return nil
 }
@@ -74,10 +80,7 @@ func validJSON(body []byte) error {
 	if err := dec.Decode(&v); err != nil {
 		return jsonError(err)
 	}
-	if dec.More() {
-		return errorf(http.StatusBadRequest, CodeInvalidJSON, "request body has data after its JSON value")
-	}
-	return nil
+	return trailing(body, dec.InputOffset())
 }
 
 // queryInt reads an integer query parameter (0 when absent).

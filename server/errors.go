@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 
 	"github.com/rune-org/rune/workflow"
@@ -89,3 +90,5 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	w.Write(append(body, '\n'))
 }
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -86,3 +86,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	return nil
 }
+
+// Endpoints lists the API's routes without a server: for tests, the
+// OpenAPI check and documentation.
+func Endpoints() []Route { return (&Server{}).routes() }
