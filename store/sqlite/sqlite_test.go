@@ -1,0 +1,50 @@
+package sqlite_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/rune-org/rune/store"
+	"github.com/rune-org/rune/store/sqlite"
+	"github.com/rune-org/rune/store/storetest"
+)
+
+func TestConformance(t *testing.T) {
+	storetest.Exercise(context.Background(), t, func(t *testing.T) store.Store { return storetest.SQLite(t) },
+		// A second Store on the same file: SQLite's file lock keeps claims
+		// and event ids right even across processes.
+		storetest.WithTwin(func(t *testing.T, s store.Store) store.Store {
+			twin, err := sqlite.Open(context.Background(), s.(*sqlite.Store).Path())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { twin.Close() })
+			return twin
+		}))
+}
+
+// Opening an existing database applies nothing twice and keeps its data.
+func TestReopen(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.SQLite(t)
+	if _, err := s.CreateWorkflow(ctx, store.WorkflowInput{ID: "wf", Definition: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	again, err := sqlite.Open(ctx, s.Path())
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer again.Close()
+	if w, err := again.GetWorkflow(ctx, "wf", 0); err != nil || w.Version != 1 {
+		t.Errorf("after reopening: %+v, %v", w, err)
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	if _, err := sqlite.Open(context.Background(), ""); err == nil {
+		t.Error("Open(\"\") succeeded")
+	}
+	if _, err := sqlite.Open(context.Background(), t.TempDir()+"/missing/dir/rune.db"); err == nil {
+		t.Error("Open in a missing directory succeeded")
+	}
+}
