@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rune-org/rune/message"
 	"github.com/rune-org/rune/store"
 )
 
@@ -17,8 +19,8 @@ import (
 const streamPage = 500
 
 // executionEvents streams one execution's events: the persisted history
-// first, then live events, and ends after its completion (or its cancel
-// before it ran).
+// first, then live events, and ends after its completion and the statuses
+// that came with it (or after its cancel before it ran).
 func (s *Server) executionEvents(w http.ResponseWriter, r *http.Request) error {
 	x, err := s.execution(r)
 	if err != nil {
@@ -82,6 +84,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, execID string) e
 	defer poll.Stop()
 	heartbeat := time.NewTicker(s.cfg.Heartbeat)
 	defer heartbeat.Stop()
+	var ended time.Time // when the stream's last event was seen
 	for {
 		// Take the commit signal before reading, so a commit between the
 		// read and the wait is not missed.
@@ -94,24 +97,25 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, execID string) e
 			s.log.Warn("stream: read events failed", "execution", execID, "err", err)
 			return nil // headers are sent: end the stream; the client reconnects with Last-Event-ID
 		}
-		end := false
 		for _, ev := range evs {
 			if err := writeEvent(w, ev); err != nil {
 				return nil
 			}
 			after = ev.ID
-			end = end || (execID != "" && endsStream(ev))
+			if execID != "" && endsStream(ev) && ended.IsZero() {
+				ended = time.Now()
+			}
 		}
 		if len(evs) > 0 {
 			if err := rc.Flush(); err != nil {
 				return nil
 			}
 		}
-		if end {
-			return nil
-		}
 		if len(evs) == streamPage {
 			continue
+		}
+		if !ended.IsZero() && s.settled(ctx, execID, ended) {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
@@ -127,6 +131,32 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, execID string) e
 			}
 		}
 	}
+}
+
+// settleMax bounds how long a stream waits, after an execution's
+// completion, for statuses still on their way.
+const settleMax = 10 * time.Second
+
+// settled reports whether an ended execution's stream may close: its
+// completion and statuses travel on different queues, so the statuses the
+// last node sent with the completion may be committed just after it. The
+// stream closes once no node run is left running, waiting or retrying, or
+// settleMax after the completion (a status lost for good).
+func (s *Server) settled(ctx context.Context, execID string, ended time.Time) bool {
+	if time.Since(ended) > settleMax {
+		return true
+	}
+	runs, err := s.store.NodeRuns(ctx, execID)
+	if err != nil {
+		return false
+	}
+	for _, r := range runs {
+		switch r.Status {
+		case message.StatusRunning, message.StatusWaiting, message.StatusRetrying:
+			return false
+		}
+	}
+	return true
 }
 
 // endsStream reports whether ev is an execution's last event: its

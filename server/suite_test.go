@@ -104,9 +104,9 @@ func testErrors(t *testing.T, a *api, id string) {
 	e := a.wantError(http.StatusUnprocessableEntity, server.CodeInvalidWorkflow, "POST", "/v1/workflows", []byte(`{"id":"`+id+`","nodes":[
 		{"id":"start","type":"trigger","trigger":true},
 		{"id":"a","type":"nosuchtype"},
-		{"id":"b","type":"set","retry":{"max_attempts":0}}],"edges":[{"id":"e1","src":"start","dst":"zz"}]}`))
+		{"id":"b","type":"set"},{"id":"b","type":"set"}],"edges":[{"id":"e1","src":"start","dst":"zz"}]}`))
 	if len(e.Error.Problems) < 3 {
-		t.Fatalf("problems %+v, want at least 3 (unknown type, retry range, unknown edge target)", e.Error.Problems)
+		t.Fatalf("problems %+v, want at least 3 (unknown type, duplicate id, unknown edge target)", e.Error.Problems)
 	}
 	for _, p := range e.Error.Problems {
 		if p.Path == "" || p.Message == "" {
@@ -169,7 +169,7 @@ func testWorkflows(t *testing.T, a *api, id string) {
 	if x.Version != 2 {
 		t.Fatalf("execution of version %d, want 2", x.Version)
 	}
-	x = a.waitStatus(x.ID, "completed")
+	x = *a.waitStatus(x.ID, "completed")
 	if !bytes.Contains(x.Completion, []byte(`"v":2`)) {
 		t.Fatalf("completion %s, want the version 2 output", x.Completion)
 	}

@@ -328,9 +328,11 @@ func follow(ctx context.Context, c *apiClient, id string, onStatus func(*message
 	}
 }
 
-// readEvents parses Server-Sent Events until the completion or the end of
-// the stream, keeping the last event id in *last.
+// readEvents parses Server-Sent Events until the end of the stream (which
+// the server closes after the completion and its last statuses), keeping
+// the last event id in *last; it returns the completion.
 func readEvents(r io.Reader, last *string, onStatus func(*message.NodeStatus)) (*message.Completion, error) {
+	var comp *message.Completion
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	var id, event string
@@ -353,7 +355,7 @@ func readEvents(r io.Reader, last *string, onStatus func(*message.NodeStatus)) (
 					if err := json.Unmarshal(data, &c); err != nil {
 						return nil, fmt.Errorf("decode the completion: %w", err)
 					}
-					return &c, nil
+					comp = &c
 				case "execution":
 					var ch struct {
 						Change string `json:"change"`
@@ -376,6 +378,9 @@ func readEvents(r io.Reader, last *string, onStatus func(*message.NodeStatus)) (
 		case "data":
 			data = append(data, value...)
 		}
+	}
+	if comp != nil {
+		return comp, nil
 	}
 	return nil, sc.Err()
 }
