@@ -75,6 +75,8 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 	var srv servers
 	srv.flags(fs, env, true)
 	concurrency := fs.Int("concurrency", 0, "embedded default: node executions at once (default: the worker's)")
+	lease := fs.Duration("dispatch-lease", server.DispatchLeaseDefault, "how long a claimed execution is this server's to publish before another server may (after a crash)")
+	poll := fs.Duration("dispatch-poll", server.DispatchPollDefault, "the dispatcher's pause when nothing is due (triggers through this server wake it at once)")
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, "Usage: rune server [--addr 127.0.0.1:8080] [--data ./rune-data]\n       rune server --postgres URL --amqp URL --redis URL [--prefix P]\n\nThe master: HTTP API, dispatcher, history and live streams (docs/api.md).\nWith no URLs, the embedded default: API, dispatcher, a worker and a scheduler in\none process on SQLite under --data. With URLs, the distributed master (several may\nrun); start `rune worker` and `rune scheduler` processes too.\nRUNE_API_TOKEN is accepted as a bearer token besides `rune token create` ones.")
 		fs.PrintDefaults()
@@ -123,7 +125,8 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 		closers = append(closers, func() { rt.Close() })
 		b, eng = rt.Broker, rt.Engine
 	}
-	s, err := server.New(server.Config{Store: st, Broker: b, Engine: eng, Keys: keys, APIToken: env.getenv("RUNE_API_TOKEN"), Logger: log})
+	s, err := server.New(server.Config{Store: st, Broker: b, Engine: eng, Keys: keys, APIToken: env.getenv("RUNE_API_TOKEN"), Logger: log,
+		DispatchLease: *lease, DispatchPoll: *poll})
 	if err != nil {
 		return err
 	}
