@@ -413,9 +413,9 @@ func testCancel(t *testing.T, a *api, id string) {
 	a.pushWorkflow(wfDef(id, `
 		{"id":"pause","type":"wait","parameters":{"amount":600}},
 		{"id":"after","type":"set","parameters":{"values":{"v":1}}},
-		{"id":"d1","type":"delay","parameters":{"delayMs":300}},
-		{"id":"d2","type":"delay","parameters":{"delayMs":300}},
-		{"id":"d3","type":"delay","parameters":{"delayMs":300}},
+		{"id":"d1","type":"delay","parameters":{"delayMs":3000}},
+		{"id":"d2","type":"delay","parameters":{"delayMs":3000}},
+		{"id":"d3","type":"delay","parameters":{"delayMs":3000}},
 		{"id":"end","type":"set","parameters":{"values":{"v":2}}}`,
 		`{"id":"e1","src":"start","dst":"pause"},{"id":"e2","src":"pause","dst":"after"},
 		{"id":"e3","src":"start","dst":"d1"},{"id":"e4","src":"d1","dst":"d2"},{"id":"e5","src":"d2","dst":"d3"},{"id":"e6","src":"d3","dst":"end"}`))
