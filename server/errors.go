@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -79,16 +80,20 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 
 // writeJSON writes v as the response body with status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	body, err := json.Marshal(v)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // "<token>" reads better than "\u003ctoken\u003e"
+	err := enc.Encode(v)
+	body := buf.Bytes()
 	if err != nil {
 		// Only a bug gets here (every response type marshals).
 		status = http.StatusInternalServerError
-		body = []byte(`{"error":{"code":"internal","message":"internal error; the server logged it"}}`)
+		body = []byte(`{"error":{"code":"internal","message":"internal error; the server logged it"}}` + "\n")
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	w.Write(append(body, '\n'))
+	w.Write(body)
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

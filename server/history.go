@@ -68,22 +68,46 @@ func (s *Server) consumeHistory(ctx context.Context) error {
 }
 
 // historyWriter gathers pending events into batches and commits them.
+// Completions are held back one window and go last in their batch: the
+// statuses a worker publishes with a completion travel on another queue and
+// usually arrive just after it, and a stream reads best with the completion
+// after them.
 func (s *Server) historyWriter(ctx context.Context, in <-chan pendingEvent) {
+	type heldEvent struct {
+		p   pendingEvent
+		due time.Time
+	}
+	var held []heldEvent
 	batch := make([]pendingEvent, 0, s.cfg.HistoryBatch)
+	add := func(p pendingEvent) {
+		if p.ev.Completion != nil {
+			held = append(held, heldEvent{p, time.Now().Add(s.cfg.HistoryWindow)})
+			return
+		}
+		batch = append(batch, p)
+	}
+	idle := time.NewTimer(time.Hour)
+	defer idle.Stop()
 	for {
 		batch = batch[:0]
+		wait := time.Hour
+		if len(held) > 0 {
+			wait = max(time.Until(held[0].due), 0)
+		}
+		idle.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return
 		case p := <-in:
-			batch = append(batch, p)
+			add(p)
+		case <-idle.C:
 		}
 		window := time.NewTimer(s.cfg.HistoryWindow)
 	gather:
-		for len(batch) < s.cfg.HistoryBatch {
+		for len(batch)+len(held) < s.cfg.HistoryBatch {
 			select {
 			case p := <-in:
-				batch = append(batch, p)
+				add(p)
 			case <-window.C:
 				break gather
 			case <-ctx.Done():
@@ -91,6 +115,16 @@ func (s *Server) historyWriter(ctx context.Context, in <-chan pendingEvent) {
 			}
 		}
 		window.Stop()
+		now := time.Now()
+		n := 0
+		for n < len(held) && !held[n].due.After(now) && len(batch) < 2*s.cfg.HistoryBatch {
+			batch = append(batch, held[n].p)
+			n++
+		}
+		held = held[n:]
+		if len(batch) == 0 {
+			continue
+		}
 		err := s.commitHistory(ctx, batch)
 		for _, p := range batch {
 			p.done <- err

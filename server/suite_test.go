@@ -357,7 +357,10 @@ func testListExecutions(t *testing.T, a *api, id string) {
 	for range 5 {
 		ids = append(ids, a.trigger(id, `{}`).ID)
 	}
-	later := a.trigger(id, `{}`, "").ID
+	var lx execution
+	at := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	a.want(http.StatusCreated, "POST", "/v1/workflows/"+id+"/executions?start_at="+at, []byte(`{}`), &lx)
+	later := lx.ID
 	a.want(http.StatusAccepted, "POST", "/v1/executions/"+later+"/cancel", nil, nil)
 	for _, x := range ids {
 		a.waitStatus(x, "completed")

@@ -61,6 +61,9 @@ func (s *storeFlags) open(ctx context.Context) (store.Store, error) {
 func (s *storeFlags) keys(env *cliEnv) (*secrets.Keyring, error) {
 	path, create := s.keyFile, false
 	if path == "" && s.postgresURL == "" {
+		if err := os.MkdirAll(s.data, 0o700); err != nil {
+			return nil, fmt.Errorf("--data: %w", err)
+		}
 		path, create = filepath.Join(s.data, "secret.key"), true
 	}
 	return secrets.LoadKeys(env.getenv("RUNE_SECRET_KEY"), path, create)
