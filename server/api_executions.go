@@ -85,7 +85,7 @@ func viewNodeRun(n *store.NodeRun) nodeRunView {
 }
 
 // triggerExecution enqueues an execution of the workflow's latest version
-// (or ?version=) with the body as its trigger payload.
+// (or ?version=) with the body as its trigger payload; ?start_at= delays it.
 func (s *Server) triggerExecution(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	version, err := queryInt(r, "version", 1, 1<<30)
@@ -109,21 +109,19 @@ func (s *Server) triggerExecution(w http.ResponseWriter, r *http.Request) error 
 	} else if err := validJSON(body); err != nil {
 		return err
 	}
-	wf, err := s.store.GetWorkflow(r.Context(), id, version)
+	// The store checks the workflow (not deleted, the version exists) in
+	// the same transaction: one round trip per trigger.
+	now := s.cfg.Now()
+	x, created, err := s.store.CreateExecution(r.Context(), store.ExecutionInput{
+		ID: engine.NewExecutionID(now), WorkflowID: id, Version: version, Input: body,
+		IdempotencyKey: key, Trigger: "api", AvailableAt: startAt, At: now,
+	})
 	if errors.Is(err, store.ErrNotFound) {
 		if version > 0 {
 			return notFound("workflow %q has no version %d", id, version)
 		}
 		return notFound("workflow %q does not exist", id)
 	}
-	if err != nil {
-		return err
-	}
-	now := s.cfg.Now()
-	x, created, err := s.store.CreateExecution(r.Context(), store.ExecutionInput{
-		ID: engine.NewExecutionID(now), WorkflowID: wf.ID, Version: wf.Version, Input: body,
-		IdempotencyKey: key, Trigger: "api", AvailableAt: startAt, At: now,
-	})
 	if err != nil {
 		return err
 	}
