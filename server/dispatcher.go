@@ -13,6 +13,7 @@ import (
 	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/message"
 	"github.com/rune-org/rune/store"
+	"github.com/rune-org/rune/workflow"
 )
 
 // dispatch claims due executions and publishes their first messages until
@@ -72,13 +73,21 @@ func (s *Server) dispatchOne(ctx context.Context, x *store.Execution) error {
 		return s.cancelUndispatched(ctx, x)
 	}
 	wf, err := s.defs.get(ctx, x.WorkflowID, x.Version)
+	var ps workflow.Problems
+	if errors.As(err, &ps) {
+		// Valid when stored, invalid now (a node type gone from this
+		// build): dispatching again would fail again.
+		return s.endUndispatched(ctx, x, message.CompletionFailed, message.Failure{Error: message.Error{Code: "INVALID_WORKFLOW",
+			Message: fmt.Sprintf("workflow %s version %d does not compile on this server: %v", x.WorkflowID, x.Version, ps)}})
+	}
 	if err != nil {
 		return err
 	}
 	var input any
 	if len(x.Input) > 0 {
 		if err := json.Unmarshal(x.Input, &input); err != nil {
-			return fmt.Errorf("trigger payload: %w", err)
+			return s.endUndispatched(ctx, x, message.CompletionFailed, message.Failure{Error: message.Error{Code: "INVALID_INPUT",
+				Message: "the stored trigger payload is not JSON"}})
 		}
 	}
 	if err := client.Start(ctx, s.cfg.Broker, s.cfg.Engine, wf, x.ID, input); err != nil {
@@ -105,8 +114,14 @@ func (s *Server) cancelUndispatched(ctx context.Context, x *store.Execution) err
 	if err := s.cfg.Engine.Halt(ctx, x.ID, f); err != nil && !errors.Is(err, engine.ErrEnded) {
 		return err
 	}
+	return s.endUndispatched(ctx, x, message.CompletionHalted, f)
+}
+
+// endUndispatched records a completion for an execution the dispatcher will
+// not publish.
+func (s *Server) endUndispatched(ctx context.Context, x *store.Execution, status string, f message.Failure) error {
 	now := s.cfg.Now().UTC()
-	c := &message.Completion{WorkflowID: x.WorkflowID, ExecutionID: x.ID, Status: message.CompletionHalted,
+	c := &message.Completion{WorkflowID: x.WorkflowID, ExecutionID: x.ID, Status: status,
 		FinalContext: map[string]any{}, CompletedAt: now, FailureReason: &f}
 	body, err := json.Marshal(c)
 	if err != nil {

@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/rune-org/rune/embedded"
 	"github.com/rune-org/rune/expr"
 	"github.com/rune-org/rune/node"
 	"github.com/rune-org/rune/nodes"
 	"github.com/rune-org/rune/server"
+	"github.com/rune-org/rune/store"
 	"github.com/rune-org/rune/store/sqlite"
 	"github.com/rune-org/rune/workflow"
 )
@@ -71,3 +74,41 @@ func TestVarsRecordNotificationResults(t *testing.T) {
 }
 
 func mustJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+// TestDispatchOfUncompilableVersionFails: a stored version that no longer
+// compiles (its node type is not in this build) ends failed with
+// INVALID_WORKFLOW instead of being claimed again after every lease.
+func TestDispatchOfUncompilableVersionFails(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "rune.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	def := wfDef("gone", `{"id":"welcome","type":"email"}`, `{"id":"e1","src":"start","dst":"welcome"}`)
+	if _, err := st.CreateWorkflow(ctx, store.WorkflowInput{ID: "gone", Definition: []byte(def), At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := embedded.New(embedded.Options{ConsumeEvents: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	s, err := server.New(server.Config{Store: st, Broker: rt.Broker, Engine: rt.Engine, APIToken: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(runCtx) }()
+	defer func() { cancel(); <-done }()
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	a := newAPI(t, &target{url: hs.URL, token: "t", store: st})
+	x := a.trigger("gone", `{}`)
+	failed := a.waitStatus(x.ID, "failed")
+	if !strings.Contains(string(failed.Completion), "INVALID_WORKFLOW") {
+		t.Fatalf("completion %s, want INVALID_WORKFLOW", failed.Completion)
+	}
+}
