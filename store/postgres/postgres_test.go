@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -83,5 +84,13 @@ func TestOpen(t *testing.T) {
 	_, err = postgres.Open(ctx, u, "Bad-Schema")
 	if !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "schema") {
 		t.Errorf("Open with a bad schema: %v", err)
+	}
+}
+
+func BenchmarkAppendHistory(b *testing.B) {
+	for _, batch := range []int{100, 500} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			storetest.BenchAppendHistory(b, storetest.Postgres(b), batch)
+		})
 	}
 }

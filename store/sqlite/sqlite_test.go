@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/rune-org/rune/store"
@@ -46,5 +47,13 @@ func TestOpenErrors(t *testing.T) {
 	}
 	if _, err := sqlite.Open(context.Background(), t.TempDir()+"/missing/dir/rune.db"); err == nil {
 		t.Error("Open in a missing directory succeeded")
+	}
+}
+
+func BenchmarkAppendHistory(b *testing.B) {
+	for _, batch := range []int{100, 500} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			storetest.BenchAppendHistory(b, storetest.SQLite(b), batch)
+		})
 	}
 }
