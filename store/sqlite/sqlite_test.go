@@ -3,6 +3,8 @@ package sqlite_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/rune-org/rune/store"
@@ -56,4 +58,25 @@ func BenchmarkAppendHistory(b *testing.B) {
 			storetest.BenchAppendHistory(b, storetest.SQLite(b), batch)
 		})
 	}
+}
+
+// Processes starting together on a new file migrate it once between them.
+func TestOpenConcurrent(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "rune.db")
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			s, err := sqlite.Open(context.Background(), path)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if _, err := s.ListWorkflows(context.Background(), 0, ""); err != nil {
+				t.Error(err)
+			}
+			s.Close()
+		})
+	}
+	wg.Wait()
 }
