@@ -335,7 +335,8 @@ type Store interface {
 	// history.go (never regressing: a late running after success changes
 	// nothing). It returns the events it recorded, with their ids.
 	AppendHistory(ctx context.Context, events []HistoryEvent) ([]Event, error)
-	// NodeRuns returns every node run of execution id, by first start.
+	// NodeRuns returns every node run of execution id, in the order they were
+	// first reported (ErrNotFound for an unknown execution).
 	NodeRuns(ctx context.Context, id string) ([]*NodeRun, error)
 	// Splits returns the fan-out progress of each split of execution id.
 	Splits(ctx context.Context, id string) ([]SplitProgress, error)
