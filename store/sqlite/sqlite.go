@@ -409,6 +409,9 @@ func (s *Store) GetExecution(ctx context.Context, id string) (*store.Execution, 
 
 func (s *Store) ListExecutions(ctx context.Context, f store.ExecutionFilter) (store.Page[*store.Execution], error) {
 	var page store.Page[*store.Execution]
+	if err := store.CheckExecutionFilter(f); err != nil {
+		return page, err
+	}
 	cur, err := store.DecodeCursor(f.Cursor)
 	if err != nil {
 		return page, err

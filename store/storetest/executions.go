@@ -162,6 +162,8 @@ func testExecutionList(ctx context.Context, t *testing.T, h *harness) {
 	}
 	_, err := h.s.ListExecutions(ctx, store.ExecutionFilter{Cursor: "%%%"})
 	wantErr(t, "ListExecutions(bad cursor)", err, store.ErrInvalid, "cursor")
+	_, err = h.s.ListExecutions(ctx, store.ExecutionFilter{Status: "done"})
+	wantErr(t, "ListExecutions(bad status)", err, store.ErrInvalid, `status: "done"`)
 }
 
 // Pages hold every execution once, also among executions created at the same
