@@ -224,8 +224,10 @@ type Event struct {
 	ID          int64
 	ExecutionID string
 	// Kind is "status" (Body: the NodeStatusMessage), "completion" (the
-	// CompletionMessage) or "execution" (an ExecutionChange: created,
-	// dispatched, cancel requested, cancelled).
+	// CompletionMessage) or "execution" (an ExecutionChange: a cancel).
+	// Creating and dispatching an execution record no event: ids ascend in
+	// commit order because event writers take turns up to their commit, and
+	// one turn per trigger would cap triggers per second.
 	Kind string
 	Body json.RawMessage
 	At   time.Time
@@ -234,7 +236,7 @@ type Event struct {
 // ExecutionChange is the Body of an "execution" event, written by the store
 // in the transaction that makes the change.
 type ExecutionChange struct {
-	// Change is "created", "dispatched", "cancel_requested" or "cancelled".
+	// Change is "cancel_requested" or "cancelled".
 	Change      string    `json:"change"`
 	ExecutionID string    `json:"execution_id"`
 	WorkflowID  string    `json:"workflow_id"`
@@ -246,8 +248,6 @@ type ExecutionChange struct {
 
 // Changes of ExecutionChange.
 const (
-	ChangeCreated         = "created"
-	ChangeDispatched      = "dispatched"
 	ChangeCancelRequested = "cancel_requested"
 	ChangeCancelled       = "cancelled"
 )

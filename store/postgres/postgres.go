@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -29,6 +30,11 @@ var queriesSQL string
 
 var queries = sqlfile.MustParse(queriesSQL)
 
+// PoolMaxConnsDefault is the pool size when the URL sets no pool_max_conns
+// (pgxpool's own default, the number of CPUs but at least 4, queued a
+// server's HTTP requests, dispatcher and history writer behind each other).
+const PoolMaxConnsDefault = 32
+
 // Store is a store.Store on a PostgreSQL schema.
 type Store struct {
 	pool   *pgxpool.Pool
@@ -40,8 +46,8 @@ var _ store.Store = (*Store)(nil)
 var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 // Open connects to the database at url (a PostgreSQL URL or DSN; pool
-// settings such as pool_max_conns are read from it) and applies the
-// migrations. schema names the schema the store uses, created when
+// settings such as pool_max_conns are read from it, the size defaulting to
+// PoolMaxConnsDefault) and applies the migrations. schema names the schema the store uses, created when
 // missing; "" takes a search_path given in the URL, or else the server's
 // default (public).
 func Open(ctx context.Context, url, schema string) (*Store, error) {
@@ -49,6 +55,9 @@ func Open(ctx context.Context, url, schema string) (*Store, error) {
 	if err != nil {
 		// pgx's message may quote the URL, password included: say only what failed.
 		return nil, fmt.Errorf("postgres: %w: url: not a PostgreSQL URL or DSN", store.ErrInvalid)
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = PoolMaxConnsDefault
 	}
 	if schema == "" {
 		schema = cfg.ConnConfig.RuntimeParams["search_path"]
@@ -315,7 +324,7 @@ func (s *Store) CreateExecution(ctx context.Context, in store.ExecutionInput) (*
 			}
 			return fmt.Errorf("execution %s: %w: the id exists", x.ID, store.ErrConflict)
 		}
-		return insertEvents(ctx, tx, []store.Event{store.ChangeEvent(x, store.ChangeCreated, x.CreatedAt)}, nil)
+		return nil
 	})
 	if err != nil {
 		return nil, false, err
@@ -349,10 +358,8 @@ func (s *Store) MarkDispatched(ctx context.Context, id, owner string, at time.Ti
 		if x.DispatchedAt != nil {
 			return nil
 		}
-		if _, err := tx.Exec(ctx, queries["execution_dispatched"], at, id); err != nil {
-			return err
-		}
-		return insertEvents(ctx, tx, []store.Event{store.ChangeEvent(x, store.ChangeDispatched, at)}, nil)
+		_, err = tx.Exec(ctx, queries["execution_dispatched"], at, id)
+		return err
 	})
 }
 

@@ -348,8 +348,7 @@ func (s *Store) CreateExecution(ctx context.Context, in store.ExecutionInput) (*
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("execution %s: %w: the id exists", x.ID, store.ErrConflict)
 		}
-		_, err = insertEvent(ctx, tx.StmtContext(ctx, s.hot["event_insert"]), "", store.ChangeEvent(x, store.ChangeCreated, x.CreatedAt))
-		return err
+		return nil
 	})
 	if err != nil {
 		return nil, false, err
@@ -388,10 +387,7 @@ func (s *Store) MarkDispatched(ctx context.Context, id, owner string, at time.Ti
 		if x.DispatchedAt != nil {
 			return nil
 		}
-		if _, err := tx.ExecContext(ctx, queries["execution_dispatched"], micros(at), micros(at), id); err != nil {
-			return err
-		}
-		_, err = insertEvent(ctx, tx.StmtContext(ctx, s.hot["event_insert"]), "", store.ChangeEvent(x, store.ChangeDispatched, at))
+		_, err = tx.ExecContext(ctx, queries["execution_dispatched"], micros(at), micros(at), id)
 		return err
 	})
 }
