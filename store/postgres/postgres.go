@@ -279,57 +279,37 @@ func (s *Store) CreateExecution(ctx context.Context, in store.ExecutionInput) (*
 	if err != nil {
 		return nil, false, err
 	}
-	created := true
-	err = s.tx(ctx, "create execution", func(tx pgx.Tx) error {
-		byKey := func() (bool, error) {
-			if x.IdempotencyKey == "" {
-				return false, nil
-			}
-			rows, _ := tx.Query(ctx, queries["execution_by_key"], x.WorkflowID, x.IdempotencyKey)
-			old, err := pgx.CollectExactlyOneRow(rows, scanExecution)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return false, nil
-			}
-			if err == nil {
-				x, created = old, false
-			}
-			return err == nil, err
-		}
-		if found, err := byKey(); found || err != nil {
-			return err
-		}
-		var latest int
-		var deleted *time.Time
-		err := tx.QueryRow(ctx, queries["workflow_head"], x.WorkflowID).Scan(&latest, &deleted)
-		if errors.Is(err, pgx.ErrNoRows) || deleted != nil {
-			return fmt.Errorf("execution %s: workflow %s: %w", x.ID, x.WorkflowID, store.ErrNotFound)
-		}
-		if err != nil {
-			return err
-		}
-		if x.Version == 0 {
-			x.Version = latest
-		} else if x.Version > latest {
-			return fmt.Errorf("execution %s: workflow %s version %d: %w", x.ID, x.WorkflowID, x.Version, store.ErrNotFound)
-		}
-		// ON CONFLICT DO NOTHING waits for a concurrent insert of the same
-		// key to commit, so the lookup below then finds it.
-		tag, err := tx.Exec(ctx, queries["execution_insert"], executionArgs(x)...)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			if found, err := byKey(); found || err != nil {
-				return err
-			}
-			return fmt.Errorf("execution %s: %w: the id exists", x.ID, store.ErrConflict)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, false, err
+	// ON CONFLICT DO NOTHING waits for a concurrent insert of the same key
+	// to commit, so the lookup below then finds it.
+	err = s.pool.QueryRow(ctx, queries["execution_create"], executionArgs(x)...).Scan(&x.Version)
+	if err == nil {
+		return x, true, nil
 	}
-	return x, created, nil
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, fmt.Errorf("postgres: create execution %s: %w", x.ID, err)
+	}
+	if x.IdempotencyKey != "" {
+		rows, _ := s.pool.Query(ctx, queries["execution_by_key"], x.WorkflowID, x.IdempotencyKey)
+		old, err := pgx.CollectExactlyOneRow(rows, scanExecution)
+		if err == nil {
+			return old, false, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return nil, false, fmt.Errorf("postgres: create execution %s: %w", x.ID, err)
+		}
+	}
+	var latest int
+	var deleted *time.Time
+	err = s.pool.QueryRow(ctx, queries["workflow_head"], x.WorkflowID).Scan(&latest, &deleted)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows) || err == nil && deleted != nil:
+		return nil, false, fmt.Errorf("execution %s: workflow %s: %w", x.ID, x.WorkflowID, store.ErrNotFound)
+	case err != nil:
+		return nil, false, fmt.Errorf("postgres: create execution %s: %w", x.ID, err)
+	case x.Version > latest:
+		return nil, false, fmt.Errorf("execution %s: workflow %s version %d: %w", x.ID, x.WorkflowID, x.Version, store.ErrNotFound)
+	}
+	return nil, false, fmt.Errorf("execution %s: %w: the id exists", x.ID, store.ErrConflict)
 }
 
 func (s *Store) ClaimExecutions(ctx context.Context, c store.Claim) ([]*store.Execution, error) {

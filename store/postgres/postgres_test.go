@@ -94,3 +94,7 @@ func BenchmarkAppendHistory(b *testing.B) {
 		})
 	}
 }
+
+func BenchmarkCreateExecution(b *testing.B) {
+	storetest.BenchCreateExecution(b, storetest.Postgres(b))
+}

@@ -72,3 +72,7 @@ func TestOpenConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func BenchmarkCreateExecution(b *testing.B) {
+	storetest.BenchCreateExecution(b, storetest.SQLite(b))
+}
