@@ -205,7 +205,8 @@ type Applied struct {
 }
 
 // ApplyBatch applies events, in order, to the executions and runs of b,
-// changing them in place, and returns what changed. Each event is recorded
+// changing them in place, and returns what changed. An event without
+// exactly one message of its own execution is ignored. Each event is recorded
 // once per (execution, DedupeKey) (an empty key is never a duplicate); a
 // duplicate changes nothing, even with other content.
 //
@@ -229,7 +230,7 @@ func ApplyBatch(events []HistoryEvent, b Batch) Applied {
 	for i := range events {
 		ev := &events[i]
 		x := b.Executions[ev.ExecutionID]
-		if x == nil || (ev.Status == nil) == (ev.Completion == nil) {
+		if x == nil || !wellFormed(ev) {
 			continue
 		}
 		if ev.DedupeKey != "" {
@@ -298,6 +299,18 @@ func ApplyBatch(events []HistoryEvent, b Batch) Applied {
 		out.Executions = append(out.Executions, b.Executions[id])
 	}
 	return out
+}
+
+// wellFormed reports whether ev carries exactly one message, of its own
+// execution.
+func wellFormed(ev *HistoryEvent) bool {
+	switch {
+	case ev.Status != nil && ev.Completion == nil:
+		return ev.Status.ExecutionID == ev.ExecutionID
+	case ev.Completion != nil && ev.Status == nil:
+		return ev.Completion.ExecutionID == ev.ExecutionID
+	}
+	return false
 }
 
 // track moves x's unfinished-run counts from a run's previous status to st's

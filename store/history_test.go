@@ -287,6 +287,23 @@ func TestApplyBatchCompletionStatus(t *testing.T) {
 	}
 }
 
+// An event naming one execution and carrying another's message, or no
+// message, or two, is ignored.
+func TestApplyBatchMalformed(t *testing.T) {
+	x := &Execution{ID: "x1", Status: StatusProcessing}
+	other := st("running", 1, 0)
+	other.ExecutionID = "x2"
+	a := ApplyBatch([]HistoryEvent{
+		{ExecutionID: "x1", DedupeKey: "a", Status: other},
+		{ExecutionID: "x1", DedupeKey: "b"},
+		{ExecutionID: "x1", DedupeKey: "c", Status: st("running", 1, 0), Completion: &message.Completion{ExecutionID: "x1"}},
+		{ExecutionID: "x1", DedupeKey: "d", Completion: &message.Completion{ExecutionID: "x2", Status: "completed"}},
+	}, Batch{Executions: map[string]*Execution{"x1": x}, Runs: map[RunKey]*NodeRun{}, Now: at(1)})
+	if len(a.Events) != 0 || len(a.Runs) != 0 || len(a.Executions) != 0 || x.Status != StatusProcessing {
+		t.Errorf("malformed events applied: %+v, %+v", a, x)
+	}
+}
+
 func TestApplyBatchRecorded(t *testing.T) {
 	x := &Execution{ID: "x1", Status: StatusProcessing}
 	b := Batch{Executions: map[string]*Execution{"x1": x}, Runs: map[RunKey]*NodeRun{}, Now: at(1),

@@ -222,3 +222,13 @@ func Cancel(x *Execution, at time.Time) (change string, ok bool) {
 	x.UpdatedAt = Micro(at)
 	return ChangeCancelRequested, true
 }
+
+// CheckExecutionFilter validates f's status, so that a misspelt one is an
+// error rather than an empty list.
+func CheckExecutionFilter(f ExecutionFilter) error {
+	switch f.Status {
+	case "", StatusEnqueued, StatusProcessing, StatusWaiting, StatusCompleted, StatusFailed, StatusHalted, StatusCancelled:
+		return nil
+	}
+	return invalid("status: %q is not an execution status (enqueued, processing, waiting, completed, failed, halted, cancelled)", f.Status)
+}

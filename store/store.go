@@ -224,8 +224,10 @@ type Event struct {
 	ID          int64
 	ExecutionID string
 	// Kind is "status" (Body: the NodeStatusMessage), "completion" (the
-	// CompletionMessage) or "execution" (an ExecutionChange: created,
-	// dispatched, cancel requested, cancelled).
+	// CompletionMessage) or "execution" (an ExecutionChange: a cancel).
+	// Creating and dispatching an execution record no event: ids ascend in
+	// commit order because event writers take turns up to their commit, and
+	// one turn per trigger would cap triggers per second.
 	Kind string
 	Body json.RawMessage
 	At   time.Time
@@ -234,7 +236,7 @@ type Event struct {
 // ExecutionChange is the Body of an "execution" event, written by the store
 // in the transaction that makes the change.
 type ExecutionChange struct {
-	// Change is "created", "dispatched", "cancel_requested" or "cancelled".
+	// Change is "cancel_requested" or "cancelled".
 	Change      string    `json:"change"`
 	ExecutionID string    `json:"execution_id"`
 	WorkflowID  string    `json:"workflow_id"`
@@ -246,8 +248,6 @@ type ExecutionChange struct {
 
 // Changes of ExecutionChange.
 const (
-	ChangeCreated         = "created"
-	ChangeDispatched      = "dispatched"
 	ChangeCancelRequested = "cancel_requested"
 	ChangeCancelled       = "cancelled"
 )
@@ -335,7 +335,8 @@ type Store interface {
 	// history.go (never regressing: a late running after success changes
 	// nothing). It returns the events it recorded, with their ids.
 	AppendHistory(ctx context.Context, events []HistoryEvent) ([]Event, error)
-	// NodeRuns returns every node run of execution id, by first start.
+	// NodeRuns returns every node run of execution id, in the order they were
+	// first reported (ErrNotFound for an unknown execution).
 	NodeRuns(ctx context.Context, id string) ([]*NodeRun, error)
 	// Splits returns the fan-out progress of each split of execution id.
 	Splits(ctx context.Context, id string) ([]SplitProgress, error)

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -16,7 +15,7 @@ import (
 // trips: one pgx batch locks the touched executions (in id order) and reads
 // their touched runs and already recorded events; store.ApplyBatch decides;
 // a second pgx batch writes the runs, the executions and the events (each
-// one statement over a JSON array).
+// one statement over column arrays, unnest()ed).
 func (s *Store) AppendHistory(ctx context.Context, events []store.HistoryEvent) ([]store.Event, error) {
 	if len(events) == 0 {
 		return nil, nil
@@ -78,23 +77,13 @@ func (s *Store) AppendHistory(ctx context.Context, events []store.HistoryEvent) 
 		}
 		var writes pgx.Batch
 		if len(a.Runs) > 0 {
-			rows, err := runRows(a.Runs)
-			if err != nil {
-				return err
-			}
-			writes.Queue(queries["run_upsert_many"], rows)
+			writes.Queue(queries["run_upsert_many"], runColumns(a.Runs)...)
 		}
 		if len(a.Executions) > 0 {
-			rows, err := executionRows(a.Executions)
-			if err != nil {
-				return err
-			}
-			writes.Queue(queries["execution_history"], rows)
+			writes.Queue(queries["execution_history"], executionColumns(a.Executions)...)
 		}
 		out = a.Events
-		if err := queueEvents(&writes, out, a.DedupeKeys); err != nil {
-			return err
-		}
+		queueEvents(&writes, out, a.DedupeKeys)
 		return tx.SendBatch(ctx, &writes).Close()
 	})
 	if err != nil {
@@ -107,42 +96,32 @@ func (s *Store) AppendHistory(ctx context.Context, events []store.HistoryEvent) 
 // setting their ids.
 func insertEvents(ctx context.Context, tx pgx.Tx, es []store.Event, keys []string) error {
 	var b pgx.Batch
-	if err := queueEvents(&b, es, keys); err != nil {
-		return err
-	}
+	queueEvents(&b, es, keys)
 	return tx.SendBatch(ctx, &b).Close()
 }
 
 // queueEvents queues the event lock and the insert of es, which sets their
 // ids when the batch runs. The lock is taken last in its transaction, just
 // before the insert, so it is held only until the commit that follows.
-func queueEvents(b *pgx.Batch, es []store.Event, keys []string) error {
-	type row struct {
-		ExecutionID string          `json:"execution_id"`
-		DedupeKey   *string         `json:"dedupe_key"`
-		Kind        string          `json:"kind"`
-		Body        json.RawMessage `json:"body"`
-		At          time.Time       `json:"at"`
-	}
-	rows := make([]row, len(es))
+func queueEvents(b *pgx.Batch, es []store.Event, keys []string) {
+	n := len(es)
+	execs, kinds, bodies := make([]string, n), make([]string, n), make([]string, n)
+	dedupe := make([]*string, n)
+	ats := make([]time.Time, n)
 	for i, e := range es {
-		rows[i] = row{ExecutionID: e.ExecutionID, Kind: e.Kind, Body: e.Body, At: e.At}
+		execs[i], kinds[i], bodies[i], ats[i] = e.ExecutionID, e.Kind, string(e.Body), e.At
 		if i < len(keys) && keys[i] != "" {
-			rows[i].DedupeKey = &keys[i]
+			dedupe[i] = &keys[i]
 		}
 	}
-	data, err := json.Marshal(rows)
-	if err != nil {
-		return err
-	}
 	b.Queue(queries["event_lock"])
-	b.Queue(queries["event_insert_many"], string(data)).Query(func(r pgx.Rows) error {
+	b.Queue(queries["event_insert_many"], execs, dedupe, kinds, bodies, ats).Query(func(r pgx.Rows) error {
 		ids, err := pgx.CollectRows(r, pgx.RowTo[int64])
 		if err != nil {
 			return err
 		}
-		if len(ids) != len(es) {
-			return fmt.Errorf("inserted %d events, got %d ids", len(es), len(ids))
+		if len(ids) != n {
+			return fmt.Errorf("inserted %d events, got %d ids", n, len(ids))
 		}
 		// RETURNING gives no order; the ids were drawn in array order.
 		slices.Sort(ids)
@@ -151,7 +130,6 @@ func queueEvents(b *pgx.Batch, es []store.Event, keys []string) error {
 		}
 		return nil
 	})
-	return nil
 }
 
 func (s *Store) NodeRuns(ctx context.Context, id string) ([]*store.NodeRun, error) {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -29,6 +30,11 @@ var queriesSQL string
 
 var queries = sqlfile.MustParse(queriesSQL)
 
+// PoolMaxConnsDefault is the pool size when the URL sets no pool_max_conns
+// (pgxpool's own default, the number of CPUs but at least 4, queued a
+// server's HTTP requests, dispatcher and history writer behind each other).
+const PoolMaxConnsDefault = 32
+
 // Store is a store.Store on a PostgreSQL schema.
 type Store struct {
 	pool   *pgxpool.Pool
@@ -40,8 +46,8 @@ var _ store.Store = (*Store)(nil)
 var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 // Open connects to the database at url (a PostgreSQL URL or DSN; pool
-// settings such as pool_max_conns are read from it) and applies the
-// migrations. schema names the schema the store uses, created when
+// settings such as pool_max_conns are read from it, the size defaulting to
+// PoolMaxConnsDefault) and applies the migrations. schema names the schema the store uses, created when
 // missing; "" takes a search_path given in the URL, or else the server's
 // default (public).
 func Open(ctx context.Context, url, schema string) (*Store, error) {
@@ -49,6 +55,9 @@ func Open(ctx context.Context, url, schema string) (*Store, error) {
 	if err != nil {
 		// pgx's message may quote the URL, password included: say only what failed.
 		return nil, fmt.Errorf("postgres: %w: url: not a PostgreSQL URL or DSN", store.ErrInvalid)
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = PoolMaxConnsDefault
 	}
 	if schema == "" {
 		schema = cfg.ConnConfig.RuntimeParams["search_path"]
@@ -270,57 +279,37 @@ func (s *Store) CreateExecution(ctx context.Context, in store.ExecutionInput) (*
 	if err != nil {
 		return nil, false, err
 	}
-	created := true
-	err = s.tx(ctx, "create execution", func(tx pgx.Tx) error {
-		byKey := func() (bool, error) {
-			if x.IdempotencyKey == "" {
-				return false, nil
-			}
-			rows, _ := tx.Query(ctx, queries["execution_by_key"], x.WorkflowID, x.IdempotencyKey)
-			old, err := pgx.CollectExactlyOneRow(rows, scanExecution)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return false, nil
-			}
-			if err == nil {
-				x, created = old, false
-			}
-			return err == nil, err
-		}
-		if found, err := byKey(); found || err != nil {
-			return err
-		}
-		var latest int
-		var deleted *time.Time
-		err := tx.QueryRow(ctx, queries["workflow_head"], x.WorkflowID).Scan(&latest, &deleted)
-		if errors.Is(err, pgx.ErrNoRows) || deleted != nil {
-			return fmt.Errorf("execution %s: workflow %s: %w", x.ID, x.WorkflowID, store.ErrNotFound)
-		}
-		if err != nil {
-			return err
-		}
-		if x.Version == 0 {
-			x.Version = latest
-		} else if x.Version > latest {
-			return fmt.Errorf("execution %s: workflow %s version %d: %w", x.ID, x.WorkflowID, x.Version, store.ErrNotFound)
-		}
-		// ON CONFLICT DO NOTHING waits for a concurrent insert of the same
-		// key to commit, so the lookup below then finds it.
-		tag, err := tx.Exec(ctx, queries["execution_insert"], executionArgs(x)...)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			if found, err := byKey(); found || err != nil {
-				return err
-			}
-			return fmt.Errorf("execution %s: %w: the id exists", x.ID, store.ErrConflict)
-		}
-		return insertEvents(ctx, tx, []store.Event{store.ChangeEvent(x, store.ChangeCreated, x.CreatedAt)}, nil)
-	})
-	if err != nil {
-		return nil, false, err
+	// ON CONFLICT DO NOTHING waits for a concurrent insert of the same key
+	// to commit, so the lookup below then finds it.
+	err = s.pool.QueryRow(ctx, queries["execution_create"], executionArgs(x)...).Scan(&x.Version)
+	if err == nil {
+		return x, true, nil
 	}
-	return x, created, nil
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, fmt.Errorf("postgres: create execution %s: %w", x.ID, err)
+	}
+	if x.IdempotencyKey != "" {
+		rows, _ := s.pool.Query(ctx, queries["execution_by_key"], x.WorkflowID, x.IdempotencyKey)
+		old, err := pgx.CollectExactlyOneRow(rows, scanExecution)
+		if err == nil {
+			return old, false, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return nil, false, fmt.Errorf("postgres: create execution %s: %w", x.ID, err)
+		}
+	}
+	var latest int
+	var deleted *time.Time
+	err = s.pool.QueryRow(ctx, queries["workflow_head"], x.WorkflowID).Scan(&latest, &deleted)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows) || err == nil && deleted != nil:
+		return nil, false, fmt.Errorf("execution %s: workflow %s: %w", x.ID, x.WorkflowID, store.ErrNotFound)
+	case err != nil:
+		return nil, false, fmt.Errorf("postgres: create execution %s: %w", x.ID, err)
+	case x.Version > latest:
+		return nil, false, fmt.Errorf("execution %s: workflow %s version %d: %w", x.ID, x.WorkflowID, x.Version, store.ErrNotFound)
+	}
+	return nil, false, fmt.Errorf("execution %s: %w: the id exists", x.ID, store.ErrConflict)
 }
 
 func (s *Store) ClaimExecutions(ctx context.Context, c store.Claim) ([]*store.Execution, error) {
@@ -349,10 +338,8 @@ func (s *Store) MarkDispatched(ctx context.Context, id, owner string, at time.Ti
 		if x.DispatchedAt != nil {
 			return nil
 		}
-		if _, err := tx.Exec(ctx, queries["execution_dispatched"], at, id); err != nil {
-			return err
-		}
-		return insertEvents(ctx, tx, []store.Event{store.ChangeEvent(x, store.ChangeDispatched, at)}, nil)
+		_, err = tx.Exec(ctx, queries["execution_dispatched"], at, id)
+		return err
 	})
 }
 
@@ -379,6 +366,9 @@ func (s *Store) GetExecution(ctx context.Context, id string) (*store.Execution, 
 
 func (s *Store) ListExecutions(ctx context.Context, f store.ExecutionFilter) (store.Page[*store.Execution], error) {
 	var page store.Page[*store.Execution]
+	if err := store.CheckExecutionFilter(f); err != nil {
+		return page, err
+	}
 	cur, err := store.DecodeCursor(f.Cursor)
 	if err != nil {
 		return page, err

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -84,4 +85,16 @@ func TestOpen(t *testing.T) {
 	if !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "schema") {
 		t.Errorf("Open with a bad schema: %v", err)
 	}
+}
+
+func BenchmarkAppendHistory(b *testing.B) {
+	for _, batch := range []int{100, 500} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			storetest.BenchAppendHistory(b, storetest.Postgres(b), batch)
+		})
+	}
+}
+
+func BenchmarkCreateExecution(b *testing.B) {
+	storetest.BenchCreateExecution(b, storetest.Postgres(b))
 }

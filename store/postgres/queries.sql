@@ -53,12 +53,20 @@ ORDER BY w.version DESC
 -- name: workflow_delete
 UPDATE workflow_heads SET deleted_at = $1 WHERE id = $2 AND deleted_at IS NULL
 
--- name: execution_insert
+-- name: execution_create
+-- One statement (no transaction round trips): insert the execution when its
+-- workflow is not deleted and has the version ($3; 0: the latest), unless
+-- its id or idempotency key is taken. No row back: find out why.
 INSERT INTO executions (id, workflow_id, version, status, input, idempotency_key, trigger_source, available_at,
     attempts, cursor, vars, unfinished, completion, cancel_requested, claimed_by, claim_until, dispatched_at,
     created_at, updated_at, finished_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+SELECT $1::text, h.id, CASE WHEN $3::integer = 0 THEN h.latest ELSE $3::integer END, $4::text, $5::json, $6::text,
+    $7::text, $8::timestamptz, $9::integer, $10::jsonb, $11::jsonb, $12::jsonb, $13::json, $14::boolean, $15::text,
+    $16::timestamptz, $17::timestamptz, $18::timestamptz, $19::timestamptz, $20::timestamptz
+FROM workflow_heads h
+WHERE h.id = $2 AND h.deleted_at IS NULL AND $3::integer <= h.latest
 ON CONFLICT DO NOTHING
+RETURNING version
 
 -- name: execution_get
 SELECT id, workflow_id, version, status, input, idempotency_key, trigger_source, available_at, attempts, cursor,
@@ -104,17 +112,30 @@ LIMIT $8
 
 -- name: execution_claim
 -- One statement: due enqueued executions and claimed ones whose claim ended
--- undispatched, oldest available_at first; SKIP LOCKED lets concurrent
--- claimers (other servers) take other rows instead of waiting.
+-- undispatched, oldest available_at first. Each kind is read on its own
+-- partial index, up to the limit (an OR of both sorted a whole backlog: 236
+-- against 0.9 ms with 200,000 due); SKIP LOCKED lets concurrent claimers
+-- (other servers) take other rows instead of waiting. Rows locked beyond the
+-- limit are released when the statement's transaction ends.
+WITH enqueued AS (
+    SELECT id, available_at FROM executions
+    WHERE status = 'enqueued' AND available_at <= $3
+    ORDER BY available_at
+    LIMIT $4
+    FOR UPDATE SKIP LOCKED
+), expired AS (
+    SELECT id, available_at FROM executions
+    WHERE status = 'processing' AND dispatched_at IS NULL AND claim_until <= $3
+    ORDER BY claim_until
+    LIMIT $4
+    FOR UPDATE SKIP LOCKED
+)
 UPDATE executions e
 SET status = 'processing', claimed_by = $1, claim_until = $2, updated_at = $3
 FROM (
-    SELECT id FROM executions
-    WHERE (status = 'enqueued' AND available_at <= $3)
-       OR (status = 'processing' AND dispatched_at IS NULL AND claim_until <= $3)
+    SELECT id FROM (SELECT * FROM enqueued UNION ALL SELECT * FROM expired) due
     ORDER BY available_at
-    LIMIT $4
-    FOR UPDATE SKIP LOCKED) due
+    LIMIT $4) due
 WHERE e.id = due.id
 RETURNING e.id, e.workflow_id, e.version, e.status, e.input, e.idempotency_key, e.trigger_source, e.available_at,
     e.attempts, e.cursor, e.vars, e.unfinished, e.completion, e.cancel_requested, e.claimed_by, e.claim_until,
@@ -127,12 +148,14 @@ UPDATE executions SET dispatched_at = $1, updated_at = $1 WHERE id = $2
 UPDATE executions SET status = $1, cancel_requested = true, updated_at = $2, finished_at = $3 WHERE id = $4
 
 -- name: execution_history
--- What AppendHistory changes, for a batch of executions ($1: a JSON array).
+-- What AppendHistory changes, for a batch of executions: one array per
+-- column, element i of each for execution i.
 UPDATE executions e
 SET status = x.status, available_at = x.available_at, attempts = x.attempts, cursor = x.cursor, vars = x.vars,
     unfinished = x.unfinished, completion = x.completion, updated_at = x.updated_at, finished_at = x.finished_at
-FROM json_to_recordset($1::text::json) AS x(id text, status text, available_at timestamptz, attempts integer,
-    cursor jsonb, vars jsonb, unfinished jsonb, completion json, updated_at timestamptz, finished_at timestamptz)
+FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::integer[], $5::jsonb[], $6::jsonb[], $7::jsonb[],
+    $8::json[], $9::timestamptz[], $10::timestamptz[])
+    AS x(id, status, available_at, attempts, cursor, vars, unfinished, completion, updated_at, finished_at)
 WHERE e.id = x.id
 
 -- name: run_get_many
@@ -150,17 +173,16 @@ SELECT execution_id, node_id, branch, lineage, status, attempt, output, error, d
 FROM node_runs WHERE execution_id = $1 ORDER BY seq
 
 -- name: run_upsert_many
--- A batch's new and changed runs ($1: a JSON array), in order.
+-- A batch's new and changed runs: one array per column, in order.
 INSERT INTO node_runs (execution_id, node_id, branch, lineage, status, attempt, output, error, details, started_at,
     finished_at, next_attempt_at, resume_at, duration_ms, reported_at, updated_at)
 SELECT execution_id, node_id, branch, lineage, status, attempt, output, error, details, started_at,
     finished_at, next_attempt_at, resume_at, duration_ms, reported_at, updated_at
-FROM ROWS FROM (json_to_recordset($1::text::json) AS (execution_id text, node_id text, branch text,
-    lineage jsonb, status text, attempt integer, output json, error json, details json, started_at timestamptz,
-    finished_at timestamptz, next_attempt_at timestamptz, resume_at timestamptz, duration_ms bigint,
-    reported_at timestamptz, updated_at timestamptz)) WITH ORDINALITY AS x(execution_id, node_id, branch,
-    lineage, status, attempt, output, error, details, started_at, finished_at, next_attempt_at, resume_at,
-    duration_ms, reported_at, updated_at, ord)
+FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::text[], $6::integer[], $7::json[], $8::json[],
+    $9::json[], $10::timestamptz[], $11::timestamptz[], $12::timestamptz[], $13::timestamptz[], $14::bigint[],
+    $15::timestamptz[], $16::timestamptz[]) WITH ORDINALITY
+    AS x(execution_id, node_id, branch, lineage, status, attempt, output, error, details, started_at, finished_at,
+    next_attempt_at, resume_at, duration_ms, reported_at, updated_at, ord)
 ORDER BY ord
 ON CONFLICT (execution_id, node_id, branch) DO UPDATE SET
     status = excluded.status, attempt = excluded.attempt, output = excluded.output, error = excluded.error,
@@ -180,15 +202,12 @@ JOIN unnest($1::text[], $2::text[]) AS k(execution_id, dedupe_key)
 -- misses a lower id committed later.
 SELECT pg_advisory_xact_lock(hashtext('rune.events.' || current_schema()))
 
--- name: event_insert
-INSERT INTO events (execution_id, dedupe_key, kind, body, at) VALUES ($1, $2, $3, $4, $5) RETURNING id
-
 -- name: event_insert_many
--- A batch's events ($1: a JSON array), ids in array order.
+-- Events: one array per column; ids are drawn in array order.
 INSERT INTO events (execution_id, dedupe_key, kind, body, at)
 SELECT execution_id, dedupe_key, kind, body, at
-FROM ROWS FROM (json_to_recordset($1::text::json) AS (execution_id text, dedupe_key text, kind text,
-    body json, at timestamptz)) WITH ORDINALITY AS x(execution_id, dedupe_key, kind, body, at, ord)
+FROM unnest($1::text[], $2::text[], $3::text[], $4::json[], $5::timestamptz[]) WITH ORDINALITY
+    AS x(execution_id, dedupe_key, kind, body, at, ord)
 ORDER BY ord
 RETURNING id
 

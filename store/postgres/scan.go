@@ -105,36 +105,34 @@ func scanExecution(row pgx.CollectableRow) (*store.Execution, error) {
 	return &x, nil
 }
 
-// executionRows encodes what AppendHistory changes in executions as the
-// JSON array execution_history reads.
-func executionRows(xs []*store.Execution) (string, error) {
-	type row struct {
-		ID          string                     `json:"id"`
-		Status      string                     `json:"status"`
-		AvailableAt time.Time                  `json:"available_at"`
-		Attempts    int                        `json:"attempts"`
-		Cursor      []string                   `json:"cursor"`
-		Vars        map[string]json.RawMessage `json:"vars"`
-		Unfinished  map[string]map[string]int  `json:"unfinished"`
-		Completion  json.RawMessage            `json:"completion"`
-		UpdatedAt   time.Time                  `json:"updated_at"`
-		FinishedAt  *time.Time                 `json:"finished_at"`
-	}
-	rows := make([]row, len(xs))
+// executionColumns gives what AppendHistory changes in executions as the
+// column arrays execution_history reads.
+func executionColumns(xs []*store.Execution) []any {
+	n := len(xs)
+	ids, statuses := make([]string, n), make([]string, n)
+	avail, updated := make([]time.Time, n), make([]time.Time, n)
+	attempts := make([]int32, n)
+	cursors, vars, unfinished, completions := make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	finished := make([]*time.Time, n)
 	for i, x := range xs {
-		rows[i] = row{x.ID, x.Status, x.AvailableAt, x.Attempts, x.Cursor, x.Vars, x.Unfinished, x.Completion, x.UpdatedAt, x.FinishedAt}
-		if len(x.Cursor) == 0 {
-			rows[i].Cursor = nil
-		}
-		if len(x.Vars) == 0 {
-			rows[i].Vars = nil
-		}
-		if len(x.Unfinished) == 0 {
-			rows[i].Unfinished = nil
+		ids[i], statuses[i], avail[i], attempts[i] = x.ID, x.Status, x.AvailableAt, int32(x.Attempts)
+		cursors[i], vars[i], unfinished[i] = jsonValue(x.Cursor), jsonValue(x.Vars), jsonValue(x.Unfinished)
+		completions[i], updated[i], finished[i] = x.Completion, x.UpdatedAt, x.FinishedAt
+	}
+	return []any{ids, statuses, avail, attempts, jsonArray(cursors), jsonArray(vars), jsonArray(unfinished),
+		jsonArray(completions), updated, finished}
+}
+
+// jsonArray passes JSON values (nil: NULL) for a json[] or jsonb[] parameter.
+func jsonArray(vs [][]byte) []*string {
+	out := make([]*string, len(vs))
+	for i, v := range vs {
+		if v != nil {
+			s := string(v)
+			out[i] = &s
 		}
 	}
-	b, err := json.Marshal(rows)
-	return string(b), err
+	return out
 }
 
 func scanRun(row pgx.CollectableRow) (*store.NodeRun, error) {
@@ -150,36 +148,23 @@ func scanRun(row pgx.CollectableRow) (*store.NodeRun, error) {
 	return &r, decode(lineage, &r.Lineage)
 }
 
-// runRows encodes runs as the JSON array run_upsert_many reads.
-func runRows(runs []*store.NodeRun) (string, error) {
-	type row struct {
-		ExecutionID   string          `json:"execution_id"`
-		NodeID        string          `json:"node_id"`
-		Branch        string          `json:"branch"`
-		Lineage       any             `json:"lineage"`
-		Status        string          `json:"status"`
-		Attempt       int             `json:"attempt"`
-		Output        json.RawMessage `json:"output"`
-		Error         json.RawMessage `json:"error"`
-		Details       json.RawMessage `json:"details"`
-		StartedAt     *time.Time      `json:"started_at"`
-		FinishedAt    *time.Time      `json:"finished_at"`
-		NextAttemptAt *time.Time      `json:"next_attempt_at"`
-		ResumeAt      *time.Time      `json:"resume_at"`
-		DurationMS    int64           `json:"duration_ms"`
-		ReportedAt    time.Time       `json:"reported_at"`
-		UpdatedAt     time.Time       `json:"updated_at"`
-	}
-	rows := make([]row, len(runs))
+// runColumns gives runs as the column arrays run_upsert_many reads.
+func runColumns(runs []*store.NodeRun) []any {
+	n := len(runs)
+	execs, nodes, branches, statuses := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	lineages, outputs, errs, details := make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	attempts := make([]int32, n)
+	started, finished, next, resume := make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
+	durations := make([]int64, n)
+	reported, updated := make([]time.Time, n), make([]time.Time, n)
 	for i, r := range runs {
-		rows[i] = row{r.ExecutionID, r.NodeID, r.Branch, nil, r.Status, r.Attempt, r.Output, r.Error, r.Details,
-			r.StartedAt, r.FinishedAt, r.NextAttemptAt, r.ResumeAt, r.DurationMS, r.ReportedAt, r.UpdatedAt}
-		if len(r.Lineage) > 0 {
-			rows[i].Lineage = r.Lineage
-		}
+		execs[i], nodes[i], branches[i], statuses[i], attempts[i] = r.ExecutionID, r.NodeID, r.Branch, r.Status, int32(r.Attempt)
+		lineages[i], outputs[i], errs[i], details[i] = jsonValue(r.Lineage), r.Output, r.Error, r.Details
+		started[i], finished[i], next[i], resume[i] = r.StartedAt, r.FinishedAt, r.NextAttemptAt, r.ResumeAt
+		durations[i], reported[i], updated[i] = r.DurationMS, r.ReportedAt, r.UpdatedAt
 	}
-	b, err := json.Marshal(rows)
-	return string(b), err
+	return []any{execs, nodes, branches, jsonArray(lineages), statuses, attempts, jsonArray(outputs), jsonArray(errs),
+		jsonArray(details), started, finished, next, resume, durations, reported, updated}
 }
 
 func scanEvent(row pgx.CollectableRow) (store.Event, error) {

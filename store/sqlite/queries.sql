@@ -84,13 +84,22 @@ LIMIT ?8
 
 -- name: execution_claim
 -- Due enqueued executions and claimed ones whose claim ended undispatched,
--- oldest available_at first. One writer connection makes this atomic.
+-- oldest available_at first, each kind read on its own partial index up to
+-- the limit (without INDEXED BY, an unanalysed file uses executions_status
+-- and sorts every due row). One writer connection makes this atomic.
 UPDATE executions
 SET status = 'processing', claimed_by = ?1, claim_until = ?2, updated_at = ?3
 WHERE id IN (
-    SELECT id FROM executions
-    WHERE (status = 'enqueued' AND available_at <= ?3)
-       OR (status = 'processing' AND dispatched_at IS NULL AND claim_until <= ?3)
+    SELECT id FROM (
+        SELECT * FROM (
+            SELECT id, available_at FROM executions INDEXED BY executions_enqueued
+            WHERE status = 'enqueued' AND available_at <= ?3
+            ORDER BY available_at LIMIT ?4)
+        UNION ALL
+        SELECT * FROM (
+            SELECT id, available_at FROM executions INDEXED BY executions_undispatched
+            WHERE status = 'processing' AND dispatched_at IS NULL AND claim_until <= ?3
+            ORDER BY claim_until LIMIT ?4))
     ORDER BY available_at
     LIMIT ?4)
 RETURNING id, workflow_id, version, status, input, idempotency_key, trigger_source, available_at, attempts, cursor,

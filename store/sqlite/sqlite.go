@@ -20,7 +20,8 @@ import (
 	"github.com/rune-org/rune/store/migrate"
 	"github.com/rune-org/rune/store/sqlfile"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"modernc.org/sqlite" // registers the "sqlite" driver
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 //go:embed migrations/*.sql
@@ -42,7 +43,12 @@ const ReadConns = 4
 type Store struct {
 	w, r *sql.DB
 	path string
+	// hot holds AppendHistory's statements, prepared once on the writer
+	// connection: parsing them per call was a third of its time.
+	hot map[string]*sql.Stmt
 }
+
+var hotQueries = []string{"execution_get", "run_get", "event_recorded", "run_upsert", "execution_history", "event_insert"}
 
 var _ store.Store = (*Store)(nil)
 
@@ -64,7 +70,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxIdleTime(0)
 	s := &Store{w: w, path: path}
-	if err := w.PingContext(ctx); err != nil {
+	if err := ping(ctx, w); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
@@ -77,6 +83,13 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("sqlite: %s: %w", path, err)
 	}
+	s.hot = map[string]*sql.Stmt{}
+	for _, name := range hotQueries {
+		if s.hot[name], err = w.PrepareContext(ctx, queries[name]); err != nil {
+			w.Close()
+			return nil, fmt.Errorf("sqlite: prepare %s: %w", name, err)
+		}
+	}
 	s.r, err = sql.Open("sqlite", dsn("&_pragma=query_only(ON)"))
 	if err != nil {
 		w.Close()
@@ -86,12 +99,35 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	return s, nil
 }
 
+// ping opens the writer connection. Turning a new file to WAL takes an
+// exclusive lock and fails at once, without the busy timeout, when another
+// process is doing the same: that is retried for up to BusyTimeout.
+func ping(ctx context.Context, db *sql.DB) error {
+	deadline := time.Now().Add(BusyTimeout)
+	for {
+		err := db.PingContext(ctx)
+		var se *sqlite.Error
+		if err == nil || !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // Path is the database file's path.
 func (s *Store) Path() string { return s.path }
 
 // Close closes both pools.
 func (s *Store) Close() error {
-	return errors.Join(s.r.Close(), s.w.Close())
+	var errs []error
+	for _, st := range s.hot {
+		errs = append(errs, st.Close())
+	}
+	return errors.Join(append(errs, s.r.Close(), s.w.Close())...)
 }
 
 // target migrates through the writer connection: BEGIN IMMEDIATE takes the
@@ -312,8 +348,7 @@ func (s *Store) CreateExecution(ctx context.Context, in store.ExecutionInput) (*
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("execution %s: %w: the id exists", x.ID, store.ErrConflict)
 		}
-		_, err = insertEvent(ctx, tx, "", store.ChangeEvent(x, store.ChangeCreated, x.CreatedAt))
-		return err
+		return nil
 	})
 	if err != nil {
 		return nil, false, err
@@ -352,10 +387,7 @@ func (s *Store) MarkDispatched(ctx context.Context, id, owner string, at time.Ti
 		if x.DispatchedAt != nil {
 			return nil
 		}
-		if _, err := tx.ExecContext(ctx, queries["execution_dispatched"], micros(at), micros(at), id); err != nil {
-			return err
-		}
-		_, err = insertEvent(ctx, tx, "", store.ChangeEvent(x, store.ChangeDispatched, at))
+		_, err = tx.ExecContext(ctx, queries["execution_dispatched"], micros(at), micros(at), id)
 		return err
 	})
 }
@@ -373,6 +405,9 @@ func (s *Store) GetExecution(ctx context.Context, id string) (*store.Execution, 
 
 func (s *Store) ListExecutions(ctx context.Context, f store.ExecutionFilter) (store.Page[*store.Execution], error) {
 	var page store.Page[*store.Execution]
+	if err := store.CheckExecutionFilter(f); err != nil {
+		return page, err
+	}
 	cur, err := store.DecodeCursor(f.Cursor)
 	if err != nil {
 		return page, err
@@ -417,7 +452,7 @@ func (s *Store) CancelExecution(ctx context.Context, id string, at time.Time) (*
 		if _, err := tx.ExecContext(ctx, queries["execution_cancel"], x.Status, micros(at), microsPtr(x.FinishedAt), id); err != nil {
 			return err
 		}
-		_, err = insertEvent(ctx, tx, "", store.ChangeEvent(x, change, at))
+		_, err = insertEvent(ctx, tx.StmtContext(ctx, s.hot["event_insert"]), "", store.ChangeEvent(x, change, at))
 		return err
 	})
 	if errors.Is(err, store.ErrConflict) {
@@ -437,12 +472,15 @@ func (s *Store) AppendHistory(ctx context.Context, events []store.HistoryEvent) 
 	}
 	var out []store.Event
 	err := s.tx(ctx, "append history", func(tx *sql.Tx) error {
+		stmt := func(name string) *sql.Stmt { return tx.StmtContext(ctx, s.hot[name]) }
+		getExecution, getRun, recorded := stmt("execution_get"), stmt("run_get"), stmt("event_recorded")
+		upsertRun, updateExecution, insert := stmt("run_upsert"), stmt("execution_history"), stmt("event_insert")
 		b := store.Batch{Executions: map[string]*store.Execution{}, Runs: map[store.RunKey]*store.NodeRun{}, Now: time.Now()}
 		for _, ev := range events {
 			if _, ok := b.Executions[ev.ExecutionID]; ok {
 				continue
 			}
-			x, err := scanExecution(tx.QueryRowContext(ctx, queries["execution_get"], ev.ExecutionID))
+			x, err := scanExecution(getExecution.QueryRowContext(ctx, ev.ExecutionID))
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return err
 			}
@@ -456,7 +494,7 @@ func (s *Store) AppendHistory(ctx context.Context, events []store.HistoryEvent) 
 			if _, ok := b.Runs[k]; ok {
 				continue
 			}
-			r, err := scanRun(tx.QueryRowContext(ctx, queries["run_get"], k.ExecutionID, k.NodeID, k.Branch))
+			r, err := scanRun(getRun.QueryRowContext(ctx, k.ExecutionID, k.NodeID, k.Branch))
 			if errors.Is(err, sql.ErrNoRows) {
 				continue
 			}
@@ -468,7 +506,7 @@ func (s *Store) AppendHistory(ctx context.Context, events []store.HistoryEvent) 
 		var qerr error
 		b.Recorded = func(id, key string) bool {
 			var one int
-			err := tx.QueryRowContext(ctx, queries["event_recorded"], id, key).Scan(&one)
+			err := recorded.QueryRowContext(ctx, id, key).Scan(&one)
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				qerr = err
 			}
@@ -484,7 +522,7 @@ func (s *Store) AppendHistory(ctx context.Context, events []store.HistoryEvent) 
 			return qerr
 		}
 		for _, r := range a.Runs {
-			if _, err := tx.ExecContext(ctx, queries["run_upsert"], r.ExecutionID, r.NodeID, r.Branch, jsonText(r.Lineage),
+			if _, err := upsertRun.ExecContext(ctx, r.ExecutionID, r.NodeID, r.Branch, jsonText(r.Lineage),
 				r.Status, r.Attempt, rawText(r.Output), rawText(r.Error), rawText(r.Details), microsPtr(r.StartedAt),
 				microsPtr(r.FinishedAt), microsPtr(r.NextAttemptAt), microsPtr(r.ResumeAt), r.DurationMS,
 				micros(r.ReportedAt), micros(r.UpdatedAt)); err != nil {
@@ -492,7 +530,7 @@ func (s *Store) AppendHistory(ctx context.Context, events []store.HistoryEvent) 
 			}
 		}
 		for _, x := range a.Executions {
-			if _, err := tx.ExecContext(ctx, queries["execution_history"], x.Status, micros(x.AvailableAt), x.Attempts,
+			if _, err := updateExecution.ExecContext(ctx, x.Status, micros(x.AvailableAt), x.Attempts,
 				jsonText(x.Cursor), jsonText(x.Vars), jsonText(x.Unfinished), rawText(x.Completion), micros(x.UpdatedAt),
 				microsPtr(x.FinishedAt), x.ID); err != nil {
 				return err
@@ -500,7 +538,7 @@ func (s *Store) AppendHistory(ctx context.Context, events []store.HistoryEvent) 
 		}
 		out = a.Events
 		for i := range out {
-			id, err := insertEvent(ctx, tx, a.DedupeKeys[i], out[i])
+			id, err := insertEvent(ctx, insert, a.DedupeKeys[i], out[i])
 			if err != nil {
 				return err
 			}
@@ -514,13 +552,14 @@ func (s *Store) AppendHistory(ctx context.Context, events []store.HistoryEvent) 
 	return out, nil
 }
 
-func insertEvent(ctx context.Context, tx *sql.Tx, dedupe string, e store.Event) (int64, error) {
+// insertEvent records e with the event_insert statement of a transaction.
+func insertEvent(ctx context.Context, insert *sql.Stmt, dedupe string, e store.Event) (int64, error) {
 	var key any
 	if dedupe != "" {
 		key = dedupe
 	}
 	var id int64
-	err := tx.QueryRowContext(ctx, queries["event_insert"], e.ExecutionID, key, e.Kind, string(e.Body), micros(e.At)).Scan(&id)
+	err := insert.QueryRowContext(ctx, e.ExecutionID, key, e.Kind, string(e.Body), micros(e.At)).Scan(&id)
 	return id, err
 }
 

@@ -148,8 +148,11 @@ func prepareDatabase(ctx context.Context, base string) error {
 	}
 	for _, n := range names {
 		parts := strings.SplitN(n, "_", 3)
+		if len(parts) != 3 {
+			continue
+		}
 		sec, perr := strconv.ParseInt(parts[1], 10, 64)
-		if len(parts) == 3 && perr == nil && time.Since(time.Unix(sec, 0)) > StaleSchemaAge {
+		if perr == nil && time.Since(time.Unix(sec, 0)) > StaleSchemaAge {
 			// Best effort: another process may be dropping it too.
 			_, _ = conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{n}.Sanitize()+" CASCADE")
 		}
