@@ -32,8 +32,10 @@ type pendingEvent struct {
 // store write.
 func (s *Server) consumeHistory(ctx context.Context) error {
 	in := make(chan pendingEvent, s.cfg.HistoryBatch)
+	wctx, stopWriter := context.WithCancel(ctx)
+	defer stopWriter()
 	var wg sync.WaitGroup
-	wg.Go(func() { s.historyWriter(ctx, in) })
+	wg.Go(func() { s.historyWriter(wctx, in) })
 	// Enough handlers in flight to fill a batch while the last one commits.
 	opts := broker.ConsumeOptions{Concurrency: s.cfg.HistoryBatch * historyConsumerFactor, Prefetch: s.cfg.HistoryBatch * historyConsumerFactor * 2}
 	handler := func(ctx context.Context, d *broker.Delivery) error {
@@ -54,12 +56,24 @@ func (s *Server) consumeHistory(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+	// One consumer failing stops the other: Run then reports it.
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	errs := make(chan error, 2)
 	for _, topic := range []broker.Topic{broker.Status, broker.Completion} {
-		wg.Go(func() { errs <- s.cfg.Broker.Consume(ctx, topic, opts, handler) })
+		wg.Go(func() {
+			err := s.cfg.Broker.Consume(cctx, topic, opts, handler)
+			if err != nil {
+				err = fmt.Errorf("consume %s: %w", topic, err)
+			}
+			errs <- err
+			cancel()
+		})
 	}
 	first := <-errs
 	second := <-errs
+	cancel()
+	stopWriter()
 	wg.Wait()
 	if first != nil {
 		return first

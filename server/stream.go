@@ -70,7 +70,6 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, execID string) e
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
-	h.Set("Connection", "keep-alive")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	if _, err := io.WriteString(w, ": stream\n\n"); err != nil {

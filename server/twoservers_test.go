@@ -17,9 +17,10 @@ import (
 // TestTwoServersKillNineNoneLostNoneTwice: two `rune server` processes share
 // one PostgreSQL and dispatch 1,000 executions, each of which calls an HTTP
 // endpoint once with its execution id. Mid-run one server is killed with
-// SIGKILL and started again. Every execution completes (none lost or
-// stuck), and every one called the endpoint exactly once (none dispatched
-// into a second run).
+// SIGKILL and started again; clients retry a trigger whose answer was lost
+// with its Idempotency-Key. Every execution completes (none lost or stuck),
+// there are exactly 1,000, and every one called the endpoint exactly once
+// (none dispatched into a second run).
 func TestTwoServersKillNineNoneLostNoneTwice(t *testing.T) {
 	if testing.Short() {
 		t.Skip("1,000 executions on real processes")
@@ -54,9 +55,12 @@ func TestTwoServersKillNineNoneLostNoneTwice(t *testing.T) {
 		{"id":"call","type":"http","parameters":{"method":"GET","url":"`+counter.URL+`/hit/{{ $execution.id }}"},"retry":{"max_attempts":1}},
 		{"id":"done","type":"set","parameters":{"values":{"ok":true}}}`,
 		`{"id":"e1","src":"start","dst":"call"},{"id":"e2","src":"call","dst":"done"}`)
-	post := func(addr, path, body string) (int, error) {
+	post := func(addr, path, body, key string) (int, error) {
 		req, _ := http.NewRequest("POST", "http://"+addr+path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+tok)
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return 0, err
@@ -64,7 +68,7 @@ func TestTwoServersKillNineNoneLostNoneTwice(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode, nil
 	}
-	if code, err := post(a.addr, "/v1/workflows", def); err != nil || code != http.StatusCreated {
+	if code, err := post(a.addr, "/v1/workflows", def, ""); err != nil || code != http.StatusCreated {
 		t.Fatalf("create workflow: %d %v", code, err)
 	}
 
@@ -89,8 +93,10 @@ func TestTwoServersKillNineNoneLostNoneTwice(t *testing.T) {
 					addrMu.RLock()
 					addr := addrs[(int(i)+try)%2]
 					addrMu.RUnlock()
-					code, err := post(addr, "/v1/workflows/"+wfID+"/executions", fmt.Sprintf(`{"i":%d}`, i))
-					if err == nil && code == http.StatusCreated {
+					// A trigger whose answer was lost with the killed
+					// server is sent again with its key: never twice.
+					code, err := post(addr, "/v1/workflows/"+wfID+"/executions", fmt.Sprintf(`{"i":%d}`, i), fmt.Sprintf("load-%d", i))
+					if err == nil && (code == http.StatusCreated || code == http.StatusOK) {
 						break
 					}
 					if try > 50 {
@@ -136,6 +142,13 @@ func TestTwoServersKillNineNoneLostNoneTwice(t *testing.T) {
 			if cursor = page.Next; cursor == "" {
 				break
 			}
+		}
+		total := 0
+		for _, c := range counts {
+			total += c
+		}
+		if total != n {
+			t.Fatalf("%d executions (%v), want %d: a retried trigger was enqueued twice", total, counts, n)
 		}
 		if counts[store.StatusCompleted] == n {
 			break
