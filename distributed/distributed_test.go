@@ -94,3 +94,9 @@ func TestDuplicateAggregatorArrival(t *testing.T) {
 func TestRetrySpacing(t *testing.T) {
 	runtimetest.RetrySpacing(t, newRuntime(t))
 }
+
+func TestHaltFromOutside(t *testing.T) {
+	t.Parallel()
+	rt := newRuntime(t).(runtime)
+	runtimetest.HaltFromOutside(t, rt, rt.rt.Engine)
+}

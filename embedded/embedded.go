@@ -33,6 +33,11 @@ type Options struct {
 	Registry *node.Registry
 	// Secrets resolves credential references; nil means nodes get none.
 	Secrets node.Secrets
+	// ConsumeEvents queues Status and Completion messages for Consume as
+	// well as for followers: an embedded `rune server` consumes them into
+	// its history. Default false: followers only (nobody would read the
+	// queue, and it would only grow).
+	ConsumeEvents bool
 }
 
 // Runtime runs workflows in this process until Close.
@@ -61,8 +66,12 @@ func New(opts Options) (*Runtime, error) {
 		}
 		reg = nodes.NewRegistry(opts.Nodes)
 	}
+	followOnly := []broker.Topic{broker.Status, broker.Completion}
+	if opts.ConsumeEvents {
+		followOnly = nil
+	}
 	r := &Runtime{
-		Broker: memory.New(memory.Options{Logger: opts.Logger, FollowOnly: []broker.Topic{broker.Status, broker.Completion}}),
+		Broker: memory.New(memory.Options{Logger: opts.Logger, FollowOnly: followOnly}),
 		Coord:  coordmem.New(coordmem.Options{Retain: 5 * time.Second}), // one process: redeliveries come within a second
 	}
 	r.Timers = coordmem.NewTimers()

@@ -39,6 +39,16 @@ func TestRetrySpacing(t *testing.T) {
 	runtimetest.RetrySpacing(t, rt)
 }
 
+func TestHaltFromOutside(t *testing.T) {
+	t.Parallel()
+	rt, err := embedded.New(embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	runtimetest.HaltFromOutside(t, rt, rt.Engine)
+}
+
 // lockedBuffer is a log sink written by many goroutines.
 type lockedBuffer struct {
 	mu sync.Mutex

@@ -45,7 +45,9 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) error {
 	idle := fs.Int("idle-executions", 200, "distributed: then run this many executions one at a time, for the per-node latency of an idle system (0: skip)")
 	rawHops := fs.Int("raw-hops", 0, "distributed: hops of the raw RabbitMQ ceiling (default: as many as node executions; negative: skip)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
-	mode := fs.String("mode", "linear", "linear (executions of set nodes), fanout (one split over --items items), or timers (distributed: --executions waiting --wait each, started --start-rate per second, then a backlog of --pending timers)")
+	mode := fs.String("mode", "linear", "linear (executions of set nodes), fanout (one split over --items items), timers (distributed: --executions waiting --wait each, started --start-rate per second, then a backlog of --pending timers), or server (rune server on --postgres: triggers accepted per second over HTTP, trigger → first node latency, statuses persisted per second)")
+	postgresURL := fs.String("postgres", env.getenv("RUNE_POSTGRES_URL"), "server: PostgreSQL URL (env RUNE_POSTGRES_URL); the bench uses a fresh schema of its own")
+	clients := fs.Int("clients", 32, "server: HTTP clients triggering at once")
 	items := fs.Int("items", 10000, "fanout: items split")
 	wait := fs.Duration("wait", 2*time.Second, "timers: how long each execution waits")
 	pending := fs.Int("pending", 1000000, "timers: pending timers in the backlog (0: skip the backlog)")
@@ -91,13 +93,19 @@ the nodes).`)
 	case "linear":
 	case "fanout":
 		return benchFanout(ctx, env, &srv, *items, *spawn, *concurrency, *asJSON)
+	case "server":
+		if *execs == 0 {
+			*execs = benchDistributedExecutions
+		}
+		return benchServer(ctx, env, &srv, serverBench{postgresURL: *postgresURL, executions: *execs, clients: max(*clients, 1),
+			idle: *idle, nodes: *nodes, concurrency: *concurrency, asJSON: *asJSON})
 	case "timers":
 		if *execs == 0 {
 			*execs = 10000
 		}
 		return benchTimers(ctx, env, &srv, timerBench{executions: *execs, wait: *wait, startRate: *startRate, pending: *pending, rate: *rate, spawn: *spawn, concurrency: *concurrency, asJSON: *asJSON})
 	default:
-		return usagef("--mode %q: want linear, fanout or timers", *mode)
+		return usagef("--mode %q: want linear, fanout, timers or server", *mode)
 	}
 	if srv.amqpURL != "" {
 		if *execs == 0 {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -32,10 +31,8 @@ type servers struct {
 	// signingKeys is RUNE_SIGNING_KEY: from the environment only, since
 	// flags show in process listings.
 	signingKeys string
-	// secrets and fault, when set, are the workers' credentials and the
-	// test-only fault hook of notification nodes.
-	secrets node.Secrets
-	fault   func(string)
+	// fault, when set, is the test-only fault hook of notification nodes.
+	fault func(string)
 }
 
 func (s *servers) flags(fs *flag.FlagSet, env *cliEnv, needRedis bool) {
@@ -66,8 +63,14 @@ func (s *servers) redisClient() *goredis.Client {
 	return goredis.NewClient(opts)
 }
 
-// connect connects to the servers in role.
+// connect connects to the servers in role; nodes resolve credentials from
+// the environment (secrets.Env).
 func (s *servers) connect(ctx context.Context, log *slog.Logger, role string) (*distributed.Runtime, error) {
+	return s.connectWith(ctx, log, role, secrets.Env{})
+}
+
+// connectWith is connect with the credentials resolver sec.
+func (s *servers) connectWith(ctx context.Context, log *slog.Logger, role string, sec node.Secrets) (*distributed.Runtime, error) {
 	if _, err := goredis.ParseURL(s.redisURL); err != nil {
 		return nil, usagef("--redis: %v", err)
 	}
@@ -80,7 +83,7 @@ func (s *servers) connect(ctx context.Context, log *slog.Logger, role string) (*
 	}
 	return distributed.Connect(ctx, distributed.Config{
 		AMQPURL: s.amqpURL, RedisURL: s.redisURL, Prefix: s.prefix, Role: role,
-		Logger: log, Secrets: cmp.Or[node.Secrets](s.secrets, secrets.Env{}), Nodes: nodes.Options{Logger: log, Fault: s.fault}, Signing: keys,
+		Logger: log, Secrets: sec, Nodes: nodes.Options{Logger: log, Fault: s.fault}, Signing: keys,
 	})
 }
 
@@ -96,6 +99,7 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 	schedPoll := fs.Duration("scheduler-poll", scheduler.DefaultPoll, "with --scheduler: pause between claims when no timer is due (as rune scheduler --poll)")
 	debugAddr := fs.String("debug-addr", "", "serve Go's profiler (net/http/pprof) on this address, e.g. 127.0.0.1:6060 (default: off)")
 	creds := credentialsFlag(fs)
+	postgresURL := fs.String("postgres", env.getenv("RUNE_POSTGRES_URL"), "a rune server's PostgreSQL URL (env RUNE_POSTGRES_URL): resolve credentials from its store, decrypted with RUNE_SECRET_KEY (default: from RUNE_CREDENTIAL_* variables)")
 	memLimit := fs.Int64("memory-limit-mib", 448, "soft memory limit in MiB: the garbage collector works harder near it (GOMEMLIMIT, when set, wins; 0: none)")
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, "Usage: rune worker --amqp URL --redis URL [--concurrency N] [--scheduler] [--credentials FILE]\n\nConsumes workflow.execution and runs nodes until SIGTERM or Ctrl-C, then finishes\nthe messages in hand (within --drain-timeout) and exits 0.")
@@ -111,7 +115,7 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv.secrets, srv.fault = sec, faultHook(env.getenv)
+	srv.fault = faultHook(env.getenv)
 	log := serverLogger(env)
 	if *memLimit > 0 && env.getenv("GOMEMLIMIT") == "" {
 		// A big split briefly holds a branch message per item; without a
@@ -126,7 +130,21 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		defer stop()
 	}
-	rt, err := srv.connect(ctx, log, amqp.RoleWorker)
+	if *postgresURL != "" {
+		sf := storeFlags{postgresURL: *postgresURL}
+		keys, err := sf.keys(env)
+		if err != nil {
+			return err
+		}
+		st, err := sf.open(ctx)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		// The server's store first, then the file and the environment.
+		sec = secrets.Chain{secrets.Store{Store: st, Keys: keys}, sec}
+	}
+	rt, err := srv.connectWith(ctx, log, amqp.RoleWorker, sec)
 	if err != nil {
 		return err
 	}

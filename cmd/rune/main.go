@@ -49,6 +49,11 @@ func commands() []command {
 		{"scheduler", "fire due timers of wait and delay nodes (distributed runtime)", cmdScheduler},
 		{"start", "start an execution on running workers; --wait follows it", cmdStart},
 		{"bench", "measure node executions per second", cmdBench},
+		{"server", "the master: HTTP API, dispatcher, history, live streams (embedded default without URLs)", cmdServer},
+		{"token", "create, list or revoke API tokens of a server's store", cmdToken},
+		{"workflows", "push or list workflows on a server", cmdWorkflows},
+		{"executions", "list, get, follow or cancel executions on a server", cmdExecutions},
+
 		{"permissions", "print the RabbitMQ and Redis commands that give a role what it needs", cmdPermissions},
 	}
 }

@@ -39,6 +39,15 @@ func RedisURL(t testing.TB) string {
 	return u
 }
 
+// PostgresURL is the PostgreSQL database the tests use: RUNE_TEST_POSTGRES_URL,
+// default the local server's rune_test database (user postgres, trust auth).
+// Tests isolate themselves in a schema each (see store/storetest).
+func PostgresURL(t testing.TB) string {
+	u := Env("RUNE_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/rune_test?sslmode=disable")
+	Require(t, "PostgreSQL", u)
+	return u
+}
+
 // Require skips t, or fails it under CI=true, when rawURL's host does not accept connections.
 func Require(t testing.TB, what, rawURL string) {
 	t.Helper()

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/rune-org/rune/broker"
+	"github.com/rune-org/rune/broker/amqp"
+	"github.com/rune-org/rune/embedded"
+	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/nodes"
+	"github.com/rune-org/rune/secrets"
+	"github.com/rune-org/rune/server"
+	"github.com/rune-org/rune/store"
+	"github.com/rune-org/rune/store/postgres"
+	"github.com/rune-org/rune/store/sqlite"
+)
+
+// storeFlags are the flags that choose the server's store: --postgres for
+// the distributed master, else SQLite under --data.
+type storeFlags struct {
+	data, postgresURL, keyFile string
+}
+
+func (s *storeFlags) flags(fs *flag.FlagSet, env *cliEnv) {
+	fs.StringVar(&s.data, "data", "./rune-data", "directory of the embedded default's files (SQLite database, secret key)")
+	fs.StringVar(&s.postgresURL, "postgres", env.getenv("RUNE_POSTGRES_URL"), "PostgreSQL URL (env RUNE_POSTGRES_URL): the distributed master's store, e.g. postgres://postgres@127.0.0.1:5432/rune")
+	fs.StringVar(&s.keyFile, "secret-key-file", "", "file of the credentials' encryption key(s) (RUNE_SECRET_KEY wins); default: <data>/secret.key, created on first start, for the embedded default; none with --postgres")
+}
+
+// open opens the store: PostgreSQL with --postgres, else SQLite under --data.
+func (s *storeFlags) open(ctx context.Context) (store.Store, error) {
+	if s.postgresURL != "" {
+		st, err := postgres.Open(ctx, s.postgresURL, "")
+		if err != nil {
+			return nil, fmt.Errorf("open PostgreSQL store: %w", err)
+		}
+		return st, nil
+	}
+	if err := os.MkdirAll(s.data, 0o700); err != nil {
+		return nil, fmt.Errorf("--data: %w", err)
+	}
+	st, err := sqlite.Open(ctx, filepath.Join(s.data, "rune.db"))
+	if err != nil {
+		return nil, fmt.Errorf("open SQLite store under %s: %w", s.data, err)
+	}
+	return st, nil
+}
+
+// keys loads the credentials' keyring: RUNE_SECRET_KEY, else the key file
+// (created with a new key for the embedded default).
+func (s *storeFlags) keys(env *cliEnv) (*secrets.Keyring, error) {
+	path, create := s.keyFile, false
+	if path == "" && s.postgresURL == "" {
+		if err := os.MkdirAll(s.data, 0o700); err != nil {
+			return nil, fmt.Errorf("--data: %w", err)
+		}
+		path, create = filepath.Join(s.data, "secret.key"), true
+	}
+	return secrets.LoadKeys(env.getenv("RUNE_SECRET_KEY"), path, create)
+}
+
+func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
+	fs := flag.NewFlagSet("server", flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	addr := fs.String("addr", "127.0.0.1:8080", "address the HTTP API listens on")
+	var sf storeFlags
+	sf.flags(fs, env)
+	var srv servers
+	srv.flags(fs, env, true)
+	concurrency := fs.Int("concurrency", 0, "embedded default: node executions at once (default: the worker's)")
+	lease := fs.Duration("dispatch-lease", server.DispatchLeaseDefault, "how long a claimed execution is this server's to publish before another server may (after a crash)")
+	debugAddr := fs.String("debug-addr", "", "serve Go's profiler (net/http/pprof) on this address, e.g. 127.0.0.1:6061 (default: off)")
+	poll := fs.Duration("dispatch-poll", server.DispatchPollDefault, "the dispatcher's pause when nothing is due (triggers through this server wake it at once)")
+	fs.Usage = func() {
+		fmt.Fprintln(env.stderr, "Usage: rune server [--addr 127.0.0.1:8080] [--data ./rune-data]\n       rune server --postgres URL --amqp URL --redis URL [--prefix P]\n\nThe master: HTTP API, dispatcher, history and live streams (docs/api.md).\nWith no URLs, the embedded default: API, dispatcher, a worker and a scheduler in\none process on SQLite under --data. With URLs, the distributed master (several may\nrun); start `rune worker` and `rune scheduler` processes too.\nRUNE_API_TOKEN is accepted as a bearer token besides `rune token create` ones.")
+		fs.PrintDefaults()
+	}
+	if _, err := parseInterspersed(fs, args); err != nil {
+		return err
+	}
+	distributedMode := sf.postgresURL != "" || srv.amqpURL != "" || srv.redisURL != ""
+	if distributedMode && (sf.postgresURL == "" || srv.amqpURL == "" || srv.redisURL == "") {
+		return usagef("the distributed master needs --postgres, --amqp and --redis (or their RUNE_*_URL variables); give none for the embedded default")
+	}
+	log := serverLogger(env)
+	if *debugAddr != "" {
+		stop, err := serveDebug(*debugAddr, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	keys, err := sf.keys(env)
+	if err != nil {
+		return err
+	}
+	st, err := sf.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	var (
+		b   broker.Broker
+		eng *engine.Engine
+	)
+	var closers []func()
+	defer func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}()
+	if distributedMode {
+		rt, err := srv.connect(ctx, log, amqp.RoleMaster)
+		if err != nil {
+			return err
+		}
+		closers = append(closers, rt.Close)
+		b, eng = rt.Broker, rt.Engine
+	} else {
+		rt, err := embedded.New(embedded.Options{Logger: log, Concurrency: *concurrency, ConsumeEvents: true,
+			Secrets: secrets.Store{Store: st, Keys: keys}, Nodes: nodes.Options{Logger: log}})
+		if err != nil {
+			return err
+		}
+		closers = append(closers, func() { rt.Close() })
+		b, eng = rt.Broker, rt.Engine
+	}
+	s, err := server.New(server.Config{Store: st, Broker: b, Engine: eng, Keys: keys, APIToken: env.getenv("RUNE_API_TOKEN"), Logger: log,
+		DispatchLease: *lease, DispatchPoll: *poll})
+	if err != nil {
+		return err
+	}
+	if !distributedMode {
+		// One process owns the SQLite file: what the previous process was
+		// running died with its in-process queues.
+		n, err := s.AbandonRunning(ctx)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			log.Warn("executions left running by the previous server process were marked failed", "count", n)
+		}
+	}
+	return serveHTTP(ctx, log, *addr, s, distributedMode)
+}
+
+// serveHTTP serves s's API on addr and runs its dispatcher and history
+// consumer until ctx is done, then shuts down gracefully.
+func serveHTTP(ctx context.Context, log *slog.Logger, addr string, s *server.Server, distributedMode bool) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--addr: %w", err)
+	}
+	// Streams watch their request's context, which Shutdown does not end:
+	// baseCtx is cancelled to end them.
+	baseCtx, endStreams := context.WithCancel(context.Background())
+	defer endStreams()
+	hs := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      60 * time.Second, // streams clear theirs
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+	}
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	var wg sync.WaitGroup
+	runErr := make(chan error, 1)
+	wg.Go(func() { runErr <- s.Run(runCtx) })
+	serveErr := make(chan error, 1)
+	wg.Go(func() { serveErr <- hs.Serve(ln) })
+	mode := "embedded"
+	if distributedMode {
+		mode = "distributed"
+	}
+	log.Info("server listening", "addr", ln.Addr().String(), "mode", mode)
+	var err2 error
+	select {
+	case <-ctx.Done():
+	case err2 = <-runErr:
+		runErr <- err2
+	case err2 = <-serveErr:
+		serveErr <- err2
+	}
+	endStreams()
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = hs.Shutdown(sctx)
+	stopRun()
+	wg.Wait()
+	if err := <-runErr; err != nil {
+		return err
+	}
+	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	log.Info("server stopped")
+	return nil
+}

@@ -1,0 +1,266 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/message"
+	"github.com/rune-org/rune/store"
+)
+
+// executionView is an execution (trigger instance) as the API shows it.
+type executionView struct {
+	ID              string                     `json:"id"`
+	WorkflowID      string                     `json:"workflow_id"`
+	Version         int                        `json:"version"`
+	Status          string                     `json:"status"`
+	Cursor          []string                   `json:"cursor"`
+	Attempts        int                        `json:"attempts"`
+	AvailableAt     time.Time                  `json:"available_at"`
+	Vars            map[string]json.RawMessage `json:"vars"`
+	Input           json.RawMessage            `json:"input"`
+	Trigger         string                     `json:"trigger,omitempty"`
+	IdempotencyKey  string                     `json:"idempotency_key,omitempty"`
+	CancelRequested bool                       `json:"cancel_requested,omitempty"`
+	// Completion is the CompletionMessage verbatim, once there is one.
+	Completion   json.RawMessage `json:"completion"`
+	CreatedAt    time.Time       `json:"created_at"`
+	UpdatedAt    time.Time       `json:"updated_at"`
+	DispatchedAt *time.Time      `json:"dispatched_at,omitempty"`
+	FinishedAt   *time.Time      `json:"finished_at,omitempty"`
+	// Nodes and Splits are shown by GET /v1/executions/{id} only.
+	Nodes  []nodeRunView `json:"nodes,omitempty"`
+	Splits []splitView   `json:"splits,omitempty"`
+}
+
+type nodeRunView struct {
+	NodeID        string          `json:"node_id"`
+	Branch        string          `json:"branch"`
+	Lineage       []message.Frame `json:"lineage,omitempty"`
+	Status        string          `json:"status"`
+	Attempt       int             `json:"attempt"`
+	Output        json.RawMessage `json:"output,omitempty"`
+	Error         json.RawMessage `json:"error,omitempty"`
+	Details       json.RawMessage `json:"details,omitempty"`
+	StartedAt     *time.Time      `json:"started_at,omitempty"`
+	FinishedAt    *time.Time      `json:"finished_at,omitempty"`
+	NextAttemptAt *time.Time      `json:"next_attempt_at,omitempty"`
+	ResumeAt      *time.Time      `json:"resume_at,omitempty"`
+	DurationMS    int64           `json:"duration_ms"`
+	UpdatedAt     time.Time       `json:"updated_at"`
+}
+
+type splitView struct {
+	SplitNodeID string `json:"split_node_id"`
+	Branch      string `json:"branch"`
+	Total       int    `json:"total"`
+	Done        int    `json:"done"`
+	Failed      int    `json:"failed"`
+	Skipped     int    `json:"skipped"`
+}
+
+func viewExecution(x *store.Execution) executionView {
+	v := executionView{
+		ID: x.ID, WorkflowID: x.WorkflowID, Version: x.Version, Status: x.Status, Cursor: x.Cursor,
+		Attempts: x.Attempts, AvailableAt: x.AvailableAt, Vars: x.Vars, Input: x.Input, Trigger: x.Trigger,
+		IdempotencyKey: x.IdempotencyKey, CancelRequested: x.CancelRequested, Completion: x.Completion,
+		CreatedAt: x.CreatedAt, UpdatedAt: x.UpdatedAt, DispatchedAt: x.DispatchedAt, FinishedAt: x.FinishedAt,
+	}
+	if v.Cursor == nil {
+		v.Cursor = []string{}
+	}
+	if v.Vars == nil {
+		v.Vars = map[string]json.RawMessage{}
+	}
+	return v
+}
+
+func viewNodeRun(n *store.NodeRun) nodeRunView {
+	return nodeRunView{NodeID: n.NodeID, Branch: n.Branch, Lineage: n.Lineage, Status: n.Status, Attempt: n.Attempt,
+		Output: n.Output, Error: n.Error, Details: n.Details, StartedAt: n.StartedAt, FinishedAt: n.FinishedAt,
+		NextAttemptAt: n.NextAttemptAt, ResumeAt: n.ResumeAt, DurationMS: n.DurationMS, UpdatedAt: n.UpdatedAt}
+}
+
+// triggerExecution enqueues an execution of the workflow's latest version
+// (or ?version=) with the body as its trigger payload; ?start_at= delays it.
+func (s *Server) triggerExecution(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	version, err := queryInt(r, "version", 1, 1<<30)
+	if err != nil {
+		return err
+	}
+	startAt, err := queryTime(r, "start_at")
+	if err != nil {
+		return err
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if len(key) > 255 {
+		return badRequest("header Idempotency-Key is %d bytes, over the limit of 255", len(key))
+	}
+	body, err := readBody(r, s.cfg.MaxTrigger)
+	if err != nil {
+		return err
+	}
+	if len(body) == 0 {
+		body = []byte("{}")
+	} else if err := validJSON(body); err != nil {
+		return err
+	}
+	// The store checks the workflow (not deleted, the version exists) in
+	// the same transaction: one round trip per trigger.
+	now := s.cfg.Now()
+	x, created, err := s.store.CreateExecution(r.Context(), store.ExecutionInput{
+		ID: engine.NewExecutionID(now), WorkflowID: id, Version: version, Input: body,
+		IdempotencyKey: key, Trigger: "api", AvailableAt: startAt, At: now,
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		if version > 0 {
+			return notFound("workflow %q has no version %d", id, version)
+		}
+		return notFound("workflow %q does not exist", id)
+	}
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		if !x.AvailableAt.After(now) {
+			s.wakeDispatcher()
+		}
+	}
+	writeJSON(w, status, viewExecution(x))
+	return nil
+}
+
+func (s *Server) execution(r *http.Request) (*store.Execution, error) {
+	id := r.PathValue("id")
+	x, err := s.store.GetExecution(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound("execution %q does not exist", id)
+	}
+	return x, err
+}
+
+func (s *Server) getExecution(w http.ResponseWriter, r *http.Request) error {
+	x, err := s.execution(r)
+	if err != nil {
+		return err
+	}
+	runs, err := s.store.NodeRuns(r.Context(), x.ID)
+	if err != nil {
+		return err
+	}
+	splits, err := s.store.Splits(r.Context(), x.ID)
+	if err != nil {
+		return err
+	}
+	v := viewExecution(x)
+	v.Nodes = make([]nodeRunView, 0, len(runs))
+	for _, n := range runs {
+		v.Nodes = append(v.Nodes, viewNodeRun(n))
+	}
+	for _, sp := range splits {
+		v.Splits = append(v.Splits, splitView(sp))
+	}
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+// executionStatuses are the values ?status= accepts.
+var executionStatuses = []string{store.StatusEnqueued, store.StatusProcessing, store.StatusWaiting,
+	store.StatusCompleted, store.StatusFailed, store.StatusHalted, store.StatusCancelled}
+
+func (s *Server) listExecutions(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	f := store.ExecutionFilter{WorkflowID: q.Get("workflow_id"), Status: q.Get("status"),
+		IdempotencyKey: q.Get("idempotency_key"), Cursor: q.Get("cursor")}
+	if f.Status != "" && !contains(executionStatuses, f.Status) {
+		return badRequest("query parameter status: %q is not one of %v", f.Status, executionStatuses)
+	}
+	var err error
+	if f.Limit, err = queryInt(r, "limit", 1, 500); err != nil {
+		return err
+	}
+	if f.CreatedAfter, err = queryTime(r, "created_after"); err != nil {
+		return err
+	}
+	if f.CreatedBefore, err = queryTime(r, "created_before"); err != nil {
+		return err
+	}
+	page, err := s.store.ListExecutions(r.Context(), f)
+	if err != nil {
+		return storeInput(err, "cursor")
+	}
+	out := listView[executionView]{Items: []executionView{}, NextCursor: page.Next}
+	for _, x := range page.Items {
+		out.Items = append(out.Items, viewExecution(x))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// cancelExecution cancels an enqueued execution at once; a running one is
+// halted through the engine (branches stop at their next node, waits are
+// woken and dropped) and shows cancelled once its completion arrives.
+func (s *Server) cancelExecution(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	x, err := s.store.CancelExecution(r.Context(), id, s.cfg.Now())
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return notFound("execution %q does not exist", id)
+	case errors.Is(err, store.ErrConflict):
+		return errorf(http.StatusConflict, CodeConflict, "execution %q has already ended (%s)", id, statusOf(x))
+	case err != nil:
+		return err
+	}
+	if x.CancelRequested && !store.Final(x.Status) {
+		if err := s.halt(r.Context(), x); err != nil {
+			return err
+		}
+	}
+	writeJSON(w, http.StatusAccepted, viewExecution(x))
+	return nil
+}
+
+func statusOf(x *store.Execution) string {
+	if x == nil {
+		return "finished"
+	}
+	return x.Status
+}
+
+// rerunExecution enqueues a new execution of the same workflow version with
+// the same input as a finished one.
+func (s *Server) rerunExecution(w http.ResponseWriter, r *http.Request) error {
+	x, err := s.execution(r)
+	if err != nil {
+		return err
+	}
+	if !store.Final(x.Status) {
+		return errorf(http.StatusConflict, CodeConflict, "execution %q is %s; only a finished execution can be re-run", x.ID, x.Status)
+	}
+	now := s.cfg.Now()
+	nx, _, err := s.store.CreateExecution(r.Context(), store.ExecutionInput{
+		ID: engine.NewExecutionID(now), WorkflowID: x.WorkflowID, Version: x.Version, Input: x.Input,
+		Trigger: "rerun:" + x.ID, At: now,
+	})
+	if err != nil {
+		return err
+	}
+	s.wakeDispatcher()
+	writeJSON(w, http.StatusCreated, viewExecution(nx))
+	return nil
+}
+
+func contains(set []string, s string) bool {
+	for _, v := range set {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

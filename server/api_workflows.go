@@ -1,0 +1,178 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/store"
+	"github.com/rune-org/rune/workflow"
+)
+
+// workflowView is a workflow version as the API shows it.
+type workflowView struct {
+	ID         string          `json:"id"`
+	Version    int             `json:"version"`
+	Name       string          `json:"name,omitempty"`
+	Definition json.RawMessage `json:"definition"`
+	CreatedAt  time.Time       `json:"created_at"`
+	DeletedAt  *time.Time      `json:"deleted_at,omitempty"`
+}
+
+func viewWorkflow(w *store.Workflow) workflowView {
+	return workflowView{ID: w.ID, Version: w.Version, Name: w.Name, Definition: w.Definition, CreatedAt: w.CreatedAt, DeletedAt: w.DeletedAt}
+}
+
+type listView[T any] struct {
+	Items []T `json:"items"`
+	// NextCursor is passed as ?cursor= for the next page; "" on the last.
+	NextCursor string `json:"next_cursor"`
+}
+
+// compileDefinition validates a definition exactly as `rune validate` does:
+// malformed JSON is 400, every problem of an invalid one 422.
+func (s *Server) compileDefinition(body []byte) (*engine.Workflow, error) {
+	if len(body) == 0 {
+		return nil, errorf(http.StatusBadRequest, CodeInvalidJSON, "request body is empty; want a workflow definition (docs/dsl.md)")
+	}
+	wf, err := s.cfg.Engine.Compile(body)
+	if err == nil {
+		return wf, nil
+	}
+	var ps workflow.Problems
+	if errors.As(err, &ps) {
+		return nil, &apiError{Status: http.StatusUnprocessableEntity, Code: CodeInvalidWorkflow,
+			Message: "the workflow definition is invalid: " + limitText(ps.Error(), 2000), Problems: ps}
+	}
+	if !json.Valid(body) {
+		return nil, errorf(http.StatusBadRequest, CodeInvalidJSON, "%v", err)
+	}
+	return nil, &apiError{Status: http.StatusUnprocessableEntity, Code: CodeInvalidWorkflow, Message: err.Error(),
+		Problems: []workflow.Problem{{Message: err.Error()}}}
+}
+
+func (s *Server) createWorkflow(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(r, s.cfg.MaxBody)
+	if err != nil {
+		return err
+	}
+	wf, err := s.compileDefinition(body)
+	if err != nil {
+		return err
+	}
+	stored, err := s.store.CreateWorkflow(r.Context(), store.WorkflowInput{ID: wf.Def.ID, Name: wf.Def.Name, Definition: wf.Raw, At: s.cfg.Now()})
+	if errors.Is(err, store.ErrConflict) {
+		return errorf(http.StatusConflict, CodeConflict, "workflow %q exists; PUT /v1/workflows/%s stores a new version", wf.Def.ID, wf.Def.ID)
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, viewWorkflow(stored))
+	return nil
+}
+
+func (s *Server) updateWorkflow(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	body, err := readBody(r, s.cfg.MaxBody)
+	if err != nil {
+		return err
+	}
+	wf, err := s.compileDefinition(body)
+	if err != nil {
+		return err
+	}
+	if wf.Def.ID != id {
+		return &apiError{Status: http.StatusUnprocessableEntity, Code: CodeInvalidWorkflow,
+			Message:  "the definition's id does not match the URL",
+			Problems: []workflow.Problem{{Path: "id", Message: "is " + quote(wf.Def.ID) + ", the URL names workflow " + quote(id)}}}
+	}
+	stored, err := s.store.UpdateWorkflow(r.Context(), store.WorkflowInput{ID: id, Name: wf.Def.Name, Definition: wf.Raw, At: s.cfg.Now()})
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound("workflow %q does not exist (POST /v1/workflows creates it)", id)
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewWorkflow(stored))
+	return nil
+}
+
+func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	version, err := queryInt(r, "version", 1, 1<<30)
+	if err != nil {
+		return err
+	}
+	wf, err := s.store.GetWorkflow(r.Context(), id, version)
+	if errors.Is(err, store.ErrNotFound) {
+		if version > 0 {
+			return notFound("workflow %q has no version %d", id, version)
+		}
+		return notFound("workflow %q does not exist", id)
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewWorkflow(wf))
+	return nil
+}
+
+func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) error {
+	limit, err := queryInt(r, "limit", 1, 500)
+	if err != nil {
+		return err
+	}
+	page, err := s.store.ListWorkflows(r.Context(), limit, r.URL.Query().Get("cursor"))
+	if err != nil {
+		return storeInput(err, "cursor")
+	}
+	out := listView[workflowView]{Items: []workflowView{}, NextCursor: page.Next}
+	for _, wf := range page.Items {
+		out.Items = append(out.Items, viewWorkflow(wf))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) listVersions(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	vs, err := s.store.ListVersions(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && len(vs) == 0) {
+		return notFound("workflow %q does not exist", id)
+	}
+	if err != nil {
+		return err
+	}
+	out := listView[workflowView]{Items: []workflowView{}}
+	for _, wf := range vs {
+		out.Items = append(out.Items, viewWorkflow(wf))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) deleteWorkflow(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	err := s.store.DeleteWorkflow(r.Context(), id, s.cfg.Now())
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound("workflow %q does not exist", id)
+	}
+	if err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// storeInput turns the store's rejection of a client-given value (a
+// malformed cursor) into a 400 naming the parameter.
+func storeInput(err error, param string) error {
+	if errors.Is(err, store.ErrInvalid) {
+		return badRequest("query parameter %s: %v", param, err)
+	}
+	return err
+}
+
+func quote(s string) string { b, _ := json.Marshal(s); return string(b) }

@@ -1,0 +1,118 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"regexp"
+	"time"
+
+	"github.com/rune-org/rune/store"
+)
+
+// credentialView is a credential as the API shows it: never its value.
+type credentialView struct {
+	Name      string    `json:"name"`
+	Type      string    `json:"type"`
+	KeyID     string    `json:"key_id"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// credentialInput is the body of POST /v1/credentials.
+type credentialInput struct {
+	Name string `json:"name"`
+	// Type says what the fields are for ("bearer", "basic", "api_key", …);
+	// free text shown in lists.
+	Type string `json:"type"`
+	// Value holds the credential's fields, e.g. {"token": "…"}.
+	Value map[string]string `json:"value"`
+}
+
+var credentialName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+
+func viewCredential(c *store.Credential) credentialView {
+	return credentialView{Name: c.Name, Type: c.Type, KeyID: c.KeyID, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
+}
+
+func (s *Server) requireKeys() error {
+	if s.cfg.Keys == nil {
+		return errorf(http.StatusServiceUnavailable, CodeUnavailable, "credentials need a secret key: start the server with RUNE_SECRET_KEY or --secret-key-file")
+	}
+	return nil
+}
+
+// putCredential creates or replaces a credential, encrypted with the
+// current key before it reaches the store. Error messages name fields,
+// never values.
+func (s *Server) putCredential(w http.ResponseWriter, r *http.Request) error {
+	if err := s.requireKeys(); err != nil {
+		return err
+	}
+	body, err := readBody(r, 64<<10)
+	if err != nil {
+		return err
+	}
+	var in credentialInput
+	if err := decodeJSON(body, &in); err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) {
+			// The decoder's message may quote the offending value.
+			ae.Message = "the body must be {\"name\": string, \"type\": string, \"value\": {field: string, …}}"
+		}
+		return err
+	}
+	switch {
+	case !credentialName.MatchString(in.Name):
+		return badRequest("field name: want 1–128 letters, digits, '_', '.' or '-', starting with a letter or digit")
+	case in.Type == "" || len(in.Type) > 64:
+		return badRequest("field type: want 1–64 characters (e.g. \"bearer\", \"basic\")")
+	case len(in.Value) == 0:
+		return badRequest("field value: want an object of at least one string field, e.g. {\"token\": \"…\"}")
+	}
+	plain, err := json.Marshal(in.Value)
+	if err != nil {
+		return err
+	}
+	keyID, sealed, err := s.cfg.Keys.Seal(in.Name, plain)
+	if err != nil {
+		return err
+	}
+	now := s.cfg.Now()
+	c := &store.Credential{Name: in.Name, Type: in.Type, KeyID: keyID, Ciphertext: sealed, CreatedAt: now, UpdatedAt: now}
+	if err := s.store.PutCredential(r.Context(), c); err != nil {
+		return err
+	}
+	got, err := s.store.GetCredential(r.Context(), in.Name)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, viewCredential(got))
+	return nil
+}
+
+func (s *Server) listCredentials(w http.ResponseWriter, r *http.Request) error {
+	cs, err := s.store.ListCredentials(r.Context())
+	if err != nil {
+		return err
+	}
+	out := listView[credentialView]{Items: []credentialView{}}
+	for _, c := range cs {
+		out.Items = append(out.Items, viewCredential(c))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) deleteCredential(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	err := s.store.DeleteCredential(r.Context(), name)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound("credential %q does not exist", name)
+	}
+	if err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

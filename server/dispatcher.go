@@ -1,0 +1,253 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rune-org/rune/client"
+	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/message"
+	"github.com/rune-org/rune/store"
+	"github.com/rune-org/rune/workflow"
+)
+
+// dispatch claims due executions and publishes their first messages until
+// ctx is done. The claim commits before anything is published (the outbox
+// of seed 003): an execution whose publish failed, or whose server died
+// before MarkDispatched, is claimed again once its lease ends and
+// published again — the engine's deterministic message ids and the
+// coordinator's idempotent Start make that second publish harmless.
+func (s *Server) dispatch(ctx context.Context) error {
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-poll.C:
+		case <-s.wake:
+		}
+		n, err := s.dispatchOnce(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("dispatcher: claim failed; retrying", "err", err)
+		}
+		next := s.cfg.DispatchPoll
+		if n == s.cfg.DispatchBatch {
+			next = 0 // a full batch: more may be due
+		} else if err != nil {
+			next = max(next, time.Second)
+		}
+		poll.Reset(next)
+	}
+}
+
+// dispatchOnce claims one batch and dispatches it; it returns how many it claimed.
+func (s *Server) dispatchOnce(ctx context.Context) (int, error) {
+	xs, err := s.store.ClaimExecutions(ctx, store.Claim{Owner: s.cfg.ID, Now: s.cfg.Now(), Lease: s.cfg.DispatchLease, Limit: s.cfg.DispatchBatch})
+	if err != nil {
+		return 0, err
+	}
+	sem := make(chan struct{}, dispatchParallelism)
+	var wg sync.WaitGroup
+	for _, x := range xs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := s.dispatchOne(ctx, x); err != nil && ctx.Err() == nil {
+				s.log.Warn("dispatcher: execution not dispatched; it is claimed again after the lease",
+					"execution", x.ID, "workflow", x.WorkflowID, "version", x.Version, "lease", s.cfg.DispatchLease, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+	return len(xs), nil
+}
+
+func (s *Server) dispatchOne(ctx context.Context, x *store.Execution) error {
+	if x.CancelRequested {
+		return s.cancelUndispatched(ctx, x)
+	}
+	wf, err := s.defs.get(ctx, x.WorkflowID, x.Version)
+	var ps workflow.Problems
+	if errors.As(err, &ps) {
+		// Valid when stored, invalid now (a node type gone from this
+		// build): dispatching again would fail again.
+		return s.endUndispatched(ctx, x, message.CompletionFailed, message.Failure{Error: message.Error{Code: "INVALID_WORKFLOW",
+			Message: fmt.Sprintf("workflow %s version %d does not compile on this server: %v", x.WorkflowID, x.Version, ps)}})
+	}
+	if err != nil {
+		return err
+	}
+	var input any
+	if len(x.Input) > 0 {
+		if err := json.Unmarshal(x.Input, &input); err != nil {
+			return s.endUndispatched(ctx, x, message.CompletionFailed, message.Failure{Error: message.Error{Code: "INVALID_INPUT",
+				Message: "the stored trigger payload is not JSON"}})
+		}
+	}
+	if err := client.Start(ctx, s.cfg.Broker, s.cfg.Engine, wf, x.ID, input); err != nil {
+		return err
+	}
+	if err := s.store.MarkDispatched(ctx, x.ID, s.cfg.ID, s.cfg.Now()); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			// Another server took over the claim after our lease ended; it
+			// publishes the same messages again, which changes nothing.
+			return nil
+		}
+		return fmt.Errorf("mark dispatched: %w", err)
+	}
+	return nil
+}
+
+// cancelUndispatched ends an execution whose cancel came while it was
+// claimed: it is halted in case an earlier claimer did publish it, and
+// recorded as a halted completion, which the store shows as cancelled. The
+// completion's dedupe key is the one a real completion of the execution
+// has, so a late real one is the same event.
+func (s *Server) cancelUndispatched(ctx context.Context, x *store.Execution) error {
+	f := cancelFailure()
+	if err := s.cfg.Engine.Halt(ctx, x.ID, f); err != nil && !errors.Is(err, engine.ErrEnded) {
+		return err
+	}
+	return s.endUndispatched(ctx, x, message.CompletionHalted, f)
+}
+
+// endUndispatched records a completion for an execution the dispatcher will
+// not publish.
+func (s *Server) endUndispatched(ctx context.Context, x *store.Execution, status string, f message.Failure) error {
+	now := s.cfg.Now().UTC()
+	c := &message.Completion{WorkflowID: x.WorkflowID, ExecutionID: x.ID, Status: status,
+		FinalContext: map[string]any{}, CompletedAt: now, FailureReason: &f}
+	body, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	_, err = s.store.AppendHistory(ctx, []store.HistoryEvent{{ExecutionID: x.ID, DedupeKey: completionKey(x.ID), Completion: c, Body: body, ReceivedAt: now}})
+	if err == nil {
+		s.notifyCommit()
+	}
+	return err
+}
+
+func cancelFailure() message.Failure {
+	return message.Failure{Error: message.Error{Code: engine.CodeCancelled, Message: "cancelled through the API"}}
+}
+
+// halt halts a running execution whose cancel was requested. An execution
+// claimed but not yet dispatched is unknown to the coordinator until its
+// first messages go out: the halt is then retried in the background until
+// it takes, the execution ends, or the dispatch lease (after which the
+// dispatcher sees the cancel itself) has passed.
+func (s *Server) halt(ctx context.Context, x *store.Execution) error {
+	err := s.cfg.Engine.Halt(ctx, x.ID, cancelFailure())
+	if !errors.Is(err, engine.ErrEnded) {
+		return err
+	}
+	if x.DispatchedAt != nil {
+		return nil // ended already; its completion is on its way
+	}
+	go func() {
+		deadline := time.Now().Add(s.cfg.DispatchLease + 5*time.Second)
+		ctx := context.WithoutCancel(ctx)
+		for time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+			err := s.cfg.Engine.Halt(ctx, x.ID, cancelFailure())
+			if err == nil {
+				return
+			}
+			if !errors.Is(err, engine.ErrEnded) {
+				s.log.Warn("cancel: halt failed", "execution", x.ID, "err", err)
+				return
+			}
+			if cur, err := s.store.GetExecution(ctx, x.ID); err != nil || store.Final(cur.Status) {
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+// defCache keeps compiled workflow versions: versions are immutable.
+type defCache struct {
+	s  *Server
+	mu sync.Mutex
+	m  map[string]*engine.Workflow
+}
+
+func (c *defCache) get(ctx context.Context, id string, version int) (*engine.Workflow, error) {
+	key := id + "@" + strconv.Itoa(version)
+	c.mu.Lock()
+	wf := c.m[key]
+	c.mu.Unlock()
+	if wf != nil {
+		return wf, nil
+	}
+	stored, err := c.s.store.GetWorkflow(ctx, id, version)
+	if err != nil {
+		return nil, fmt.Errorf("workflow %s version %d: %w", id, version, err)
+	}
+	wf, err = c.s.cfg.Engine.Compile(stored.Definition)
+	if err != nil {
+		return nil, fmt.Errorf("workflow %s version %d: %w", id, version, err)
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) > 1000 {
+		c.m = map[string]*engine.Workflow{}
+	}
+	c.m[key] = wf
+	c.mu.Unlock()
+	return wf, nil
+}
+
+// CodeServerRestarted is the failure code of executions that were running
+// in an embedded server's process when it stopped.
+const CodeServerRestarted = "SERVER_RESTARTED"
+
+// AbandonRunning records a failed completion for every dispatched execution
+// that has not ended. Only the embedded default calls it, at start-up: its
+// queues and coordinator lived in the previous process, so what that process
+// was running can never finish. It returns how many it marked.
+func (s *Server) AbandonRunning(ctx context.Context) (int, error) {
+	n := 0
+	for _, status := range []string{store.StatusProcessing, store.StatusWaiting} {
+		cursor := ""
+		for {
+			page, err := s.store.ListExecutions(ctx, store.ExecutionFilter{Status: status, Limit: 500, Cursor: cursor})
+			if err != nil {
+				return n, err
+			}
+			var evs []store.HistoryEvent
+			now := s.cfg.Now().UTC()
+			for _, x := range page.Items {
+				if x.DispatchedAt == nil {
+					continue // claimed, not published: the dispatcher takes it again
+				}
+				c := &message.Completion{WorkflowID: x.WorkflowID, ExecutionID: x.ID, Status: message.CompletionFailed,
+					FinalContext: map[string]any{}, CompletedAt: now,
+					FailureReason: &message.Failure{Error: message.Error{Code: CodeServerRestarted,
+						Message: "the embedded server stopped while this execution ran; re-run it"}}}
+				body, err := json.Marshal(c)
+				if err != nil {
+					return n, err
+				}
+				evs = append(evs, store.HistoryEvent{ExecutionID: x.ID, DedupeKey: completionKey(x.ID), Completion: c, Body: body, ReceivedAt: now})
+			}
+			if len(evs) > 0 {
+				if _, err := s.store.AppendHistory(ctx, evs); err != nil {
+					return n, err
+				}
+				n += len(evs)
+			}
+			if page.Next == "" {
+				break
+			}
+			cursor = page.Next
+		}
+	}
+	return n, nil
+}

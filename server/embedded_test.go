@@ -1,0 +1,89 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/rune-org/rune/embedded"
+	"github.com/rune-org/rune/secrets"
+	"github.com/rune-org/rune/server"
+	"github.com/rune-org/rune/store/sqlite"
+)
+
+// syncBuffer is a log sink tests read while the server writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// embeddedTarget is the embedded default in this process: SQLite in a
+// temporary directory, the in-process runtime (worker and scheduler), the
+// server's API on an httptest server. Logs at debug level go to a buffer
+// the credential test searches.
+func embeddedTarget(t *testing.T) *target {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "rune.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := secrets.LoadKeys("", filepath.Join(t.TempDir(), "secret.key"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	rt, err := embedded.New(embedded.Options{Logger: log, ConsumeEvents: true, Secrets: secrets.Store{Store: st, Keys: keys}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := server.New(server.Config{Store: st, Broker: rt.Broker, Engine: rt.Engine, Keys: keys, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(runCtx) }()
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("server run: %v", err)
+		}
+		rt.Close()
+		st.Close()
+	})
+	return &target{url: hs.URL, token: newToken(t, st, "suite"), store: st, output: logs.String}
+}
+
+func TestAPIEmbedded(t *testing.T) {
+	apiSuite(t, embeddedTarget(t))
+}
+
+func readExample(t *testing.T, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "examples", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}

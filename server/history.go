@@ -1,0 +1,294 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rune-org/rune/broker"
+	"github.com/rune-org/rune/message"
+	"github.com/rune-org/rune/store"
+	"github.com/rune-org/rune/workflow"
+)
+
+// Node types whose success outputs an execution records in Vars as
+// "<type>_<node id>" (seed 003: a user sees what a notification step sent).
+var varNodeTypes = []string{"email", "sms"}
+
+// pendingEvent is one delivery waiting for its batch's commit.
+type pendingEvent struct {
+	ev   store.HistoryEvent
+	done chan error
+}
+
+// consumeHistory consumes statuses and completions into the store until ctx
+// is done. Each delivery's handler waits for the commit of the batch that
+// holds it, so a message is acked only once it is persisted; batches of up
+// to HistoryBatch events, or what arrived within HistoryWindow, make one
+// store write.
+func (s *Server) consumeHistory(ctx context.Context) error {
+	in := make(chan pendingEvent, s.cfg.HistoryBatch)
+	wctx, stopWriter := context.WithCancel(ctx)
+	defer stopWriter()
+	var wg sync.WaitGroup
+	wg.Go(func() { s.historyWriter(wctx, in) })
+	// Enough handlers in flight to fill a batch while the last one commits.
+	opts := broker.ConsumeOptions{Concurrency: s.cfg.HistoryBatch * historyConsumerFactor, Prefetch: s.cfg.HistoryBatch * historyConsumerFactor * 2}
+	handler := func(ctx context.Context, d *broker.Delivery) error {
+		ev, err := historyEvent(d)
+		if err != nil {
+			return fmt.Errorf("%w: %v", broker.ErrReject, err)
+		}
+		p := pendingEvent{ev: ev, done: make(chan error, 1)}
+		select {
+		case in <- p:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		select {
+		case err := <-p.done:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	// One consumer failing stops the other: Run then reports it.
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, 2)
+	for _, topic := range []broker.Topic{broker.Status, broker.Completion} {
+		wg.Go(func() {
+			err := s.cfg.Broker.Consume(cctx, topic, opts, handler)
+			if err != nil {
+				err = fmt.Errorf("consume %s: %w", topic, err)
+			}
+			errs <- err
+			cancel()
+		})
+	}
+	first := <-errs
+	second := <-errs
+	cancel()
+	stopWriter()
+	wg.Wait()
+	if first != nil {
+		return first
+	}
+	return second
+}
+
+// historyWriter gathers pending events into batches and commits them.
+// Completions are held back one window and go last in their batch: the
+// statuses a worker publishes with a completion travel on another queue and
+// usually arrive just after it, and a stream reads best with the completion
+// after them.
+func (s *Server) historyWriter(ctx context.Context, in <-chan pendingEvent) {
+	type heldEvent struct {
+		p   pendingEvent
+		due time.Time
+	}
+	var held []heldEvent
+	batch := make([]pendingEvent, 0, s.cfg.HistoryBatch)
+	add := func(p pendingEvent) {
+		if p.ev.Completion != nil {
+			held = append(held, heldEvent{p, time.Now().Add(s.cfg.HistoryWindow)})
+			return
+		}
+		batch = append(batch, p)
+	}
+	idle := time.NewTimer(time.Hour)
+	defer idle.Stop()
+	for {
+		batch = batch[:0]
+		wait := time.Hour
+		if len(held) > 0 {
+			wait = max(time.Until(held[0].due), 0)
+		}
+		idle.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case p := <-in:
+			add(p)
+		case <-idle.C:
+		}
+		window := time.NewTimer(s.cfg.HistoryWindow)
+	gather:
+		for len(batch)+len(held) < s.cfg.HistoryBatch {
+			select {
+			case p := <-in:
+				add(p)
+			case <-window.C:
+				break gather
+			case <-ctx.Done():
+				break gather
+			}
+		}
+		window.Stop()
+		now := time.Now()
+		n := 0
+		for n < len(held) && !held[n].due.After(now) && len(batch) < 2*s.cfg.HistoryBatch {
+			batch = append(batch, held[n].p)
+			n++
+		}
+		held = held[n:]
+		if len(batch) == 0 {
+			continue
+		}
+		err := s.commitHistory(ctx, batch)
+		for _, p := range batch {
+			p.done <- err
+		}
+	}
+}
+
+func (s *Server) commitHistory(ctx context.Context, batch []pendingEvent) error {
+	evs := make([]store.HistoryEvent, len(batch))
+	for i, p := range batch {
+		evs[i] = p.ev
+	}
+	s.addVars(ctx, evs)
+	if _, err := s.store.AppendHistory(ctx, evs); err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("history: store write failed; the messages are delivered again", "events", len(evs), "err", err)
+		}
+		return err
+	}
+	s.notifyCommit()
+	return nil
+}
+
+// historyEvent turns a delivery into the event the store records.
+func historyEvent(d *broker.Delivery) (store.HistoryEvent, error) {
+	body, err := json.Marshal(d.Body)
+	if err != nil {
+		return store.HistoryEvent{}, err
+	}
+	ev := store.HistoryEvent{Body: body, ReceivedAt: time.Now().UTC()}
+	switch b := d.Body.(type) {
+	case *message.NodeStatus:
+		ev.ExecutionID, ev.Status = b.ExecutionID, b
+		ev.DedupeKey = statusKey(d.ID, body)
+	case *message.Completion:
+		ev.ExecutionID, ev.Completion = b.ExecutionID, b
+		ev.DedupeKey = completionKey(b.ExecutionID)
+	default:
+		return store.HistoryEvent{}, fmt.Errorf("history: unexpected %T on %s", d.Body, d.Topic)
+	}
+	return ev, nil
+}
+
+// statusKey is a status's message id, or (statuses carry none) a hash of
+// its body: a redelivered status is byte for byte the same.
+func statusKey(id string, body []byte) string {
+	if id != "" {
+		return "status:" + id
+	}
+	h := sha256.Sum256(body)
+	return "status:" + hex.EncodeToString(h[:16])
+}
+
+// completionKey is the dedupe key of an execution's completion: there is one
+// per execution, and its message id is the execution id.
+func completionKey(execID string) string { return "completion:" + execID }
+
+// addVars sets Vars on the success statuses of email and sms nodes.
+func (s *Server) addVars(ctx context.Context, evs []store.HistoryEvent) {
+	for i := range evs {
+		st := evs[i].Status
+		if st == nil || st.Status != message.StatusSuccess || !s.vars.mayHave(ctx, s, st.WorkflowID) {
+			continue
+		}
+		typ := s.vars.nodeType(ctx, s, st.ExecutionID, st.NodeID)
+		if !contains(varNodeTypes, typ) {
+			continue
+		}
+		out, err := json.Marshal(st.Output)
+		if err != nil {
+			continue
+		}
+		evs[i].Vars = map[string]json.RawMessage{typ + "_" + st.NodeID: out}
+	}
+}
+
+// varCache answers which node types an execution's definition has, asking
+// the store only for workflows that have an email or sms node in some
+// version.
+type varCache struct {
+	mu     sync.Mutex
+	wfs    map[string]varWorkflow
+	byExec map[string]map[string]string // execution → node id → type
+}
+
+type varWorkflow struct {
+	has bool
+	at  time.Time
+}
+
+func (c *varCache) mayHave(ctx context.Context, s *Server, workflowID string) bool {
+	now := time.Now()
+	c.mu.Lock()
+	w, ok := c.wfs[workflowID]
+	c.mu.Unlock()
+	if ok && now.Sub(w.at) < 30*time.Second {
+		return w.has
+	}
+	has := false
+	versions, err := s.store.ListVersions(ctx, workflowID)
+	if err != nil {
+		return false
+	}
+	for _, v := range versions {
+		for _, typ := range nodeTypes(v.Definition) {
+			has = has || contains(varNodeTypes, typ)
+		}
+	}
+	c.mu.Lock()
+	if c.wfs == nil || len(c.wfs) > 10_000 {
+		c.wfs = map[string]varWorkflow{}
+	}
+	c.wfs[workflowID] = varWorkflow{has: has, at: now}
+	c.mu.Unlock()
+	return has
+}
+
+func (c *varCache) nodeType(ctx context.Context, s *Server, execID, nodeID string) string {
+	c.mu.Lock()
+	types, ok := c.byExec[execID]
+	c.mu.Unlock()
+	if !ok {
+		x, err := s.store.GetExecution(ctx, execID)
+		if err != nil {
+			return ""
+		}
+		wf, err := s.store.GetWorkflow(ctx, x.WorkflowID, x.Version)
+		if err != nil {
+			return ""
+		}
+		types = nodeTypes(wf.Definition)
+		c.mu.Lock()
+		if c.byExec == nil || len(c.byExec) > 10_000 {
+			c.byExec = map[string]map[string]string{}
+		}
+		c.byExec[execID] = types
+		c.mu.Unlock()
+	}
+	return types[nodeID]
+}
+
+// nodeTypes maps each node id of a definition to its type.
+func nodeTypes(raw json.RawMessage) map[string]string {
+	var def workflow.Definition
+	if err := json.Unmarshal(raw, &def); err != nil {
+		return nil
+	}
+	out := make(map[string]string, len(def.Nodes))
+	for _, n := range def.Nodes {
+		out[n.ID] = n.Type
+	}
+	return out
+}

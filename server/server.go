@@ -1,0 +1,227 @@
+// Package server is `rune server`, the master (RFC 001 §12.2): the HTTP API
+// over workflows, executions (trigger instances) and credentials; the
+// dispatcher that claims due executions and publishes their first messages;
+// the history consumer that persists statuses and completions; and the live
+// Server-Sent Events streams. Its state lives in a store.Store, so several
+// servers may share one PostgreSQL database.
+package server
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/rune-org/rune/broker"
+	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/secrets"
+	"github.com/rune-org/rune/store"
+)
+
+// Defaults of Config.
+const (
+	MaxBodyDefault        = 6 << 20 // a definition (5 MiB) and some slack
+	MaxTriggerDefault     = 1 << 20
+	DispatchPollDefault   = 25 * time.Millisecond
+	DispatchLeaseDefault  = 30 * time.Second
+	DispatchBatchDefault  = 200
+	HistoryBatchDefault   = 500
+	HistoryWindowDefault  = 20 * time.Millisecond
+	StreamPollDefault     = 100 * time.Millisecond
+	HeartbeatDefault      = 10 * time.Second
+	TokenCacheTTLDefault  = 2 * time.Second
+	dispatchParallelism   = 32
+	historyConsumerFactor = 2
+)
+
+// Config configures a Server. Store, Broker and Engine are required; every
+// other field has the default its comment states.
+type Config struct {
+	// Store holds workflows, executions, history, credentials and tokens. Required.
+	Store store.Store
+	// Broker carries first messages out and statuses and completions in. Required.
+	Broker broker.Broker
+	// Engine compiles definitions (validation exactly as `rune validate`),
+	// starts and halts executions. Required.
+	Engine *engine.Engine
+	// Keys encrypt credentials. Defaults to none: the credential endpoints
+	// then answer 503 unavailable.
+	Keys *secrets.Keyring
+	// APIToken is accepted as a bearer token besides the stored ones
+	// (RUNE_API_TOKEN). Defaults to "": only stored tokens.
+	APIToken string
+	// ID names this server in execution claims. Defaults to host-pid-random.
+	ID string
+	// Logger receives the server's logs. Defaults to slog.Default().
+	Logger *slog.Logger
+	// MaxBody bounds a request body in bytes (413 above). Defaults to MaxBodyDefault.
+	MaxBody int64
+	// MaxTrigger bounds a trigger payload in bytes (413 above). Defaults to MaxTriggerDefault.
+	MaxTrigger int64
+	// DispatchPoll is the dispatcher's pause when nothing is due (a trigger
+	// through this server's API wakes it at once). Defaults to DispatchPollDefault.
+	DispatchPoll time.Duration
+	// DispatchLease is how long a claimed, not yet dispatched execution is
+	// this server's before another may dispatch it. Defaults to DispatchLeaseDefault.
+	DispatchLease time.Duration
+	// DispatchBatch is how many executions one claim takes. Defaults to DispatchBatchDefault.
+	DispatchBatch int
+	// HistoryBatch is how many statuses and completions one store write
+	// takes at most. Defaults to HistoryBatchDefault.
+	HistoryBatch int
+	// HistoryWindow is how long the history consumer gathers a batch after
+	// its first event. Defaults to HistoryWindowDefault.
+	HistoryWindow time.Duration
+	// StreamPoll is how often a live stream reads new events when no commit
+	// of this process woke it (events committed by other replicas).
+	// Defaults to StreamPollDefault.
+	StreamPoll time.Duration
+	// Heartbeat is the interval of SSE heartbeat comments. Defaults to HeartbeatDefault.
+	Heartbeat time.Duration
+	// TokenCacheTTL is how long a verified stored token is trusted without
+	// asking the store again (a revoked token works at most this long).
+	// Defaults to TokenCacheTTLDefault.
+	TokenCacheTTL time.Duration
+	// Now returns the current time. Defaults to time.Now.
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() Config {
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.MaxBody = cmp.Or(c.MaxBody, MaxBodyDefault)
+	c.MaxTrigger = cmp.Or(c.MaxTrigger, MaxTriggerDefault)
+	c.DispatchPoll = cmp.Or(c.DispatchPoll, DispatchPollDefault)
+	c.DispatchLease = cmp.Or(c.DispatchLease, DispatchLeaseDefault)
+	c.DispatchBatch = cmp.Or(c.DispatchBatch, DispatchBatchDefault)
+	c.HistoryBatch = cmp.Or(c.HistoryBatch, HistoryBatchDefault)
+	c.HistoryWindow = cmp.Or(c.HistoryWindow, HistoryWindowDefault)
+	c.StreamPoll = cmp.Or(c.StreamPoll, StreamPollDefault)
+	c.Heartbeat = cmp.Or(c.Heartbeat, HeartbeatDefault)
+	c.TokenCacheTTL = cmp.Or(c.TokenCacheTTL, TokenCacheTTLDefault)
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.ID == "" {
+		host, _ := os.Hostname()
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		c.ID = fmt.Sprintf("%s-%d-%s", cmp.Or(host, "server"), os.Getpid(), hex.EncodeToString(b[:]))
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Store == nil:
+		return errors.New("server: Config.Store is required")
+	case c.Broker == nil:
+		return errors.New("server: Config.Broker is required")
+	case c.Engine == nil:
+		return errors.New("server: Config.Engine is required")
+	case c.MaxBody < 0:
+		return fmt.Errorf("server: Config.MaxBody is %d, want positive", c.MaxBody)
+	case c.MaxTrigger < 0:
+		return fmt.Errorf("server: Config.MaxTrigger is %d, want positive", c.MaxTrigger)
+	case c.DispatchBatch < 0 || c.HistoryBatch < 0:
+		return errors.New("server: Config.DispatchBatch and Config.HistoryBatch must be positive")
+	}
+	return nil
+}
+
+// Server is one `rune server`: Handler serves the API, Run runs the
+// dispatcher and the history consumer.
+type Server struct {
+	cfg   Config
+	store store.Store
+	log   *slog.Logger
+	mux   *http.ServeMux
+
+	// wake tells the dispatcher an execution is available now.
+	wake chan struct{}
+	// commits is closed and replaced after every history commit, waking
+	// the live streams of this process.
+	commitMu sync.Mutex
+	commits  chan struct{}
+
+	tokens tokenCache
+	defs   defCache
+	vars   varCache
+}
+
+// New builds a server from cfg.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	s := &Server{
+		cfg:     cfg,
+		store:   cfg.Store,
+		log:     cfg.Logger,
+		wake:    make(chan struct{}, 1),
+		commits: make(chan struct{}),
+	}
+	s.tokens.ttl = cfg.TokenCacheTTL
+	s.defs.s = s
+	s.mux = http.NewServeMux()
+	for _, rt := range s.routes() {
+		s.mux.Handle(rt.Method+" "+rt.Path, s.endpoint(rt))
+	}
+	s.mux.HandleFunc("/", s.noRoute)
+	return s, nil
+}
+
+// Handler returns the HTTP API.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Run runs the dispatcher and the history consumer until ctx is done, or
+// until one of them fails (then both stop and Run returns the error).
+func (s *Server) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	run := func(name string, f func(context.Context) error) {
+		wg.Go(func() {
+			if err := f(ctx); err != nil && ctx.Err() == nil {
+				cancel(fmt.Errorf("server: %s: %w", name, err))
+			}
+		})
+	}
+	run("dispatcher", s.dispatch)
+	run("history", s.consumeHistory)
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// notifyCommit wakes the live streams waiting for new events.
+func (s *Server) notifyCommit() {
+	s.commitMu.Lock()
+	close(s.commits)
+	s.commits = make(chan struct{})
+	s.commitMu.Unlock()
+}
+
+// commitSignal returns the channel the next commit closes.
+func (s *Server) commitSignal() <-chan struct{} {
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	return s.commits
+}
+
+// wakeDispatcher tells the dispatcher to claim now.
+func (s *Server) wakeDispatcher() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}

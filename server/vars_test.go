@@ -1,0 +1,114 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rune-org/rune/embedded"
+	"github.com/rune-org/rune/expr"
+	"github.com/rune-org/rune/node"
+	"github.com/rune-org/rune/nodes"
+	"github.com/rune-org/rune/server"
+	"github.com/rune-org/rune/store"
+	"github.com/rune-org/rune/store/sqlite"
+	"github.com/rune-org/rune/workflow"
+)
+
+// fakeEmail stands in for a notification node type named "email": it
+// succeeds with what it "sent".
+type fakeEmail struct{}
+
+func (fakeEmail) Check(*workflow.NodeCheck) {}
+func (fakeEmail) Compile(*workflow.Node, *expr.Compiler) (node.Runner, error) {
+	return fakeEmail{}, nil
+}
+func (fakeEmail) Run(context.Context, *node.Input) (node.Result, error) {
+	return node.Result{Output: map[string]any{"message_id": "m-1", "to": "ada@example.com"}}, nil
+}
+
+// TestVarsRecordNotificationResults: the success output of an email node is
+// recorded in the execution's vars as email_<node id> (seed 003); other
+// nodes' outputs are not.
+func TestVarsRecordNotificationResults(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "rune.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	reg := nodes.NewRegistry(nodes.Options{})
+	reg.Register("email", fakeEmail{})
+	rt, err := embedded.New(embedded.Options{Registry: reg, ConsumeEvents: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	s, err := server.New(server.Config{Store: st, Broker: rt.Broker, Engine: rt.Engine, APIToken: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(runCtx) }()
+	defer func() { cancel(); <-done }()
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	a := newAPI(t, &target{url: hs.URL, token: "t", store: st})
+	a.pushWorkflow(wfDef("notify", `{"id":"welcome","type":"email"},{"id":"s","type":"set","parameters":{"values":{"v":1}}}`,
+		`{"id":"e1","src":"start","dst":"welcome"},{"id":"e2","src":"welcome","dst":"s"}`))
+	x := a.trigger("notify", `{}`)
+	done2 := a.waitStatus(x.ID, "completed")
+	var got map[string]any
+	if err := json.Unmarshal(done2.Vars["email_welcome"], &got); err != nil || got["message_id"] != "m-1" {
+		t.Fatalf("vars %s, want email_welcome with the node's output", mustJSON(done2.Vars))
+	}
+	if len(done2.Vars) != 1 {
+		t.Fatalf("vars %s, want only email_welcome", mustJSON(done2.Vars))
+	}
+}
+
+func mustJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+// TestDispatchOfUncompilableVersionFails: a stored version that no longer
+// compiles (its node type is not in this build) ends failed with
+// INVALID_WORKFLOW instead of being claimed again after every lease.
+func TestDispatchOfUncompilableVersionFails(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "rune.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	def := wfDef("gone", `{"id":"welcome","type":"email"}`, `{"id":"e1","src":"start","dst":"welcome"}`)
+	if _, err := st.CreateWorkflow(ctx, store.WorkflowInput{ID: "gone", Definition: []byte(def), At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := embedded.New(embedded.Options{ConsumeEvents: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	s, err := server.New(server.Config{Store: st, Broker: rt.Broker, Engine: rt.Engine, APIToken: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(runCtx) }()
+	defer func() { cancel(); <-done }()
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	a := newAPI(t, &target{url: hs.URL, token: "t", store: st})
+	x := a.trigger("gone", `{}`)
+	failed := a.waitStatus(x.ID, "failed")
+	if !strings.Contains(string(failed.Completion), "INVALID_WORKFLOW") {
+		t.Fatalf("completion %s, want INVALID_WORKFLOW", failed.Completion)
+	}
+}

@@ -1,0 +1,234 @@
+package store
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Argument checks and defaults both implementations share, so they reject
+// the same input with the same words.
+
+// List limits.
+const (
+	// ListLimitDefault and ListLimitMax bound workflow and execution pages.
+	ListLimitDefault = 50
+	ListLimitMax     = 500
+	// EventLimitDefault and EventLimitMax bound Events.
+	EventLimitDefault = 500
+	EventLimitMax     = 5000
+)
+
+// ListLimit returns l defaulted and capped for a page.
+func ListLimit(l int) int {
+	if l <= 0 {
+		return ListLimitDefault
+	}
+	return min(l, ListLimitMax)
+}
+
+// EventLimit returns l defaulted and capped for Events.
+func EventLimit(l int) int {
+	if l <= 0 {
+		return EventLimitDefault
+	}
+	return min(l, EventLimitMax)
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+// NewID returns prefix followed by 20 random hex digits.
+func NewID(prefix string) string {
+	var b [10]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// CheckWorkflow validates in (update: the ID is required) and fills in its
+// defaults: a generated ID on create, At = now.
+func CheckWorkflow(in *WorkflowInput, update bool) error {
+	if in.ID == "" {
+		if update {
+			return invalid("workflow id: missing")
+		}
+		in.ID = NewID("wf_")
+	}
+	if len(in.ID) > 128 {
+		return invalid("workflow id: longer than 128 bytes")
+	}
+	if len(in.Definition) == 0 || !json.Valid(in.Definition) {
+		return invalid("workflow %s: definition: not valid JSON", in.ID)
+	}
+	if in.At.IsZero() {
+		in.At = time.Now()
+	}
+	in.At = Micro(in.At)
+	return nil
+}
+
+// NewExecution validates in and returns the execution it enqueues.
+func NewExecution(in ExecutionInput) (*Execution, error) {
+	switch {
+	case in.ID == "":
+		return nil, invalid("execution id: missing")
+	case len(in.ID) > 128:
+		return nil, invalid("execution id: longer than 128 bytes")
+	case in.WorkflowID == "":
+		return nil, invalid("execution %s: workflow id: missing", in.ID)
+	case in.Version < 0:
+		return nil, invalid("execution %s: version: %d is negative", in.ID, in.Version)
+	case len(in.Input) > 0 && !json.Valid(in.Input):
+		return nil, invalid("execution %s: input: not valid JSON", in.ID)
+	case len(in.IdempotencyKey) > 255:
+		return nil, invalid("execution %s: idempotency key: longer than 255 bytes", in.ID)
+	}
+	if in.At.IsZero() {
+		in.At = time.Now()
+	}
+	if in.AvailableAt.IsZero() {
+		in.AvailableAt = in.At
+	}
+	if len(in.Input) == 0 {
+		in.Input = json.RawMessage("{}")
+	}
+	return &Execution{ID: in.ID, WorkflowID: in.WorkflowID, Version: in.Version, Status: StatusEnqueued,
+		Input: in.Input, IdempotencyKey: in.IdempotencyKey, Trigger: in.Trigger, AvailableAt: Micro(in.AvailableAt),
+		Attempts: 1, CreatedAt: Micro(in.At), UpdatedAt: Micro(in.At)}, nil
+}
+
+// CheckClaim validates c and fills in its defaults (Now: now).
+func CheckClaim(c *Claim) error {
+	switch {
+	case c.Owner == "":
+		return invalid("claim owner: missing")
+	case c.Lease <= 0:
+		return invalid("claim lease: %v is not positive", c.Lease)
+	case c.Limit <= 0:
+		return invalid("claim limit: %d is not positive", c.Limit)
+	}
+	if c.Now.IsZero() {
+		c.Now = time.Now()
+	}
+	c.Now = Micro(c.Now)
+	return nil
+}
+
+// CheckCredential validates c.
+func CheckCredential(c *Credential) error {
+	switch {
+	case c.Name == "":
+		return invalid("credential name: missing")
+	case len(c.Ciphertext) == 0:
+		return invalid("credential %s: ciphertext: missing", c.Name)
+	case c.KeyID == "":
+		return invalid("credential %s: key id: missing", c.Name)
+	}
+	if c.UpdatedAt.IsZero() {
+		c.UpdatedAt = time.Now()
+	}
+	c.UpdatedAt = Micro(c.UpdatedAt)
+	if c.CreatedAt.IsZero() {
+		c.CreatedAt = c.UpdatedAt
+	}
+	c.CreatedAt = Micro(c.CreatedAt)
+	return nil
+}
+
+// CheckToken validates t and fills in its defaults (ID, CreatedAt).
+func CheckToken(t *Token) error {
+	switch {
+	case t.Name == "":
+		return invalid("token name: missing")
+	case len(t.Hash) == 0:
+		return invalid("token %s: hash: missing", t.Name)
+	}
+	if t.ID == "" {
+		t.ID = NewID("tok_")
+	}
+	if t.CreatedAt.IsZero() {
+		t.CreatedAt = time.Now()
+	}
+	t.CreatedAt = Micro(t.CreatedAt)
+	return nil
+}
+
+// PageCursor is the position after the last item of a page, newest first:
+// its creation time and id.
+type PageCursor struct {
+	At time.Time
+	ID string
+}
+
+// Encode returns c as an opaque string.
+func (c PageCursor) Encode() string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.At.UnixMicro(), 10) + "|" + c.ID))
+}
+
+// DecodeCursor reads a cursor made by Encode; "" is the first page.
+func DecodeCursor(s string) (PageCursor, error) {
+	if s == "" {
+		return PageCursor{}, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err == nil {
+		at, id, ok := strings.Cut(string(b), "|")
+		if n, perr := strconv.ParseInt(at, 10, 64); ok && perr == nil && id != "" {
+			return PageCursor{At: time.UnixMicro(n).UTC(), ID: id}, nil
+		}
+	}
+	return PageCursor{}, invalid("cursor: %q is not a cursor this store returned", s)
+}
+
+// DecodeWorkflowCursor reads a workflow list's cursor (the last id).
+func DecodeWorkflowCursor(s string) (string, error) {
+	if s == "" {
+		return "", nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) == 0 {
+		return "", invalid("cursor: %q is not a cursor this store returned", s)
+	}
+	return string(b), nil
+}
+
+// EncodeWorkflowCursor returns the cursor after workflow id.
+func EncodeWorkflowCursor(id string) string { return base64.RawURLEncoding.EncodeToString([]byte(id)) }
+
+// Cancel applies a cancel at at to x: an enqueued execution is cancelled at
+// once; a processing or waiting one is marked CancelRequested (its
+// completion, halted, then makes it cancelled). It returns the change to
+// record ("" when a cancel was already requested) and false when x has ended.
+func Cancel(x *Execution, at time.Time) (change string, ok bool) {
+	switch {
+	case Final(x.Status):
+		return "", false
+	case x.CancelRequested:
+		return "", true
+	case x.Status == StatusEnqueued:
+		x.Status = StatusCancelled
+		x.CancelRequested = true
+		x.FinishedAt = timePtr(at)
+		x.UpdatedAt = Micro(at)
+		return ChangeCancelled, true
+	}
+	x.CancelRequested = true
+	x.UpdatedAt = Micro(at)
+	return ChangeCancelRequested, true
+}
+
+// CheckExecutionFilter validates f's status, so that a misspelt one is an
+// error rather than an empty list.
+func CheckExecutionFilter(f ExecutionFilter) error {
+	switch f.Status {
+	case "", StatusEnqueued, StatusProcessing, StatusWaiting, StatusCompleted, StatusFailed, StatusHalted, StatusCancelled:
+		return nil
+	}
+	return invalid("status: %q is not an execution status (enqueued, processing, waiting, completed, failed, halted, cancelled)", f.Status)
+}

@@ -1,0 +1,178 @@
+-- Queries of store/sqlite, by name (see store/sqlfile). Times are INTEGER
+-- microseconds since the Unix epoch; JSON is TEXT.
+
+-- name: migrations_table
+CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)
+
+-- name: migrations_applied
+SELECT version FROM schema_migrations ORDER BY version
+
+-- name: migration_count
+SELECT count(*) FROM schema_migrations WHERE version = ?
+
+-- name: migration_record
+INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)
+
+-- name: workflow_head
+SELECT latest, deleted_at FROM workflow_heads WHERE id = ?
+
+-- name: workflow_insert
+INSERT INTO workflows (id, version, name, definition, created_at) VALUES (?, ?, ?, ?, ?)
+
+-- name: workflow_head_insert
+INSERT INTO workflow_heads (id, latest) VALUES (?, 1) ON CONFLICT DO NOTHING
+
+-- name: workflow_head_update
+UPDATE workflow_heads SET latest = ? WHERE id = ?
+
+-- name: workflow_get
+SELECT w.id, w.version, w.name, w.definition, w.created_at, h.deleted_at
+FROM workflows w JOIN workflow_heads h ON h.id = w.id
+WHERE w.id = ? AND w.version = ?
+
+-- name: workflow_list
+SELECT w.id, w.version, w.name, w.definition, w.created_at, h.deleted_at
+FROM workflow_heads h JOIN workflows w ON w.id = h.id AND w.version = h.latest
+WHERE h.deleted_at IS NULL AND h.id > ?
+ORDER BY h.id
+LIMIT ?
+
+-- name: workflow_versions
+SELECT w.id, w.version, w.name, w.definition, w.created_at, h.deleted_at
+FROM workflows w JOIN workflow_heads h ON h.id = w.id
+WHERE w.id = ?
+ORDER BY w.version DESC
+
+-- name: workflow_delete
+UPDATE workflow_heads SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL
+
+-- name: execution_insert
+INSERT INTO executions (id, workflow_id, version, status, input, idempotency_key, trigger_source, available_at,
+    attempts, cursor, vars, unfinished, completion, cancel_requested, claimed_by, claim_until, dispatched_at,
+    created_at, updated_at, finished_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT DO NOTHING
+
+-- name: execution_get
+SELECT id, workflow_id, version, status, input, idempotency_key, trigger_source, available_at, attempts, cursor,
+    vars, unfinished, completion, cancel_requested, claimed_by, claim_until, dispatched_at, created_at, updated_at,
+    finished_at
+FROM executions WHERE id = ?
+
+-- name: execution_by_key
+SELECT id, workflow_id, version, status, input, idempotency_key, trigger_source, available_at, attempts, cursor,
+    vars, unfinished, completion, cancel_requested, claimed_by, claim_until, dispatched_at, created_at, updated_at,
+    finished_at
+FROM executions WHERE workflow_id = ? AND idempotency_key = ?
+
+-- name: execution_list
+-- Parameters: workflow id, status, idempotency key, created after, created
+-- before (each: the empty value selects all), then the cursor (created_at,
+-- id; 0 for the first page) and the limit.
+SELECT id, workflow_id, version, status, input, idempotency_key, trigger_source, available_at, attempts, cursor,
+    vars, unfinished, completion, cancel_requested, claimed_by, claim_until, dispatched_at, created_at, updated_at,
+    finished_at
+FROM executions
+WHERE (?1 = '' OR workflow_id = ?1)
+  AND (?2 = '' OR status = ?2)
+  AND (?3 = '' OR idempotency_key = ?3)
+  AND (?4 = 0 OR created_at > ?4)
+  AND (?5 = 0 OR created_at < ?5)
+  AND (?6 = 0 OR created_at < ?6 OR (created_at = ?6 AND id < ?7))
+ORDER BY created_at DESC, id DESC
+LIMIT ?8
+
+-- name: execution_claim
+-- Due enqueued executions and claimed ones whose claim ended undispatched,
+-- oldest available_at first, each kind read on its own partial index up to
+-- the limit (without INDEXED BY, an unanalysed file uses executions_status
+-- and sorts every due row). One writer connection makes this atomic.
+UPDATE executions
+SET status = 'processing', claimed_by = ?1, claim_until = ?2, updated_at = ?3
+WHERE id IN (
+    SELECT id FROM (
+        SELECT * FROM (
+            SELECT id, available_at FROM executions INDEXED BY executions_enqueued
+            WHERE status = 'enqueued' AND available_at <= ?3
+            ORDER BY available_at LIMIT ?4)
+        UNION ALL
+        SELECT * FROM (
+            SELECT id, available_at FROM executions INDEXED BY executions_undispatched
+            WHERE status = 'processing' AND dispatched_at IS NULL AND claim_until <= ?3
+            ORDER BY claim_until LIMIT ?4))
+    ORDER BY available_at
+    LIMIT ?4)
+RETURNING id, workflow_id, version, status, input, idempotency_key, trigger_source, available_at, attempts, cursor,
+    vars, unfinished, completion, cancel_requested, claimed_by, claim_until, dispatched_at, created_at, updated_at,
+    finished_at
+
+-- name: execution_dispatched
+UPDATE executions SET dispatched_at = ?, updated_at = ? WHERE id = ?
+
+-- name: execution_cancel
+UPDATE executions SET status = ?, cancel_requested = 1, updated_at = ?, finished_at = ? WHERE id = ?
+
+-- name: execution_history
+-- What AppendHistory changes.
+UPDATE executions
+SET status = ?, available_at = ?, attempts = ?, cursor = ?, vars = ?, unfinished = ?, completion = ?,
+    updated_at = ?, finished_at = ?
+WHERE id = ?
+
+-- name: run_get
+SELECT execution_id, node_id, branch, lineage, status, attempt, output, error, details, started_at, finished_at,
+    next_attempt_at, resume_at, duration_ms, reported_at, updated_at
+FROM node_runs WHERE execution_id = ? AND node_id = ? AND branch = ?
+
+-- name: run_list
+SELECT execution_id, node_id, branch, lineage, status, attempt, output, error, details, started_at, finished_at,
+    next_attempt_at, resume_at, duration_ms, reported_at, updated_at
+FROM node_runs WHERE execution_id = ? ORDER BY seq
+
+-- name: run_upsert
+INSERT INTO node_runs (execution_id, node_id, branch, lineage, status, attempt, output, error, details, started_at,
+    finished_at, next_attempt_at, resume_at, duration_ms, reported_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (execution_id, node_id, branch) DO UPDATE SET
+    status = excluded.status, attempt = excluded.attempt, output = excluded.output, error = excluded.error,
+    details = excluded.details, started_at = excluded.started_at, finished_at = excluded.finished_at,
+    next_attempt_at = excluded.next_attempt_at, resume_at = excluded.resume_at,
+    duration_ms = excluded.duration_ms, reported_at = excluded.reported_at, updated_at = excluded.updated_at
+
+-- name: event_recorded
+SELECT 1 FROM events WHERE execution_id = ? AND dedupe_key = ?
+
+-- name: event_insert
+INSERT INTO events (execution_id, dedupe_key, kind, body, at) VALUES (?, ?, ?, ?, ?) RETURNING id
+
+-- name: events_all
+SELECT id, execution_id, kind, body, at FROM events WHERE id > ? ORDER BY id LIMIT ?
+
+-- name: events_execution
+SELECT id, execution_id, kind, body, at FROM events WHERE execution_id = ? AND id > ? ORDER BY id LIMIT ?
+
+-- name: credential_put
+INSERT INTO credentials (name, type, key_id, ciphertext, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (name) DO UPDATE SET
+    type = excluded.type, key_id = excluded.key_id, ciphertext = excluded.ciphertext, updated_at = excluded.updated_at
+
+-- name: credential_get
+SELECT name, type, key_id, ciphertext, created_at, updated_at FROM credentials WHERE name = ?
+
+-- name: credential_list
+SELECT name, type, key_id, NULL, created_at, updated_at FROM credentials ORDER BY name
+
+-- name: credential_delete
+DELETE FROM credentials WHERE name = ?
+
+-- name: token_insert
+INSERT INTO tokens (id, name, prefix, hash, created_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
+
+-- name: token_by_hash
+SELECT id, name, prefix, hash, created_at, revoked_at FROM tokens WHERE hash = ? AND revoked_at IS NULL
+
+-- name: token_list
+SELECT id, name, prefix, NULL, created_at, revoked_at FROM tokens ORDER BY name
+
+-- name: token_revoke
+UPDATE tokens SET revoked_at = COALESCE(revoked_at, ?) WHERE name = ?

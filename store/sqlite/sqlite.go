@@ -1,0 +1,691 @@
+// Package sqlite implements store.Store on an embedded SQLite file
+// (modernc.org/sqlite, pure Go): the embedded `rune server`'s database.
+//
+// One process uses a file at a time. Writes go through a single connection
+// (so a claim is trivially atomic and event ids ascend in commit order);
+// reads use a small pool of their own, which WAL lets run beside the writer.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"time"
+
+	"github.com/rune-org/rune/store"
+	"github.com/rune-org/rune/store/migrate"
+	"github.com/rune-org/rune/store/sqlfile"
+
+	"modernc.org/sqlite" // registers the "sqlite" driver
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+//go:embed queries.sql
+var queriesSQL string
+
+var queries = sqlfile.MustParse(queriesSQL)
+
+// BusyTimeout is how long a statement waits for a lock held by another
+// connection before it fails.
+const BusyTimeout = 10 * time.Second
+
+// ReadConns is the size of the read pool.
+const ReadConns = 4
+
+// Store is a store.Store on one SQLite file.
+type Store struct {
+	w, r *sql.DB
+	path string
+	// hot holds AppendHistory's statements, prepared once on the writer
+	// connection: parsing them per call was a third of its time.
+	hot map[string]*sql.Stmt
+}
+
+var hotQueries = []string{"execution_get", "run_get", "event_recorded", "run_upsert", "execution_history", "event_insert"}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating it when missing) the database file at path and
+// applies its migrations.
+func Open(ctx context.Context, path string) (*Store, error) {
+	if path == "" {
+		return nil, fmt.Errorf("sqlite: %w: path: missing", store.ErrInvalid)
+	}
+	dsn := func(extra string) string {
+		return "file:" + (&url.URL{Path: path}).EscapedPath() + "?_pragma=busy_timeout(" +
+			fmt.Sprint(BusyTimeout.Milliseconds()) + ")&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)" +
+			"&_pragma=foreign_keys(ON)&_txlock=immediate" + extra
+	}
+	w, err := sql.Open("sqlite", dsn(""))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetConnMaxIdleTime(0)
+	s := &Store{w: w, path: path}
+	if err := ping(ctx, w); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	ms, err := migrate.Load(migrations, "migrations")
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	if _, err := migrate.Run(ctx, target{w}, ms); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sqlite: %s: %w", path, err)
+	}
+	s.hot = map[string]*sql.Stmt{}
+	for _, name := range hotQueries {
+		if s.hot[name], err = w.PrepareContext(ctx, queries[name]); err != nil {
+			w.Close()
+			return nil, fmt.Errorf("sqlite: prepare %s: %w", name, err)
+		}
+	}
+	s.r, err = sql.Open("sqlite", dsn("&_pragma=query_only(ON)"))
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	s.r.SetMaxOpenConns(ReadConns)
+	return s, nil
+}
+
+// ping opens the writer connection. Turning a new file to WAL takes an
+// exclusive lock and fails at once, without the busy timeout, when another
+// process is doing the same: that is retried for up to BusyTimeout.
+func ping(ctx context.Context, db *sql.DB) error {
+	deadline := time.Now().Add(BusyTimeout)
+	for {
+		err := db.PingContext(ctx)
+		var se *sqlite.Error
+		if err == nil || !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Path is the database file's path.
+func (s *Store) Path() string { return s.path }
+
+// Close closes both pools.
+func (s *Store) Close() error {
+	var errs []error
+	for _, st := range s.hot {
+		errs = append(errs, st.Close())
+	}
+	return errors.Join(append(errs, s.r.Close(), s.w.Close())...)
+}
+
+// target migrates through the writer connection: BEGIN IMMEDIATE takes the
+// file's write lock, so a second process waits and then sees the version rows.
+type target struct{ db *sql.DB }
+
+func (t target) Lock(context.Context) (func(), error) { return func() {}, nil }
+
+func (t target) Applied(ctx context.Context) ([]int, error) {
+	if _, err := t.db.ExecContext(ctx, queries["migrations_table"]); err != nil {
+		return nil, err
+	}
+	rows, err := t.db.QueryContext(ctx, queries["migrations_applied"])
+	if err != nil {
+		return nil, err
+	}
+	var vs []int
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		vs = append(vs, v)
+	}
+	return vs, errors.Join(rows.Err(), rows.Close())
+}
+
+func (t target) Apply(ctx context.Context, m migrate.Migration) error {
+	return inTx(ctx, t.db, func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, queries["migration_count"], m.Version).Scan(&n); err != nil || n > 0 {
+			return err // applied meanwhile by another process
+		}
+		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, queries["migration_record"], m.Version, time.Now().UnixMicro())
+		return err
+	})
+}
+
+func inTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		return errors.Join(err, tx.Rollback())
+	}
+	return tx.Commit()
+}
+
+func (s *Store) tx(ctx context.Context, what string, fn func(tx *sql.Tx) error) error {
+	if err := inTx(ctx, s.w, fn); err != nil {
+		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrInvalid) {
+			return err
+		}
+		return fmt.Errorf("sqlite: %s: %w", what, err)
+	}
+	return nil
+}
+
+// Workflows.
+
+func (s *Store) CreateWorkflow(ctx context.Context, in store.WorkflowInput) (*store.Workflow, error) {
+	if err := store.CheckWorkflow(&in, false); err != nil {
+		return nil, err
+	}
+	w := &store.Workflow{ID: in.ID, Version: 1, Name: in.Name, Definition: in.Definition, CreatedAt: in.At}
+	err := s.tx(ctx, "create workflow", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, queries["workflow_head_insert"], in.ID)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("workflow %s: %w: the id exists", in.ID, store.ErrConflict)
+		}
+		_, err = tx.ExecContext(ctx, queries["workflow_insert"], w.ID, w.Version, w.Name, string(w.Definition), micros(w.CreatedAt))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+func (s *Store) UpdateWorkflow(ctx context.Context, in store.WorkflowInput) (*store.Workflow, error) {
+	if err := store.CheckWorkflow(&in, true); err != nil {
+		return nil, err
+	}
+	w := &store.Workflow{ID: in.ID, Name: in.Name, Definition: in.Definition, CreatedAt: in.At}
+	err := s.tx(ctx, "update workflow", func(tx *sql.Tx) error {
+		var latest int
+		var deleted sql.NullInt64
+		err := tx.QueryRowContext(ctx, queries["workflow_head"], in.ID).Scan(&latest, &deleted)
+		if errors.Is(err, sql.ErrNoRows) || deleted.Valid {
+			return fmt.Errorf("workflow %s: %w", in.ID, store.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		w.Version = latest + 1
+		if _, err := tx.ExecContext(ctx, queries["workflow_head_update"], w.Version, w.ID); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, queries["workflow_insert"], w.ID, w.Version, w.Name, string(w.Definition), micros(w.CreatedAt))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+func (s *Store) GetWorkflow(ctx context.Context, id string, version int) (*store.Workflow, error) {
+	if version == 0 {
+		var latest int
+		var deleted sql.NullInt64
+		err := s.r.QueryRowContext(ctx, queries["workflow_head"], id).Scan(&latest, &deleted)
+		if errors.Is(err, sql.ErrNoRows) || deleted.Valid {
+			return nil, fmt.Errorf("workflow %s: %w", id, store.ErrNotFound)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: get workflow %s: %w", id, err)
+		}
+		version = latest
+	}
+	w, err := scanWorkflow(s.r.QueryRowContext(ctx, queries["workflow_get"], id, version))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("workflow %s version %d: %w", id, version, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get workflow %s: %w", id, err)
+	}
+	return w, nil
+}
+
+func (s *Store) ListWorkflows(ctx context.Context, limit int, cursor string) (store.Page[*store.Workflow], error) {
+	var page store.Page[*store.Workflow]
+	after, err := store.DecodeWorkflowCursor(cursor)
+	if err != nil {
+		return page, err
+	}
+	limit = store.ListLimit(limit)
+	page.Items, err = queryAll(ctx, s.r, scanWorkflow, queries["workflow_list"], after, limit+1)
+	if err != nil {
+		return page, fmt.Errorf("sqlite: list workflows: %w", err)
+	}
+	if len(page.Items) > limit {
+		page.Items = page.Items[:limit]
+		page.Next = store.EncodeWorkflowCursor(page.Items[limit-1].ID)
+	}
+	return page, nil
+}
+
+func (s *Store) ListVersions(ctx context.Context, id string) ([]*store.Workflow, error) {
+	ws, err := queryAll(ctx, s.r, scanWorkflow, queries["workflow_versions"], id)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list versions of %s: %w", id, err)
+	}
+	if len(ws) == 0 {
+		return nil, fmt.Errorf("workflow %s: %w", id, store.ErrNotFound)
+	}
+	return ws, nil
+}
+
+func (s *Store) DeleteWorkflow(ctx context.Context, id string, at time.Time) error {
+	return s.tx(ctx, "delete workflow", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, queries["workflow_delete"], micros(orNow(at)), id)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("workflow %s: %w", id, store.ErrNotFound)
+		}
+		return nil
+	})
+}
+
+// Executions.
+
+func (s *Store) CreateExecution(ctx context.Context, in store.ExecutionInput) (*store.Execution, bool, error) {
+	x, err := store.NewExecution(in)
+	if err != nil {
+		return nil, false, err
+	}
+	created := true
+	err = s.tx(ctx, "create execution", func(tx *sql.Tx) error {
+		if x.IdempotencyKey != "" {
+			old, err := scanExecution(tx.QueryRowContext(ctx, queries["execution_by_key"], x.WorkflowID, x.IdempotencyKey))
+			if err == nil {
+				x, created = old, false
+				return nil
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+		}
+		var latest int
+		var deleted sql.NullInt64
+		err := tx.QueryRowContext(ctx, queries["workflow_head"], x.WorkflowID).Scan(&latest, &deleted)
+		if errors.Is(err, sql.ErrNoRows) || deleted.Valid {
+			return fmt.Errorf("execution %s: workflow %s: %w", x.ID, x.WorkflowID, store.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if x.Version == 0 {
+			x.Version = latest
+		} else if x.Version > latest {
+			return fmt.Errorf("execution %s: workflow %s version %d: %w", x.ID, x.WorkflowID, x.Version, store.ErrNotFound)
+		}
+		res, err := tx.ExecContext(ctx, queries["execution_insert"], executionArgs(x)...)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("execution %s: %w: the id exists", x.ID, store.ErrConflict)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return x, created, nil
+}
+
+func (s *Store) ClaimExecutions(ctx context.Context, c store.Claim) ([]*store.Execution, error) {
+	if err := store.CheckClaim(&c); err != nil {
+		return nil, err
+	}
+	var xs []*store.Execution
+	err := s.tx(ctx, "claim executions", func(tx *sql.Tx) error {
+		var err error
+		xs, err = queryAll(ctx, tx, scanExecution, queries["execution_claim"],
+			c.Owner, micros(c.Now.Add(c.Lease)), micros(c.Now), c.Limit)
+		return err
+	})
+	slices.SortStableFunc(xs, func(a, b *store.Execution) int { return a.AvailableAt.Compare(b.AvailableAt) })
+	return xs, err
+}
+
+func (s *Store) MarkDispatched(ctx context.Context, id, owner string, at time.Time) error {
+	at = orNow(at)
+	return s.tx(ctx, "mark dispatched", func(tx *sql.Tx) error {
+		x, err := scanExecution(tx.QueryRowContext(ctx, queries["execution_get"], id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("execution %s: %w", id, store.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if x.ClaimedBy != owner {
+			return fmt.Errorf("execution %s: %w: claimed by another dispatcher", id, store.ErrConflict)
+		}
+		if x.DispatchedAt != nil {
+			return nil
+		}
+		_, err = tx.ExecContext(ctx, queries["execution_dispatched"], micros(at), micros(at), id)
+		return err
+	})
+}
+
+func (s *Store) GetExecution(ctx context.Context, id string) (*store.Execution, error) {
+	x, err := scanExecution(s.r.QueryRowContext(ctx, queries["execution_get"], id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("execution %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get execution %s: %w", id, err)
+	}
+	return x, nil
+}
+
+func (s *Store) ListExecutions(ctx context.Context, f store.ExecutionFilter) (store.Page[*store.Execution], error) {
+	var page store.Page[*store.Execution]
+	if err := store.CheckExecutionFilter(f); err != nil {
+		return page, err
+	}
+	cur, err := store.DecodeCursor(f.Cursor)
+	if err != nil {
+		return page, err
+	}
+	limit := store.ListLimit(f.Limit)
+	var curAt int64
+	if cur.ID != "" {
+		curAt = micros(cur.At)
+	}
+	page.Items, err = queryAll(ctx, s.r, scanExecution, queries["execution_list"], f.WorkflowID, f.Status,
+		f.IdempotencyKey, microsOrZero(f.CreatedAfter), microsOrZero(f.CreatedBefore), curAt, cur.ID, limit+1)
+	if err != nil {
+		return page, fmt.Errorf("sqlite: list executions: %w", err)
+	}
+	if len(page.Items) > limit {
+		page.Items = page.Items[:limit]
+		last := page.Items[limit-1]
+		page.Next = store.PageCursor{At: last.CreatedAt, ID: last.ID}.Encode()
+	}
+	return page, nil
+}
+
+func (s *Store) CancelExecution(ctx context.Context, id string, at time.Time) (*store.Execution, error) {
+	at = orNow(at)
+	var x *store.Execution
+	err := s.tx(ctx, "cancel execution", func(tx *sql.Tx) error {
+		var err error
+		x, err = scanExecution(tx.QueryRowContext(ctx, queries["execution_get"], id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("execution %s: %w", id, store.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		change, ok := store.Cancel(x, at)
+		if !ok {
+			return fmt.Errorf("execution %s: %w: it is %s", id, store.ErrConflict, x.Status)
+		}
+		if change == "" {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, queries["execution_cancel"], x.Status, micros(at), microsPtr(x.FinishedAt), id); err != nil {
+			return err
+		}
+		_, err = insertEvent(ctx, tx.StmtContext(ctx, s.hot["event_insert"]), "", store.ChangeEvent(x, change, at))
+		return err
+	})
+	if errors.Is(err, store.ErrConflict) {
+		return x, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// History.
+
+func (s *Store) AppendHistory(ctx context.Context, events []store.HistoryEvent) ([]store.Event, error) {
+	if len(events) == 0 {
+		return nil, nil
+	}
+	var out []store.Event
+	err := s.tx(ctx, "append history", func(tx *sql.Tx) error {
+		stmt := func(name string) *sql.Stmt { return tx.StmtContext(ctx, s.hot[name]) }
+		getExecution, getRun, recorded := stmt("execution_get"), stmt("run_get"), stmt("event_recorded")
+		upsertRun, updateExecution, insert := stmt("run_upsert"), stmt("execution_history"), stmt("event_insert")
+		b := store.Batch{Executions: map[string]*store.Execution{}, Runs: map[store.RunKey]*store.NodeRun{}, Now: time.Now()}
+		for _, ev := range events {
+			if _, ok := b.Executions[ev.ExecutionID]; ok {
+				continue
+			}
+			x, err := scanExecution(getExecution.QueryRowContext(ctx, ev.ExecutionID))
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+			b.Executions[ev.ExecutionID] = x // nil: not this store's
+		}
+		for _, ev := range events {
+			if ev.Status == nil {
+				continue
+			}
+			k := store.StatusRunKey(ev.Status)
+			if _, ok := b.Runs[k]; ok {
+				continue
+			}
+			r, err := scanRun(getRun.QueryRowContext(ctx, k.ExecutionID, k.NodeID, k.Branch))
+			if errors.Is(err, sql.ErrNoRows) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			b.Runs[k] = r
+		}
+		var qerr error
+		b.Recorded = func(id, key string) bool {
+			var one int
+			err := recorded.QueryRowContext(ctx, id, key).Scan(&one)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				qerr = err
+			}
+			return err == nil
+		}
+		for id, x := range b.Executions {
+			if x == nil {
+				delete(b.Executions, id)
+			}
+		}
+		a := store.ApplyBatch(events, b)
+		if qerr != nil {
+			return qerr
+		}
+		for _, r := range a.Runs {
+			if _, err := upsertRun.ExecContext(ctx, r.ExecutionID, r.NodeID, r.Branch, jsonText(r.Lineage),
+				r.Status, r.Attempt, rawText(r.Output), rawText(r.Error), rawText(r.Details), microsPtr(r.StartedAt),
+				microsPtr(r.FinishedAt), microsPtr(r.NextAttemptAt), microsPtr(r.ResumeAt), r.DurationMS,
+				micros(r.ReportedAt), micros(r.UpdatedAt)); err != nil {
+				return err
+			}
+		}
+		for _, x := range a.Executions {
+			if _, err := updateExecution.ExecContext(ctx, x.Status, micros(x.AvailableAt), x.Attempts,
+				jsonText(x.Cursor), jsonText(x.Vars), jsonText(x.Unfinished), rawText(x.Completion), micros(x.UpdatedAt),
+				microsPtr(x.FinishedAt), x.ID); err != nil {
+				return err
+			}
+		}
+		out = a.Events
+		for i := range out {
+			id, err := insertEvent(ctx, insert, a.DedupeKeys[i], out[i])
+			if err != nil {
+				return err
+			}
+			out[i].ID = id
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// insertEvent records e with the event_insert statement of a transaction.
+func insertEvent(ctx context.Context, insert *sql.Stmt, dedupe string, e store.Event) (int64, error) {
+	var key any
+	if dedupe != "" {
+		key = dedupe
+	}
+	var id int64
+	err := insert.QueryRowContext(ctx, e.ExecutionID, key, e.Kind, string(e.Body), micros(e.At)).Scan(&id)
+	return id, err
+}
+
+func (s *Store) NodeRuns(ctx context.Context, id string) ([]*store.NodeRun, error) {
+	if _, err := s.GetExecution(ctx, id); err != nil {
+		return nil, err
+	}
+	runs, err := queryAll(ctx, s.r, scanRun, queries["run_list"], id)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: node runs of %s: %w", id, err)
+	}
+	return runs, nil
+}
+
+func (s *Store) Splits(ctx context.Context, id string) ([]store.SplitProgress, error) {
+	runs, err := s.NodeRuns(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return store.SplitsOf(runs), nil
+}
+
+func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]store.Event, error) {
+	limit := store.EventLimit(f.Limit)
+	var es []store.Event
+	var err error
+	if f.ExecutionID == "" {
+		es, err = queryAll(ctx, s.r, scanEvent, queries["events_all"], f.AfterID, limit)
+	} else {
+		es, err = queryAll(ctx, s.r, scanEvent, queries["events_execution"], f.ExecutionID, f.AfterID, limit)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: events: %w", err)
+	}
+	return es, nil
+}
+
+// Credentials and tokens.
+
+func (s *Store) PutCredential(ctx context.Context, c *store.Credential) error {
+	if err := store.CheckCredential(c); err != nil {
+		return err
+	}
+	return s.tx(ctx, "put credential", func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, queries["credential_put"], c.Name, c.Type, c.KeyID, c.Ciphertext,
+			micros(c.CreatedAt), micros(c.UpdatedAt))
+		return err
+	})
+}
+
+func (s *Store) GetCredential(ctx context.Context, name string) (*store.Credential, error) {
+	c, err := scanCredential(s.r.QueryRowContext(ctx, queries["credential_get"], name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("credential %s: %w", name, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get credential %s: %w", name, err)
+	}
+	return c, nil
+}
+
+func (s *Store) ListCredentials(ctx context.Context) ([]*store.Credential, error) {
+	cs, err := queryAll(ctx, s.r, scanCredential, queries["credential_list"])
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list credentials: %w", err)
+	}
+	return cs, nil
+}
+
+func (s *Store) DeleteCredential(ctx context.Context, name string) error {
+	return s.tx(ctx, "delete credential", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, queries["credential_delete"], name)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("credential %s: %w", name, store.ErrNotFound)
+		}
+		return nil
+	})
+}
+
+func (s *Store) CreateToken(ctx context.Context, t *store.Token) error {
+	if err := store.CheckToken(t); err != nil {
+		return err
+	}
+	return s.tx(ctx, "create token", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, queries["token_insert"], t.ID, t.Name, t.Prefix, t.Hash, micros(t.CreatedAt), microsPtr(t.RevokedAt))
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("token %s: %w: the name (or id or hash) exists", t.Name, store.ErrConflict)
+		}
+		return nil
+	})
+}
+
+func (s *Store) TokenByHash(ctx context.Context, h []byte) (*store.Token, error) {
+	t, err := scanToken(s.r.QueryRowContext(ctx, queries["token_by_hash"], h))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("token: %w", store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: token by hash: %w", err)
+	}
+	return t, nil
+}
+
+func (s *Store) ListTokens(ctx context.Context) ([]*store.Token, error) {
+	ts, err := queryAll(ctx, s.r, scanToken, queries["token_list"])
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list tokens: %w", err)
+	}
+	return ts, nil
+}
+
+func (s *Store) RevokeToken(ctx context.Context, name string, at time.Time) error {
+	return s.tx(ctx, "revoke token", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, queries["token_revoke"], micros(orNow(at)), name)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("token %s: %w", name, store.ErrNotFound)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,92 @@
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/rune-org/rune/store"
+)
+
+// Credentials: ciphertext in, ciphertext out, never in a list.
+func testCredentials(ctx context.Context, t *testing.T, h *harness) {
+	secret := []byte("nonce+ciphertext-of-smtp-password")
+	if err := h.s.PutCredential(ctx, &store.Credential{Name: "smtp", Type: "smtp", KeyID: "k1", Ciphertext: secret, UpdatedAt: at(1)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.s.PutCredential(ctx, &store.Credential{Name: "api", Type: "bearer", KeyID: "k1", Ciphertext: []byte("c2"), UpdatedAt: at(1)}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := h.s.GetCredential(ctx, "smtp")
+	if err != nil || !bytes.Equal(c.Ciphertext, secret) || c.Type != "smtp" || c.KeyID != "k1" || !c.CreatedAt.Equal(at(1)) {
+		t.Fatalf("GetCredential = %+v, %v", c, err)
+	}
+	// Replacing (a rotated key) keeps the creation time.
+	rotated := []byte("re-encrypted")
+	if err := h.s.PutCredential(ctx, &store.Credential{Name: "smtp", Type: "smtp", KeyID: "k2", Ciphertext: rotated, UpdatedAt: at(2)}); err != nil {
+		t.Fatal(err)
+	}
+	c, err = h.s.GetCredential(ctx, "smtp")
+	if err != nil || !bytes.Equal(c.Ciphertext, rotated) || c.KeyID != "k2" || !c.CreatedAt.Equal(at(1)) || !c.UpdatedAt.Equal(at(2)) {
+		t.Fatalf("after replace: %+v, %v", c, err)
+	}
+	list, err := h.s.ListCredentials(ctx)
+	if err != nil || !slices.Equal(ids(list, func(c *store.Credential) string { return c.Name }), []string{"api", "smtp"}) {
+		t.Fatalf("ListCredentials = %v, %v", list, err)
+	}
+	for _, c := range list {
+		if c.Ciphertext != nil || c.Type == "" || c.KeyID == "" {
+			t.Errorf("listed %s with ciphertext %q (type %q, key %q)", c.Name, c.Ciphertext, c.Type, c.KeyID)
+		}
+	}
+	if err := h.s.DeleteCredential(ctx, "smtp"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.s.GetCredential(ctx, "smtp")
+	wantErr(t, "GetCredential(deleted)", err, store.ErrNotFound, "smtp")
+	wantErr(t, "DeleteCredential(deleted)", h.s.DeleteCredential(ctx, "smtp"), store.ErrNotFound, "smtp")
+	wantErr(t, "PutCredential(no name)", h.s.PutCredential(ctx, &store.Credential{KeyID: "k", Ciphertext: []byte("x")}), store.ErrInvalid, "name")
+	wantErr(t, "PutCredential(no ciphertext)", h.s.PutCredential(ctx, &store.Credential{Name: "n", KeyID: "k"}), store.ErrInvalid, "ciphertext")
+	wantErr(t, "PutCredential(no key id)", h.s.PutCredential(ctx, &store.Credential{Name: "n", Ciphertext: []byte("x")}), store.ErrInvalid, "key id")
+}
+
+// Tokens: found by hash until revoked; listed without hashes.
+func testTokens(ctx context.Context, t *testing.T, h *harness) {
+	h1, h2 := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
+	if err := h.s.CreateToken(ctx, &store.Token{Name: "ci", Prefix: "rune_ab", Hash: h1, CreatedAt: at(1)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.s.CreateToken(ctx, &store.Token{Name: "admin", Prefix: "rune_cd", Hash: h2, CreatedAt: at(1)}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := h.s.TokenByHash(ctx, h1)
+	if err != nil || tok.Name != "ci" || tok.Prefix != "rune_ab" || tok.ID == "" || tok.RevokedAt != nil || !tok.CreatedAt.Equal(at(1)) {
+		t.Fatalf("TokenByHash = %+v, %v", tok, err)
+	}
+	wantErr(t, "CreateToken(same name)", h.s.CreateToken(ctx, &store.Token{Name: "ci", Hash: bytes.Repeat([]byte{3}, 32)}), store.ErrConflict, "ci")
+	wantErr(t, "CreateToken(no hash)", h.s.CreateToken(ctx, &store.Token{Name: "x"}), store.ErrInvalid, "hash")
+	if err := h.s.RevokeToken(ctx, "ci", at(2)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.s.TokenByHash(ctx, h1)
+	wantErr(t, "TokenByHash(revoked)", err, store.ErrNotFound, "")
+	_, err = h.s.TokenByHash(ctx, bytes.Repeat([]byte{9}, 32))
+	wantErr(t, "TokenByHash(unknown)", err, store.ErrNotFound, "")
+	if err := h.s.RevokeToken(ctx, "ci", at(3)); err != nil {
+		t.Errorf("RevokeToken twice: %v", err)
+	}
+	wantErr(t, "RevokeToken(unknown)", h.s.RevokeToken(ctx, "nope", at(2)), store.ErrNotFound, "nope")
+	list, err := h.s.ListTokens(ctx)
+	if err != nil || len(list) != 2 || list[0].Name != "admin" || list[1].Name != "ci" {
+		t.Fatalf("ListTokens = %+v, %v", list, err)
+	}
+	for _, tok := range list {
+		if tok.Hash != nil {
+			t.Errorf("listed %s with its hash", tok.Name)
+		}
+	}
+	if !equalTimePtr(list[1].RevokedAt, at(2)) || list[0].RevokedAt != nil {
+		t.Errorf("revocation times: %v, %v", list[0].RevokedAt, list[1].RevokedAt)
+	}
+}
