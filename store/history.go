@@ -296,7 +296,11 @@ func ApplyBatch(events []HistoryEvent, b Batch) Applied {
 		out.Runs = append(out.Runs, b.Runs[k])
 	}
 	for _, id := range execOrder {
-		out.Executions = append(out.Executions, b.Executions[id])
+		x := b.Executions[id]
+		if !Final(x.Status) && x.Unfinished != nil {
+			derive(x) // once per batch, not per status
+		}
+		out.Executions = append(out.Executions, x)
 	}
 	return out
 }
@@ -313,8 +317,9 @@ func wellFormed(ev *HistoryEvent) bool {
 	return false
 }
 
-// track moves x's unfinished-run counts from a run's previous status to st's
-// and derives Status, Cursor, Attempts and AvailableAt from them.
+// track moves x's unfinished-run counts from a run's previous status to
+// st's and sets Attempts and AvailableAt; ApplyBatch derives Status and
+// Cursor from the counts at the end of the batch.
 func track(x *Execution, prev string, st *message.NodeStatus) bool {
 	if Final(x.Status) {
 		return false
@@ -351,7 +356,6 @@ func track(x *Execution, prev string, st *message.NodeStatus) bool {
 	case st.Status == message.StatusWaiting && st.ResumeAt != nil:
 		x.AvailableAt = *st.ResumeAt
 	}
-	derive(x)
 	return true
 }
 

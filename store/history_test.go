@@ -2,6 +2,8 @@ package store
 
 import (
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"testing"
@@ -343,5 +345,53 @@ func TestSplitsOf(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("SplitsOf = %+v\nwant %+v", got, want)
+	}
+}
+
+// Whatever order a run's statuses arrive in, and however they are split
+// into batches, the run ends in its last status and the execution's
+// cursor and counts end empty: stale statuses are dropped, never counted.
+func TestApplyBatchAnyOrder(t *testing.T) {
+	seqs := map[string][]*message.NodeStatus{
+		"plain": {st("running", 1, 0), st("success", 1, 1)},
+		"retried": {st("running", 1, 0), func() *message.NodeStatus {
+			s := st("retrying", 1, 1)
+			s.NextAttemptAt = new(at(5))
+			return s
+		}(), st("running", 2, 5), st("failed", 2, 6)},
+		"waited": {st("running", 1, 0), func() *message.NodeStatus {
+			s := st("waiting", 1, 1)
+			s.ResumeAt = new(at(60))
+			return s
+		}(), st("success", 1, 60)},
+	}
+	want := map[string]string{"plain": "success", "retried": "failed", "waited": "success"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 200 {
+		var evs []HistoryEvent
+		for node, seq := range seqs {
+			for i, s := range seq {
+				c := *s
+				c.NodeID = node
+				evs = append(evs, statusEvent(fmt.Sprintf("%s/%d", node, i), &c))
+			}
+		}
+		rng.Shuffle(len(evs), func(i, j int) { evs[i], evs[j] = evs[j], evs[i] })
+		x := &Execution{ID: "x1", Status: StatusProcessing}
+		b := Batch{Executions: map[string]*Execution{"x1": x}, Runs: map[RunKey]*NodeRun{}, Now: at(100)}
+		for len(evs) > 0 {
+			n := 1 + rng.IntN(len(evs))
+			ApplyBatch(evs[:n], b)
+			evs = evs[n:]
+		}
+		for node, status := range want {
+			r := b.Runs[RunKey{"x1", node, ""}]
+			if r == nil || r.Status != status || r.FinishedAt == nil {
+				t.Fatalf("round %d: run %s = %+v, want %s", round, node, r, status)
+			}
+		}
+		if x.Status != StatusProcessing || len(x.Cursor) != 0 || len(x.Unfinished) != 0 {
+			t.Fatalf("round %d: execution %s cursor %v unfinished %v", round, x.Status, x.Cursor, x.Unfinished)
+		}
 	}
 }

@@ -156,7 +156,7 @@ type ExecutionFilter struct {
 	IdempotencyKey string
 	CreatedAfter   time.Time
 	CreatedBefore  time.Time
-	// Limit defaults to 50 and is at most 500.
+	// Limit defaults to 50 and is at most 500 (ListLimitDefault, ListLimitMax).
 	Limit int
 	// Cursor is a Page.Next from the previous call.
 	Cursor string
@@ -308,8 +308,10 @@ type Store interface {
 	// DeleteWorkflow marks workflow id deleted; its executions are unaffected.
 	DeleteWorkflow(ctx context.Context, id string, at time.Time) error
 
-	// CreateExecution enqueues an execution. When in.IdempotencyKey is
-	// already used for in.WorkflowID it returns that execution and false.
+	// CreateExecution enqueues an execution of in.Version (0: the latest)
+	// of a workflow that is not deleted (else ErrNotFound), and returns it
+	// and true. When in.IdempotencyKey is already used for in.WorkflowID it
+	// returns that execution and false. A taken id is ErrConflict.
 	CreateExecution(ctx context.Context, in ExecutionInput) (*Execution, bool, error)
 	// ClaimExecutions atomically takes up to c.Limit executions that are
 	// enqueued with AvailableAt ≤ c.Now, or processing, not dispatched and
@@ -333,7 +335,9 @@ type Store interface {
 	// recorded (same execution and DedupeKey) are skipped; each status
 	// updates its node run and each completion its execution by the rules of
 	// history.go (never regressing: a late running after success changes
-	// nothing). It returns the events it recorded, with their ids.
+	// nothing). Events of executions the store does not have (statuses of
+	// runs started by `rune start` on the same broker) are ignored. It
+	// returns the events it recorded, with their ids.
 	AppendHistory(ctx context.Context, events []HistoryEvent) ([]Event, error)
 	// NodeRuns returns every node run of execution id, in the order they were
 	// first reported (ErrNotFound for an unknown execution).

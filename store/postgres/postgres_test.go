@@ -98,3 +98,22 @@ func BenchmarkAppendHistory(b *testing.B) {
 func BenchmarkCreateExecution(b *testing.B) {
 	storetest.BenchCreateExecution(b, storetest.Postgres(b))
 }
+
+// Tests work in schemas of their own: nothing is created in the test
+// database's default schema.
+func TestNothingInPublic(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	storetest.Postgres(t) // makes sure the database exists and one store was opened
+	base, _ := storetest.PostgresSchema(t)
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, _ := conn.Query(ctx, "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'")
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(tables) != 0 {
+		t.Errorf("tables in public: %v, %v", tables, err)
+	}
+}

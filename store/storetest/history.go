@@ -336,3 +336,38 @@ func testEventsConcurrent(ctx context.Context, t *testing.T, h *harness) {
 		t.Errorf("follower saw %d events, want %d (a gap: an id committed after a later one was read)", len(seen), writers*batches*per)
 	}
 }
+
+// Batches for one execution appended at once, through two handles where the
+// store has them (two servers consuming one queue), lose no update: the
+// execution's cursor and counts end where the statuses say.
+func testHistoryConcurrent(ctx context.Context, t *testing.T, h *harness) {
+	const writers, nodes = 4, 25
+	h.started(ctx, t, "x1")
+	stores := []store.Store{h.s, h.twin(t)}
+	var wg sync.WaitGroup
+	for w := range writers {
+		s := stores[w%2]
+		wg.Go(func() {
+			for n := range nodes {
+				node := name(fmt.Sprintf("w%d_n", w), n)
+				for _, status := range []string{"running", "success"} {
+					if _, err := s.AppendHistory(ctx, []store.HistoryEvent{statusOf("x1", node, status, 1, float64(n))}); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		})
+	}
+	// Meanwhile a node that stays running.
+	h.append(ctx, t, statusOf("x1", "slow", "running", 1, 0))
+	wg.Wait()
+	x := h.get(ctx, t, "x1")
+	if !slices.Equal(x.Cursor, []string{"slow"}) || x.Status != store.StatusProcessing || len(x.Unfinished) != 1 || x.Unfinished["slow"]["running"] != 1 {
+		t.Errorf("after concurrent batches: status %s cursor %v unfinished %v", x.Status, x.Cursor, x.Unfinished)
+	}
+	runs, err := h.s.NodeRuns(ctx, "x1")
+	if err != nil || len(runs) != writers*nodes+1 {
+		t.Fatalf("%d runs, %v", len(runs), err)
+	}
+}

@@ -61,6 +61,7 @@ func Exercise(ctx context.Context, t *testing.T, open func(t *testing.T) store.S
 		{"HistoryWait", testHistoryWait},
 		{"HistoryCancel", testHistoryCancel},
 		{"HistoryUnknownExecution", testHistoryUnknownExecution},
+		{"HistoryConcurrent", testHistoryConcurrent},
 		{"EventsOrder", testEventsOrder},
 		{"EventsConcurrent", testEventsConcurrent},
 		{"Credentials", testCredentials},
