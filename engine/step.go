@@ -543,6 +543,18 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
 	case coord.Drop:
 		return s.drop(ctx)
 	}
+	if out.Duplicate && out.Published {
+		// The execution ended and its completion is out: every successor
+		// was delivered (it finished), and the completer's statuses went
+		// out with the completion. Only a non-completer's own statuses may
+		// never have been published.
+		if !out.Last {
+			for _, st := range f.statuses {
+				s.sink.Status(st)
+			}
+		}
+		return nil
+	}
 	if f.halt != nil {
 		if err := s.wakeParked(ctx); err != nil {
 			return err
