@@ -128,7 +128,7 @@ func cmdScheduler(ctx context.Context, env *cliEnv, args []string) error {
 	srv.flags(fs, env, true)
 	poll := fs.Duration("poll", scheduler.DefaultPoll, "pause between claims when no timer is due: how late a timer may fire on an idle scheduler")
 	batch := fs.Int("batch", 500, "timers claimed at once; full batches are drained without pausing")
-	lease := fs.Duration("lease", 30*time.Second, "how long a claimed timer is this scheduler's before another may fire it")
+	lease := fs.Duration("lease", scheduler.DefaultLease, "how long a claimed timer stays this scheduler's unrenewed (renewed every lease/3): a dead scheduler's timers fire about this late")
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, "Usage: rune scheduler --amqp URL --redis URL\n\nFires the timers of wait and delay nodes when they come due. Run one or more;\na timer fires once even with several, and a scheduler killed mid-fire loses none.")
 		fs.PrintDefaults()
