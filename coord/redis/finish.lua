@@ -4,6 +4,8 @@
 -- KEYS[2] done hash: message id -> Record
 -- KEYS[3] ctx hash: final-context key -> JSON value
 -- KEYS[4] parked set: ids waiting in the timer store (park.lua)
+-- KEYS[5] closed hash: closed barriers' markers (arrive.lua), expired here
+--         with the rest
 -- ARGV[1] id, ARGV[2] spawned, ARGV[3] record, ARGV[4] halt JSON or "",
 -- ARGV[5] TTL ms, ARGV[6] retain ms, ARGV[7] "1" when optimistic (no Begin
 -- before), then ARGV[8..] End key, JSON value pairs.

@@ -9,6 +9,9 @@
 //	                   published (once the completion is out)
 //	<prefix>:{X}:done  hash: message id -> Record (raw bytes)
 //	<prefix>:{X}:ctx   hash: final-context key -> JSON value
+//	<prefix>:{X}:parked set: ids of branches suspended in a wait (Park)
+//	<prefix>:{X}:closed hash: the closed markers of X's barriers (Barriers
+//	                   writes it; it expires with the other keys)
 //
 // They share the {X} hash tag, so a script's keys live in one slot and the
 // scripts work on Redis Cluster. All of them expire: TTL after the last Start
@@ -135,7 +138,7 @@ func (c *Coordinator) Ping(ctx context.Context) error {
 // keys returns exec's meta, done and ctx keys.
 func (c *Coordinator) keys(exec string) []string {
 	base := c.prefix + ":{" + exec + "}:"
-	return []string{base + "meta", base + "done", base + "ctx", base + "parked"}
+	return []string{base + "meta", base + "done", base + "ctx", base + "parked", base + "closed"}
 }
 
 // Start implements coord.Coordinator.
