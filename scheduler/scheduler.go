@@ -59,8 +59,8 @@ type Config struct {
 	// Now returns the current time. Default time.Now.
 	Now func() time.Time
 	// AfterClaim, when set, is called after each claim with the claimed
-	// timers, before any is resumed. Fault-injection tests use it to stop the
-	// process at the worst moment.
+	// timers, before any is resumed (their leases are being renewed).
+	// Fault-injection tests use it to stop the process at the worst moment.
 	AfterClaim func([]coord.Timer)
 }
 
@@ -122,15 +122,15 @@ func Tick(ctx context.Context, cfg Config) (int, error) {
 	if err != nil || len(timers) == 0 {
 		return 0, err
 	}
-	if cfg.AfterClaim != nil {
-		cfg.AfterClaim(timers)
-	}
 	h := &holder{cfg: cfg, held: make(map[string]coord.Timer, len(timers))}
 	for _, t := range timers {
 		h.held[t.ID] = t
 	}
 	stop := h.renew(ctx)
 	defer stop()
+	if cfg.AfterClaim != nil {
+		cfg.AfterClaim(timers)
+	}
 	sem := make(chan struct{}, cfg.Concurrency)
 	var wg sync.WaitGroup
 	for _, t := range timers {

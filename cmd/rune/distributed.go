@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -147,9 +148,18 @@ func cmdScheduler(ctx context.Context, env *cliEnv, args []string) error {
 	defer rt.Close()
 	warnDurability(ctx, rt, log)
 	cfg := scheduler.Config{Timers: rt.Timers, Broker: rt.Broker, Engine: rt.Engine, Poll: *poll, Batch: *batch, Lease: *lease, Logger: log}
-	if env.getenv("RUNE_FAULT") == "exit-after-claim" {
-		// Fault injection for the crash tests: die between claim and publish.
+	// Fault injection for the crash tests: die between claim and publish,
+	// or hold the claimed timers a while first (so a test can kill or stop
+	// the process while it holds them).
+	switch fault := env.getenv("RUNE_FAULT"); {
+	case fault == "exit-after-claim":
 		cfg.AfterClaim = func([]coord.Timer) { os.Exit(137) }
+	case strings.HasPrefix(fault, "hold-after-claim="):
+		d, err := time.ParseDuration(strings.TrimPrefix(fault, "hold-after-claim="))
+		if err != nil {
+			return usagef("RUNE_FAULT %q: %v", fault, err)
+		}
+		cfg.AfterClaim = func([]coord.Timer) { time.Sleep(d) }
 	}
 	log.Info("scheduler started", "poll", *poll, "batch", *batch, "lease", *lease)
 	err = scheduler.Run(ctx, cfg)

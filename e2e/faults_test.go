@@ -1,0 +1,604 @@
+package e2e
+
+// Fault tests (issue 10): each runs faultExecutions executions of a workflow
+// with side effects, fan-out, fan-in and a wait on two `rune worker` and one
+// `rune scheduler` processes, injects one fault mid-run, and checks what a
+// user relies on:
+//
+//   - every execution completed, with the right result;
+//   - exactly one completion message per execution on the deployment's
+//     events exchange (the workflow.completion queue is bound to it);
+//   - no message left unacked, queued or dead-lettered, no timer left;
+//   - side effects repeated only with the same Idempotency-Key;
+//   - every key of an ended execution expiring within 10 minutes.
+//
+// They run one after another (they compete for the CPU). The RabbitMQ
+// restart stops the broker every other test uses: it runs only with
+// RUNE_TEST_BROKER_RESTART=1, which .ci/run sets for it alone, after the
+// parallel suite.
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	coordredis "github.com/rune-org/rune/coord/redis"
+	"github.com/rune-org/rune/internal/testinfra"
+	"github.com/rune-org/rune/message"
+)
+
+const (
+	// faultExecutions is how many executions each fault test runs: a few
+	// hundred, each of 1 + 1 + 1 + 5 + 1 + 1 + 1 node executions and 7
+	// HTTP calls; about 10 s on an idle 2-core machine.
+	faultExecutions = 300
+	// faultItems is the split's width.
+	faultItems = 5
+	// faultTimeout bounds one run on a loaded machine.
+	faultTimeout = 3 * time.Minute
+	// retainBound is how long an ended execution's keys may live
+	// (docs/operations.md, "Redis").
+	retainBound = 10 * time.Minute
+)
+
+// faultWorkflow is the issue's: http → conditional → split ×5 → http →
+// aggregator → wait 1 s → http, every call to base.
+func faultWorkflow(base string) []byte {
+	return fmt.Appendf(nil, `{"id":"faults","name":"fault tests","nodes":[
+		{"id":"start","type":"trigger","trigger":true},
+		{"id":"a","type":"http","parameters":{"method":"POST","url":"%[1]s/a/{{ $execution.id }}","timeout":"10s"},
+		 "retry":{"max_attempts":5,"initial_delay":"200ms"}},
+		{"id":"ok","type":"conditional","parameters":{"expression":"$a.status == 200","true_edge_id":"e3"}},
+		{"id":"each","type":"split","parameters":{"input_array":"{{ $trigger.items }}"}},
+		{"id":"b","type":"http","parameters":{"method":"POST","url":"%[1]s/b/{{ $execution.id }}/{{ $item_index }}","timeout":"10s"},
+		 "retry":{"max_attempts":5,"initial_delay":"200ms"}},
+		{"id":"gather","type":"aggregator","parameters":{"value":"{{ $b.body.n }}","timeout":600}},
+		{"id":"pause","type":"wait","parameters":{"amount":1,"unit":"seconds"}},
+		{"id":"c","type":"http","parameters":{"method":"POST","url":"%[1]s/c/{{ $execution.id }}",
+		 "query":{"resume_at":"{{ $pause.resume_at }}"},"timeout":"10s"},
+		 "retry":{"max_attempts":5,"initial_delay":"200ms"}}],
+		"edges":[{"id":"e1","src":"start","dst":"a"},{"id":"e2","src":"a","dst":"ok"},{"id":"e3","src":"ok","dst":"each"},
+		{"id":"e4","src":"each","dst":"b"},{"id":"e5","src":"b","dst":"gather"},{"id":"e6","src":"gather","dst":"pause"},
+		{"id":"e7","src":"pause","dst":"c"}]}`, base)
+}
+
+// sideEffects is the HTTP server the workflow calls: it counts the calls
+// to each path by Idempotency-Key, and when each c call came.
+type sideEffects struct {
+	srv *httptest.Server
+
+	mu    sync.Mutex
+	keys  map[string]map[string]int // path -> Idempotency-Key -> calls
+	calls int
+	// late is, per execution, how long after its wait's resume_at the
+	// first c call came.
+	late map[string]time.Duration
+}
+
+func newSideEffects(t *testing.T) *sideEffects {
+	s := &sideEffects{keys: map[string]map[string]int{}, late: map[string]time.Duration{}}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		now := time.Now()
+		s.mu.Lock()
+		k := s.keys[r.URL.Path]
+		if k == nil {
+			k = map[string]int{}
+			s.keys[r.URL.Path] = k
+		}
+		k[r.Header.Get("Idempotency-Key")]++
+		s.calls++
+		var n int
+		if parts := strings.Split(r.URL.Path, "/"); len(parts) == 4 && parts[1] == "b" {
+			n, _ = strconv.Atoi(parts[3])
+		}
+		if strings.HasPrefix(r.URL.Path, "/c/") {
+			exec := strings.TrimPrefix(r.URL.Path, "/c/")
+			if at, err := time.Parse(time.RFC3339Nano, r.URL.Query().Get("resume_at")); err == nil {
+				if _, seen := s.late[exec]; !seen {
+					s.late[exec] = now.Sub(at)
+				}
+			}
+		}
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"n":%d}`, n)
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+// count is how many calls came to paths starting with prefix.
+func (s *sideEffects) count(prefix string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for p, k := range s.keys {
+		if strings.HasPrefix(p, prefix) {
+			for _, c := range k {
+				n += c
+			}
+		}
+	}
+	return n
+}
+
+// faultRun is one run of the fault workflow on its own deployment.
+type faultRun struct {
+	t          *testing.T
+	c          *cluster
+	fx         *sideEffects
+	cs         *completions
+	ids        []string
+	workers    []*proc
+	schedulers []*proc
+	timers     *coordredis.Timers
+}
+
+// newFaultRun starts two workers and a scheduler (with schedEnv in its
+// environment) on a deployment of amqpURL and redisURL (default: the
+// shared servers).
+func newFaultRun(t *testing.T, amqpURL, redisURL string, schedEnv ...string) *faultRun {
+	c := newClusterOn(t, amqpURL, redisURL)
+	r := &faultRun{t: t, c: c, fx: newSideEffects(t), timers: coordredis.NewTimers(c.redis, coordredis.TimerOptions{Prefix: c.prefix})}
+	r.workers = []*proc{r.startWorker(), r.startWorker()}
+	r.schedulers = []*proc{r.startScheduler(schedEnv...)}
+	waitFor(t, 30*time.Second, "both workers consuming", func() bool {
+		return inspectQueue(t, c, c.prefix+".workflow.execution").Consumers == 2
+	})
+	return r
+}
+
+func (r *faultRun) startWorker() *proc { return r.c.startWorker() }
+
+// startScheduler starts a `rune scheduler` with env added to its
+// environment.
+func (r *faultRun) startScheduler(env ...string) *proc {
+	r.t.Helper()
+	p := &proc{name: fmt.Sprintf("scheduler %d", len(r.schedulers)+1), done: make(chan struct{})}
+	args := append([]string{"scheduler"}, r.c.serverArgs()...)
+	p.cmd = exec.Command(binary(r.t), args...)
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	p.cmd.Env = append(cleanEnv(), env...)
+	if err := p.cmd.Start(); err != nil {
+		r.t.Fatalf("start %s: %v", p.name, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	r.t.Cleanup(func() {
+		if !p.exited() {
+			_ = p.cmd.Process.Signal(syscall.SIGCONT)
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if r.t.Failed() {
+			r.t.Logf("%s stderr:\n%s", p.name, tail(p.stderr.String(), 32<<10))
+		}
+	})
+	p.waitLog(r.t, "scheduler started", 30*time.Second)
+	return p
+}
+
+// start starts every execution and the completion collector.
+func (r *faultRun) start() {
+	r.t.Helper()
+	wf := r.c.compile(faultWorkflow(r.fx.srv.URL))
+	r.cs = r.c.collect()
+	r.ids = make([]string, faultExecutions)
+	for i := range r.ids {
+		r.ids[i] = fmt.Sprintf("f_%s_%04d", r.c.prefix, i)
+	}
+	items := make([]any, faultItems)
+	for i := range items {
+		items[i] = i
+	}
+	begin := time.Now()
+	r.c.startAll(wf, r.ids, func(int) any { return map[string]any{"items": items} })
+	r.t.Logf("started %d executions in %v", len(r.ids), time.Since(begin).Round(time.Millisecond))
+}
+
+// finish waits for every completion, stops the processes still running,
+// and checks the run.
+func (r *faultRun) finish() {
+	t := r.t
+	t.Helper()
+	r.cs.waitDistinct(len(r.ids), faultTimeout)
+	for _, p := range append(slices.Clone(r.workers), r.schedulers...) {
+		if !p.exited() {
+			p.terminate(t, 60*time.Second)
+		}
+	}
+	r.cs.drain(r.c)
+	r.check()
+}
+
+// check makes the assertions of the file comment.
+func (r *faultRun) check() {
+	t := r.t
+	t.Helper()
+	var problems []string
+	r.cs.mu.Lock()
+	for _, id := range r.ids {
+		comp := r.cs.first[id]
+		switch {
+		case comp == nil:
+			problems = append(problems, id+": no completion")
+		case comp.Status != message.CompletionCompleted:
+			problems = append(problems, fmt.Sprintf("%s: %s (%+v)", id, comp.Status, comp.FailureReason))
+		default:
+			agg, _ := comp.FinalContext["$gather"].(map[string]any)
+			c, _ := comp.FinalContext["$c"].(map[string]any)
+			if items, _ := agg["items"].([]any); len(items) != faultItems || c["status"] != 200.0 {
+				problems = append(problems, fmt.Sprintf("%s: $gather %v, $c %v", id, comp.FinalContext["$gather"], comp.FinalContext["$c"]))
+			}
+		}
+	}
+	if r.cs.dups > 0 {
+		problems = append(problems, fmt.Sprintf("%d duplicate completion message(s)", r.cs.dups))
+		for _, e := range r.cs.dupExecs {
+			t.Logf("DEBUG dup %s meta %v", e, r.c.redis.HGetAll(context.Background(), r.c.prefix+":{"+e+"}:meta").Val())
+		}
+	}
+	problems = append(problems, r.cs.mismatches...)
+	r.cs.mu.Unlock()
+
+	// Side effects: every call made, repeats only under one key.
+	r.fx.mu.Lock()
+	repeats := 0
+	for _, id := range r.ids {
+		paths := []string{"/a/" + id, "/c/" + id}
+		for i := range faultItems {
+			paths = append(paths, fmt.Sprintf("/b/%s/%d", id, i))
+		}
+		for _, p := range paths {
+			keys := r.fx.keys[p]
+			switch {
+			case len(keys) == 0:
+				problems = append(problems, p+": never called")
+			case len(keys) > 1:
+				problems = append(problems, fmt.Sprintf("%s: called with %d different idempotency keys", p, len(keys)))
+			}
+			for _, n := range keys {
+				repeats += n - 1
+			}
+		}
+	}
+	calls := r.fx.calls
+	r.fx.mu.Unlock()
+
+	// Nothing left in a queue (the workers are stopped, so unacked
+	// messages are back in their queue), dead-lettered or in the timer
+	// store.
+	for _, q := range []string{"workflow.execution", "workflow.timeout.process", "workflow.dlq"} {
+		if n := queueLength(t, r.c, r.c.prefix+"."+q); n != 0 {
+			problems = append(problems, fmt.Sprintf("%d message(s) left in %s", n, q))
+		}
+	}
+	ctx := context.Background()
+	if st, err := r.timers.Stats(ctx); err != nil {
+		problems = append(problems, "timer stats: "+err.Error())
+	} else if st.Scheduled != 0 || st.Claimed != 0 {
+		problems = append(problems, fmt.Sprintf("timers left: %+v", st))
+	}
+	problems = append(problems, r.checkKeys(ctx)...)
+
+	if len(problems) > 0 {
+		sort.Strings(problems)
+		t.Fatalf("%d problem(s):\n%s", len(problems), strings.Join(problems[:min(len(problems), 30)], "\n"))
+	}
+	t.Logf("%d executions completed once each; %d HTTP calls, %d repeated with the same idempotency key", len(r.ids), calls, repeats)
+}
+
+// checkKeys checks that every Redis key of the deployment is an ended
+// execution's, expiring within retainBound, or a workflow definition's
+// (kept for the longest wait).
+func (r *faultRun) checkKeys(ctx context.Context) []string {
+	var problems []string
+	iter := r.c.redis.Scan(ctx, 0, r.c.prefix+":*", 1000).Iterator()
+	n := 0
+	for iter.Next(ctx) {
+		k := iter.Val()
+		if strings.HasPrefix(k, r.c.prefix+":{definitions}:") {
+			continue
+		}
+		n++
+		ttl, err := r.c.redis.PTTL(ctx, k).Result()
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("key %s: %v", k, err))
+			continue
+		}
+		// -2: expired since the scan.
+		if ttl != -2*time.Nanosecond && ttl != -2*time.Millisecond && (ttl <= 0 || ttl > retainBound) {
+			problems = append(problems, fmt.Sprintf("key %s: TTL %v, want at most %v after the execution ended", k, ttl, retainBound))
+		}
+	}
+	if err := iter.Err(); err != nil {
+		problems = append(problems, "scan keys: "+err.Error())
+	}
+	r.t.Logf("%d keys of ended executions, each expiring within %v", n, retainBound)
+	return problems
+}
+
+// heldTimers returns the executions whose timers are claimed now.
+func (r *faultRun) heldTimers(ctx context.Context) map[string]bool {
+	r.t.Helper()
+	keys := r.timers.Keys() // schedule, claimed, payloads, ...
+	ids, err := r.c.redis.ZRange(ctx, keys[1], 0, -1).Result()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	held := map[string]bool{}
+	for _, packed := range ids {
+		payload, err := r.c.redis.HGet(ctx, keys[2], packed).Bytes()
+		if err != nil {
+			continue // done since
+		}
+		id := packed
+		if len(packed) == 17 && packed[0] == 0 { // an engine timer id, packed
+			id = hex.EncodeToString([]byte(packed[1:]))
+		}
+		m, err := r.c.engine.Thaw(ctx, id, payload)
+		if err != nil {
+			r.t.Fatalf("thaw held timer %x: %v", packed, err)
+		}
+		held[m.ExecutionID] = true
+	}
+	return held
+}
+
+// waitHeld waits until the scheduler holds claimed timers, and returns
+// their executions.
+func (r *faultRun) waitHeld() map[string]bool {
+	r.t.Helper()
+	var held map[string]bool
+	waitFor(r.t, faultTimeout, "the scheduler to hold claimed timers", func() bool {
+		held = r.heldTimers(context.Background())
+		return len(held) > 0
+	})
+	return held
+}
+
+// lateness returns how late each of execs' timers fired (c's call after
+// resume_at), sorted.
+func (r *faultRun) lateness(execs map[string]bool) []time.Duration {
+	r.fx.mu.Lock()
+	defer r.fx.mu.Unlock()
+	var out []time.Duration
+	for e := range execs {
+		if d, ok := r.fx.late[e]; ok {
+			out = append(out, d)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(float64(len(sorted))*p))]
+}
+
+// midFanOut waits until a third of the split's HTTP calls were made.
+func (r *faultRun) midFanOut() {
+	r.t.Helper()
+	waitFor(r.t, faultTimeout, "a third of the fan-out", func() bool {
+		return r.fx.count("/b/") >= faultExecutions*faultItems/3
+	})
+	if r.cs.distinct() == faultExecutions {
+		r.t.Fatal("every execution completed before the fault: it tested nothing")
+	}
+}
+
+// kill -9 of a worker mid-run; a new one takes its place.
+func TestFaultKillWorker(t *testing.T) {
+	r := newFaultRun(t, "", "")
+	r.start()
+	r.midFanOut()
+	if err := r.workers[0].cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	r.workers[0].wait(t, 10*time.Second)
+	r.workers = append(r.workers, r.startWorker())
+	r.finish()
+}
+
+// SIGTERM of a worker mid-run: it finishes what it holds and exits 0; a new
+// one takes its place.
+func TestFaultSIGTERMWorker(t *testing.T) {
+	r := newFaultRun(t, "", "")
+	r.start()
+	r.midFanOut()
+	r.workers[0].terminate(t, 60*time.Second)
+	r.workers = append(r.workers, r.startWorker())
+	r.finish()
+}
+
+// kill -9 of the scheduler while it holds claimed timers (it holds each
+// claim 1 s before firing, so the kill lands then); a new one is started at
+// once. The timers it held fire within 5 s of its death.
+func TestFaultKillScheduler(t *testing.T) {
+	r := newFaultRun(t, "", "", "RUNE_FAULT=hold-after-claim=1s")
+	r.start()
+	held := r.waitHeld()
+	if err := r.schedulers[0].cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	r.schedulers[0].wait(t, 10*time.Second)
+	killed := time.Now()
+	r.schedulers = append(r.schedulers, r.startScheduler())
+	r.finish()
+	late := r.lateness(held)
+	if len(late) != len(held) {
+		t.Fatalf("lateness known for %d of the %d executions whose timers the scheduler held", len(late), len(held))
+	}
+	p99 := percentile(late, 0.99)
+	t.Logf("timers held by the killed scheduler: %d; lateness p50 %v, p99 %v, max %v (killed %v after they were due at the latest)",
+		len(late), percentile(late, 0.5).Round(time.Millisecond), p99.Round(time.Millisecond), late[len(late)-1].Round(time.Millisecond),
+		killed.Sub(time.Now().Add(-late[len(late)-1])).Round(time.Millisecond))
+	// The lease (3 s) runs from the last renewal before the kill; the
+	// hold adds up to 1 s between due and the kill.
+	if p99 > 5*time.Second+time.Second {
+		t.Errorf("p99 lateness of the killed scheduler's timers %v, want within 5 s of its death", p99)
+	}
+}
+
+// SIGSTOP of the scheduler while it holds claimed timers, past its lease: a
+// second scheduler takes them over and fires them; the first, woken with
+// SIGCONT, fires nothing more.
+func TestFaultFrozenScheduler(t *testing.T) {
+	r := newFaultRun(t, "", "", "RUNE_FAULT=hold-after-claim=500ms")
+	r.start()
+	held := r.waitHeld()
+	frozen := r.schedulers[0]
+	if err := frozen.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	r.schedulers = append(r.schedulers, r.startScheduler())
+	waitFor(t, faultTimeout, "the second scheduler to fire the frozen one's timers", func() bool {
+		return len(r.lateness(held)) == len(held)
+	})
+	if err := frozen.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	frozen.waitLog(t, "claimed again while this scheduler stalled", 30*time.Second)
+	t.Logf("the frozen scheduler held %d executions' timers; the other fired them, the frozen one on waking fired none", len(held))
+	r.finish()
+}
+
+// rabbitmqctl close_all_connections on the test's own virtual host, twice
+// mid-run: every process reconnects by itself.
+func TestFaultCloseConnections(t *testing.T) {
+	testinfra.RequireCommand(t, "rabbitmqctl")
+	testinfra.RedisURL(t)
+	vhost := "rune-faults-" + testinfra.Name(t)
+	r := newFaultRun(t, ownVhost(t, vhost), "")
+	r.start()
+	procs := append(slices.Clone(r.workers), r.schedulers...)
+	r.midFanOut()
+	rabbitmqctl(t, "close_all_connections", "-p", vhost, "fault test")
+	for _, p := range procs {
+		p.waitLog(t, "amqp broker: reconnected", 60*time.Second)
+	}
+	waitFor(t, faultTimeout, "the first completions", func() bool { return r.cs.distinct() > 0 })
+	rabbitmqctl(t, "close_all_connections", "-p", vhost, "fault test")
+	r.finish()
+}
+
+// A Redis restart mid-run (a private redis-server with AOF persistence on a
+// port of its own): workers and the scheduler reconnect by themselves, no
+// timer or execution state is lost.
+func TestFaultRedisRestart(t *testing.T) {
+	testinfra.RequireCommand(t, "redis-server")
+	testinfra.AMQPURL(t)
+	rs := startRedis(t)
+	r := newFaultRun(t, "", rs.url)
+	r.start()
+	r.midFanOut()
+	rs.restart(t)
+	r.finish()
+}
+
+// A RabbitMQ restart (stop_app, start_app) mid-run. It stops the broker
+// every other test uses, so it runs only with RUNE_TEST_BROKER_RESTART=1
+// (.ci/run runs it alone, after the parallel suite).
+func TestFaultBrokerRestart(t *testing.T) {
+	if os.Getenv("RUNE_TEST_BROKER_RESTART") != "1" {
+		t.Skip("stops the shared RabbitMQ: set RUNE_TEST_BROKER_RESTART=1 to run it (.ci/run does, on its own)")
+	}
+	testinfra.RequireCommand(t, "rabbitmqctl")
+	r := newFaultRun(t, "", "")
+	r.start()
+	r.midFanOut()
+	rabbitmqctl(t, "stop_app")
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = exec.Command("rabbitmqctl", "-q", "start_app").Run()
+		}
+	})
+	rabbitmqctl(t, "start_app")
+	restarted = true
+	for _, p := range append(slices.Clone(r.workers), r.schedulers...) {
+		p.waitLog(t, "amqp broker: reconnected", 120*time.Second)
+	}
+	r.finish()
+}
+
+// privateRedis is a redis-server of one test, with AOF persistence.
+type privateRedis struct {
+	url, port, dir string
+	cmd            *exec.Cmd
+}
+
+func startRedis(t *testing.T) *privateRedis {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	l.Close()
+	rs := &privateRedis{port: port, dir: t.TempDir(), url: "redis://127.0.0.1:" + port + "/0"}
+	rs.run(t)
+	t.Cleanup(func() {
+		if rs.cmd != nil {
+			_ = rs.cmd.Process.Kill()
+			_ = rs.cmd.Wait()
+		}
+	})
+	return rs
+}
+
+// run starts the server and waits until it answers.
+func (rs *privateRedis) run(t *testing.T) {
+	t.Helper()
+	rs.cmd = exec.Command("redis-server", "--port", rs.port, "--bind", "127.0.0.1", "--dir", rs.dir,
+		"--appendonly", "yes", "--appendfsync", "everysec", "--save", "", "--daemonize", "no")
+	rs.cmd.Stdout, rs.cmd.Stderr = nil, nil
+	if err := rs.cmd.Start(); err != nil {
+		t.Fatalf("start redis-server: %v", err)
+	}
+	opts, _ := goredis.ParseURL(rs.url)
+	c := goredis.NewClient(opts)
+	defer c.Close()
+	waitFor(t, 30*time.Second, "the private Redis to answer", func() bool {
+		return c.Ping(context.Background()).Err() == nil
+	})
+}
+
+// restart stops the server as an operator does (SIGTERM: it writes its
+// AOF and exits) and starts it again on the same port and data.
+func (rs *privateRedis) restart(t *testing.T) {
+	t.Helper()
+	if err := rs.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := rs.cmd.Wait(); err != nil {
+		t.Fatalf("redis-server on SIGTERM: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(rs.dir, "appendonlydir")); err != nil {
+		if _, err2 := os.Stat(filepath.Join(rs.dir, "appendonly.aof")); err2 != nil {
+			t.Fatalf("no AOF in %s: %v", rs.dir, err)
+		}
+	}
+	rs.run(t)
+}
