@@ -13,17 +13,15 @@ package e2e
 //   - every key of an ended execution expiring within 10 minutes.
 //
 // They run one after another (they compete for the CPU). The RabbitMQ
-// restart stops the broker every other test uses: it runs only with
-// RUNE_TEST_BROKER_RESTART=1, which .ci/run sets for it alone, after the
-// parallel suite.
+// restart runs on a RabbitMQ node of its own, which takes half a minute to
+// start: only with RUNE_TEST_BROKER_RESTART=1, which .ci/run sets for it
+// alone, after the parallel suite.
 
 import (
 	"context"
 	"encoding/hex"
 	"fmt"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,6 +37,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/rune-org/rune/broker"
+	"github.com/rune-org/rune/bench"
 	coordredis "github.com/rune-org/rune/coord/redis"
 	"github.com/rune-org/rune/internal/testinfra"
 	"github.com/rune-org/rune/message"
@@ -49,8 +48,6 @@ const (
 	// hundred, each of 1 + 1 + 1 + 5 + 1 + 1 + 1 node executions and 7
 	// HTTP calls; about 10 s on an idle 2-core machine.
 	faultExecutions = 300
-	// faultItems is the split's width.
-	faultItems = 5
 	// faultTimeout bounds one run on a loaded machine.
 	faultTimeout = 3 * time.Minute
 	// retainBound is how long an ended execution's keys may live
@@ -58,39 +55,11 @@ const (
 	retainBound = 10 * time.Minute
 )
 
-// faultWorkflow is the issue's: http → conditional → split ×5 → http →
-// aggregator → wait 1 s → http, every call to base.
-func faultWorkflow(base string) []byte {
-	return fmt.Appendf(nil, `{"id":"faults","name":"fault tests","nodes":[
-		{"id":"start","type":"trigger","trigger":true},
-		{"id":"a","type":"http","parameters":{"method":"POST","url":"%[1]s/a/{{ $execution.id }}","timeout":"10s"},
-		 "retry":{"max_attempts":5,"initial_delay":"200ms"}},
-		{"id":"ok","type":"conditional","parameters":{"expression":"$a.status == 200","true_edge_id":"e3"}},
-		{"id":"each","type":"split","parameters":{"input_array":"{{ $trigger.items }}"}},
-		{"id":"b","type":"http","parameters":{"method":"POST","url":"%[1]s/b/{{ $execution.id }}/{{ $item_index }}","timeout":"10s"},
-		 "retry":{"max_attempts":5,"initial_delay":"200ms"}},
-		{"id":"gather","type":"aggregator","parameters":{"value":"{{ $b.body.n }}","timeout":600}},
-		{"id":"pause","type":"wait","parameters":{"amount":1,"unit":"seconds"}},
-		{"id":"c","type":"http","parameters":{"method":"POST","url":"%[1]s/c/{{ $execution.id }}",
-		 "query":{"resume_at":"{{ $pause.resume_at }}"},"timeout":"10s"},
-		 "retry":{"max_attempts":5,"initial_delay":"200ms"}}],
-		"edges":[{"id":"e1","src":"start","dst":"a"},{"id":"e2","src":"a","dst":"ok"},{"id":"e3","src":"ok","dst":"each"},
-		{"id":"e4","src":"each","dst":"b"},{"id":"e5","src":"b","dst":"gather"},{"id":"e6","src":"gather","dst":"pause"},
-		{"id":"e7","src":"pause","dst":"c"}]}`, base)
-}
-
-// sideEffects is the HTTP server the workflow calls: it counts the calls
-// to each path by Idempotency-Key, and when each c call came.
+// sideEffects is bench.SideEffects, plus when each execution's timer fired
+// as its statuses tell.
 type sideEffects struct {
-	srv *httptest.Server
-
-	mu    sync.Mutex
-	keys  map[string]map[string]int // path -> Idempotency-Key -> calls
-	calls int
-	// late is, per execution, how long after its wait's resume_at the
-	// first c call came, at called.
-	late   map[string]time.Duration
-	called map[string]time.Time
+	*bench.SideEffects
+	mu sync.Mutex
 	// fired is, per execution, when its timer fired: the executed_at of the
 	// wait node's success status, the scheduler's clock as it resumed the
 	// branch (a replay after a crash repeats the first resume's time).
@@ -98,50 +67,9 @@ type sideEffects struct {
 }
 
 func newSideEffects(t *testing.T) *sideEffects {
-	s := &sideEffects{keys: map[string]map[string]int{}, late: map[string]time.Duration{}, called: map[string]time.Time{}, fired: map[string]time.Time{}}
-	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		now := time.Now()
-		s.mu.Lock()
-		k := s.keys[r.URL.Path]
-		if k == nil {
-			k = map[string]int{}
-			s.keys[r.URL.Path] = k
-		}
-		k[r.Header.Get("Idempotency-Key")]++
-		s.calls++
-		var n int
-		if parts := strings.Split(r.URL.Path, "/"); len(parts) == 4 && parts[1] == "b" {
-			n, _ = strconv.Atoi(parts[3])
-		}
-		if strings.HasPrefix(r.URL.Path, "/c/") {
-			exec := strings.TrimPrefix(r.URL.Path, "/c/")
-			if at, err := time.Parse(time.RFC3339Nano, r.URL.Query().Get("resume_at")); err == nil {
-				if _, seen := s.late[exec]; !seen {
-					s.late[exec], s.called[exec] = now.Sub(at), now
-				}
-			}
-		}
-		s.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"n":%d}`, n)
-	}))
-	t.Cleanup(s.srv.Close)
+	s := &sideEffects{SideEffects: bench.NewSideEffects(), fired: map[string]time.Time{}}
+	t.Cleanup(s.Close)
 	return s
-}
-
-// count is how many calls came to paths starting with prefix.
-func (s *sideEffects) count(prefix string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for p, k := range s.keys {
-		if strings.HasPrefix(p, prefix) {
-			for _, c := range k {
-				n += c
-			}
-		}
-	}
-	return n
 }
 
 // faultRun is one run of the fault workflow on its own deployment.
@@ -205,15 +133,11 @@ func (r *faultRun) startScheduler(env ...string) *proc {
 // start starts every execution and the completion collector.
 func (r *faultRun) start() {
 	r.t.Helper()
-	wf := r.c.compile(faultWorkflow(r.fx.srv.URL))
+	wf := r.c.compile(bench.FaultWorkflow(r.fx.URL))
 	r.cs = r.c.collect()
 	r.ids = make([]string, faultExecutions)
 	for i := range r.ids {
 		r.ids[i] = fmt.Sprintf("f_%s_%04d", r.c.prefix, i)
-	}
-	items := make([]any, faultItems)
-	for i := range items {
-		items[i] = i
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
@@ -235,7 +159,7 @@ func (r *faultRun) start() {
 	}()
 	r.t.Cleanup(func() { cancel(); <-stopped })
 	begin := time.Now()
-	r.c.startAll(wf, r.ids, func(int) any { return map[string]any{"items": items} })
+	r.c.startAll(wf, r.ids, func(int) any { return bench.FaultInput() })
 	r.t.Logf("started %d executions in %v", len(r.ids), time.Since(begin).Round(time.Millisecond))
 }
 
@@ -270,7 +194,7 @@ func (r *faultRun) check() {
 		default:
 			agg, _ := comp.FinalContext["$gather"].(map[string]any)
 			c, _ := comp.FinalContext["$c"].(map[string]any)
-			if items, _ := agg["items"].([]any); len(items) != faultItems || c["status"] != 200.0 {
+			if items, _ := agg["items"].([]any); len(items) != bench.FaultItems || c["status"] != 200.0 {
 				problems = append(problems, fmt.Sprintf("%s: $gather %v, $c %v", id, comp.FinalContext["$gather"], comp.FinalContext["$c"]))
 			}
 		}
@@ -285,28 +209,8 @@ func (r *faultRun) check() {
 	r.cs.mu.Unlock()
 
 	// Side effects: every call made, repeats only under one key.
-	r.fx.mu.Lock()
-	repeats := 0
-	for _, id := range r.ids {
-		paths := []string{"/a/" + id, "/c/" + id}
-		for i := range faultItems {
-			paths = append(paths, fmt.Sprintf("/b/%s/%d", id, i))
-		}
-		for _, p := range paths {
-			keys := r.fx.keys[p]
-			switch {
-			case len(keys) == 0:
-				problems = append(problems, p+": never called")
-			case len(keys) > 1:
-				problems = append(problems, fmt.Sprintf("%s: called with %d different idempotency keys", p, len(keys)))
-			}
-			for _, n := range keys {
-				repeats += n - 1
-			}
-		}
-	}
-	calls := r.fx.calls
-	r.fx.mu.Unlock()
+	fxProblems, repeats, calls := r.fx.Check(r.ids)
+	problems = append(problems, fxProblems...)
 
 	// Nothing left in a queue (the workers are stopped, so unacked
 	// messages are back in their queue), dead-lettered or in the timer
@@ -410,10 +314,9 @@ func (r *faultRun) lateness(execs map[string]bool) []time.Duration {
 	defer r.fx.mu.Unlock()
 	var out []time.Duration
 	for e := range execs {
-		late, ok := r.fx.late[e]
+		resumeAt, ok := r.fx.ResumeAt(e)
 		fired, ok2 := r.fx.fired[e]
 		if ok && ok2 {
-			resumeAt := r.fx.called[e].Add(-late)
 			out = append(out, fired.Sub(resumeAt))
 		}
 	}
@@ -432,7 +335,7 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 func (r *faultRun) midFanOut() {
 	r.t.Helper()
 	waitFor(r.t, faultTimeout, "a third of the fan-out", func() bool {
-		return r.fx.count("/b/") >= faultExecutions*faultItems/3
+		return r.fx.Count("/b/") >= faultExecutions*bench.FaultItems/3
 	})
 	if r.cs.distinct() == faultExecutions {
 		r.t.Fatal("every execution completed before the fault: it tested nothing")
@@ -581,30 +484,115 @@ func TestFaultRedisRestart(t *testing.T) {
 	r.finish()
 }
 
-// A RabbitMQ restart (stop_app, start_app) mid-run. It stops the broker
-// every other test uses, so it runs only with RUNE_TEST_BROKER_RESTART=1
-// (.ci/run runs it alone, after the parallel suite).
+// A RabbitMQ restart (stop_app, start_app) mid-run, of a RabbitMQ node
+// started for this test (own node name, ports and data directory): every
+// process reconnects by itself and nothing is lost. Starting the node takes
+// half a minute, so the test runs only with RUNE_TEST_BROKER_RESTART=1
+// (.ci/run runs it on its own, after the parallel suite).
 func TestFaultBrokerRestart(t *testing.T) {
 	if os.Getenv("RUNE_TEST_BROKER_RESTART") != "1" {
-		t.Skip("stops the shared RabbitMQ: set RUNE_TEST_BROKER_RESTART=1 to run it (.ci/run does, on its own)")
+		t.Skip("starts a RabbitMQ node of its own (half a minute): set RUNE_TEST_BROKER_RESTART=1 to run it (.ci/run does)")
 	}
-	testinfra.RequireCommand(t, "rabbitmqctl")
-	r := newFaultRun(t, "", "")
+	testinfra.RedisURL(t)
+	node := startRabbit(t)
+	r := newFaultRun(t, node.url, "")
 	r.start()
 	r.midFanOut()
-	rabbitmqctl(t, "stop_app")
-	restarted := false
-	t.Cleanup(func() {
-		if !restarted {
-			_ = exec.Command("rabbitmqctl", "-q", "start_app").Run()
-		}
-	})
-	rabbitmqctl(t, "start_app")
-	restarted = true
+	node.ctl(t, "stop_app")
+	node.ctl(t, "start_app")
 	for _, p := range append(slices.Clone(r.workers), r.schedulers...) {
 		p.waitLog(t, "amqp broker: reconnected", 120*time.Second)
 	}
 	r.finish()
+}
+
+// privateRabbit is a RabbitMQ node of one test.
+type privateRabbit struct {
+	url, name, dir string
+	env            []string
+}
+
+// rabbitBin finds RabbitMQ's own scripts: /usr/sbin/rabbitmq-server of the
+// Debian package switches to the rabbitmq user, whose cookie and data are
+// the shared node's.
+func rabbitBin(t *testing.T, name string) string {
+	t.Helper()
+	for _, dir := range []string{"/usr/lib/rabbitmq/bin", "/usr/local/lib/rabbitmq/bin"} {
+		if p := filepath.Join(dir, name); fileExists(p) {
+			return p
+		}
+	}
+	testinfra.RequireCommand(t, name)
+	p, _ := exec.LookPath(name)
+	return p
+}
+
+func startRabbit(t *testing.T) *privateRabbit {
+	t.Helper()
+	server := rabbitBin(t, "rabbitmq-server")
+	port, dist := freePort(t), freePort(t)
+	dir := t.TempDir()
+	n := &privateRabbit{dir: dir, name: "rune" + testinfra.Name(t) + "@localhost", url: "amqp://guest:guest@127.0.0.1:" + port + "/"}
+	if err := os.WriteFile(filepath.Join(dir, "plugins"), []byte("[].\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n.env = append(cleanEnv(), "HOME="+dir, "RABBITMQ_NODENAME="+n.name, "RABBITMQ_NODE_PORT="+port, "RABBITMQ_DIST_PORT="+dist,
+		"RABBITMQ_MNESIA_BASE="+filepath.Join(dir, "mnesia"), "RABBITMQ_LOG_BASE="+filepath.Join(dir, "log"),
+		"RABBITMQ_ENABLED_PLUGINS_FILE="+filepath.Join(dir, "plugins"), "RABBITMQ_PID_FILE="+filepath.Join(dir, "pid"),
+		"RABBITMQ_CONFIG_FILE="+filepath.Join(dir, "rabbitmq"), "RABBITMQ_ADVANCED_CONFIG_FILE="+filepath.Join(dir, "advanced.config"))
+	cmd := exec.Command(server)
+	cmd.Env = n.env
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start rabbitmq-server: %v", err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		c := exec.Command(rabbitBin(t, "rabbitmqctl"), "-n", n.name, "-q", "stop")
+		c.Env = n.env
+		_ = c.Run()
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+		}
+	})
+	waitFor(t, 180*time.Second, "the private RabbitMQ node to listen", func() bool {
+		select {
+		case <-exited:
+			t.Fatalf("rabbitmq-server exited:\n%s", tail(out.String(), 4<<10))
+		default:
+		}
+		c, err := net.Dial("tcp", "127.0.0.1:"+port)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return n
+}
+
+// ctl runs rabbitmqctl against the node.
+func (n *privateRabbit) ctl(t *testing.T, args ...string) {
+	t.Helper()
+	c := exec.Command(rabbitBin(t, "rabbitmqctl"), append([]string{"-n", n.name, "-q"}, args...)...)
+	c.Env = n.env
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("rabbitmqctl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// freePort returns a TCP port nothing listens on now.
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }
 
 // privateRedis is a redis-server of one test, with AOF persistence.
@@ -615,12 +603,7 @@ type privateRedis struct {
 
 func startRedis(t *testing.T) *privateRedis {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	l.Close()
+	port := freePort(t)
 	rs := &privateRedis{port: port, dir: t.TempDir(), url: "redis://127.0.0.1:" + port + "/0"}
 	rs.run(t)
 	t.Cleanup(func() {
