@@ -20,6 +20,7 @@ package e2e
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -648,4 +649,33 @@ func (rs *privateRedis) restart(t *testing.T) {
 		}
 	}
 	rs.run(t)
+}
+
+// rune bench --mode chaos, small: its executions complete once each while
+// it kills a worker and the scheduler, and it reports so.
+func TestBenchChaos(t *testing.T) {
+	amqpURL, redisURL := testinfra.AMQPURL(t), testinfra.RedisURL(t)
+	out, errOut, code := runCLI(t, 5*time.Minute, "bench", "--mode", "chaos", "--amqp", amqpURL, "--redis", redisURL,
+		"--spawn-workers", "2", "--executions", "100", "--faults", "kill-worker,kill-scheduler", "--fault-every", "1s", "--json")
+	if code != 0 {
+		t.Fatalf("rune bench --mode chaos: exit status %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	var rep struct {
+		Executions int            `json:"executions"`
+		Completed  int            `json:"completed"`
+		Differing  int            `json:"differing_duplicates"`
+		Calls      int            `json:"http_calls"`
+		Problems   []string       `json:"problems"`
+		Faults     map[string]int `json:"faults"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("rune bench --json: %v\n%s", err, out)
+	}
+	if rep.Executions != 100 || rep.Completed != 100 || rep.Differing != 0 || len(rep.Problems) != 0 || rep.Calls < 100*7 {
+		t.Fatalf("report %+v, want 100 executions completed, at least 700 calls, no problem", rep)
+	}
+	if rep.Faults["kill-worker"] == 0 {
+		t.Fatalf("faults injected %v, want a kill-worker at least", rep.Faults)
+	}
+	t.Logf("%s", errOut)
 }
