@@ -202,9 +202,6 @@ func (r *faultRun) check() {
 	}
 	if r.cs.dups > 0 {
 		problems = append(problems, fmt.Sprintf("%d duplicate completion message(s)", r.cs.dups))
-		for _, e := range r.cs.dupExecs {
-			t.Logf("DEBUG dup %s meta %v", e, r.c.redis.HGetAll(context.Background(), r.c.prefix+":{"+e+"}:meta").Val())
-		}
 	}
 	problems = append(problems, r.cs.mismatches...)
 	r.cs.mu.Unlock()
@@ -293,18 +290,18 @@ func (r *faultRun) heldTimers(ctx context.Context) map[string]bool {
 	return held
 }
 
-// waitHeld waits until the scheduler holds at least 20 claimed timers (its
-// first claims take the few due then; the one after its first hold, many),
-// and returns their executions.
-func (r *faultRun) waitHeld() map[string]bool {
+// waitClaimed waits until the scheduler holds at least 20 claimed timers
+// (its first claims take the few due then; the one after its first hold,
+// many). It polls one cheap count, so that the caller's kill or stop lands
+// while they are held; heldTimers then says whose they are.
+func (r *faultRun) waitClaimed() {
 	r.t.Helper()
 	const least = 20
-	var held map[string]bool
+	claimed := r.timers.Keys()[1]
 	waitFor(r.t, faultTimeout, fmt.Sprintf("the scheduler to hold %d claimed timers", least), func() bool {
-		held = r.heldTimers(context.Background())
-		return len(held) >= least
+		n, err := r.c.redis.ZCard(context.Background(), claimed).Result()
+		return err == nil && n >= least
 	})
-	return held
 }
 
 // lateness returns how late each of execs' timers fired (the wait's
@@ -373,12 +370,14 @@ func TestFaultSIGTERMWorker(t *testing.T) {
 func TestFaultKillScheduler(t *testing.T) {
 	r := newFaultRun(t, "", "", "RUNE_FAULT=hold-after-claim=1s")
 	r.start()
-	held := r.waitHeld()
+	r.waitClaimed()
 	if err := r.schedulers[0].cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	r.schedulers[0].wait(t, 10*time.Second)
 	died := time.Now()
+	// No other scheduler runs yet: what is claimed now, it held.
+	held := r.heldTimers(context.Background())
 	r.schedulers = append(r.schedulers, r.startScheduler())
 	r.finish()
 	// The statuses may lag behind the completions (another queue).
@@ -415,20 +414,21 @@ func TestFaultKillScheduler(t *testing.T) {
 // second scheduler takes them over and fires them; the first, woken with
 // SIGCONT, fires nothing more.
 func TestFaultFrozenScheduler(t *testing.T) {
-	r := newFaultRun(t, "", "", "RUNE_FAULT=hold-after-claim=2s")
+	r := newFaultRun(t, "", "", "RUNE_FAULT=hold-after-claim=1s")
 	r.start()
 	frozen := r.schedulers[0]
 	// Freeze it while it holds timers it has not fired yet. On a loaded
-	// machine the signal may land after the hold: then let it go on and
-	// try its next claim.
+	// machine the signal may land after it fired them: then let it go on
+	// and try its next claim.
 	var held map[string]bool
 	for attempt := 1; ; attempt++ {
-		held = r.waitHeld()
+		r.waitClaimed()
 		if err := frozen.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
-		if still := r.heldTimers(context.Background()); len(still) > 0 && len(r.lateness(held)) < len(held) {
-			held = still
+		// No other scheduler runs yet: what is claimed now, it holds.
+		held = r.heldTimers(context.Background())
+		if len(held) > 0 && len(r.lateness(held)) < len(held) {
 			break
 		}
 		if attempt == 5 {
@@ -452,8 +452,11 @@ func TestFaultFrozenScheduler(t *testing.T) {
 	r.finish()
 }
 
-// rabbitmqctl close_all_connections on the test's own virtual host, twice
-// mid-run: every process reconnects by itself.
+// rabbitmqctl close_connection of every connection of the workers and the
+// scheduler, twice mid-run: they reconnect by themselves. The test runs on a
+// virtual host of its own, and closes the connections Rune names "rune
+// worker …" there: the test's own (master) connection, which counts the
+// completions, stays, so a completion it acked is never redelivered to it.
 func TestFaultCloseConnections(t *testing.T) {
 	testinfra.RequireCommand(t, "rabbitmqctl")
 	testinfra.RedisURL(t)
@@ -462,13 +465,36 @@ func TestFaultCloseConnections(t *testing.T) {
 	r.start()
 	procs := append(slices.Clone(r.workers), r.schedulers...)
 	r.midFanOut()
-	rabbitmqctl(t, "close_all_connections", "-p", vhost, "fault test")
+	closeWorkerConnections(t, vhost, 2*len(procs))
 	for _, p := range procs {
 		p.waitLog(t, "amqp broker: reconnected", 60*time.Second)
 	}
 	waitFor(t, faultTimeout, "the first completions", func() bool { return r.cs.distinct() > 0 })
-	rabbitmqctl(t, "close_all_connections", "-p", vhost, "fault test")
+	closeWorkerConnections(t, vhost, 2*len(procs))
 	r.finish()
+}
+
+// closeWorkerConnections closes the connections of vhost named "rune worker
+// …" (workers' and schedulers'), failing unless there are at least least.
+func closeWorkerConnections(t *testing.T, vhost string, least int) {
+	t.Helper()
+	out, err := exec.Command("rabbitmqctl", "-q", "list_connections", "pid", "vhost", "client_properties").CombinedOutput()
+	if err != nil {
+		t.Fatalf("rabbitmqctl list_connections: %v\n%s", err, out)
+	}
+	n := 0
+	for line := range strings.Lines(string(out)) {
+		f := strings.Split(strings.TrimSpace(line), "\t")
+		if len(f) < 3 || f[1] != vhost || !strings.Contains(f[2], `{"connection_name","rune worker`) {
+			continue
+		}
+		// A connection gone meanwhile is not an error.
+		_ = exec.Command("rabbitmqctl", "-q", "close_connection", f[0], "fault test").Run()
+		n++
+	}
+	if n < least {
+		t.Fatalf("closed %d connections named rune worker in %s, want at least %d", n, vhost, least)
+	}
 }
 
 // A Redis restart mid-run (a private redis-server with AOF persistence on a
