@@ -168,7 +168,7 @@ func (h *holder) renew(ctx context.Context) (stop func()) {
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		tick := time.NewTicker(h.cfg.Lease / 3)
+		tick := time.NewTicker(max(h.cfg.Lease/3, time.Millisecond))
 		defer tick.Stop()
 		for {
 			select {
