@@ -474,14 +474,19 @@ func TestFaultCloseConnections(t *testing.T) {
 	r := newFaultRun(t, ownVhost(t, vhost), "")
 	r.start()
 	procs := append(slices.Clone(r.workers), r.schedulers...)
+	began := time.Now()
 	r.midFanOut()
 	closeWorkerConnections(t, vhost, 2*len(procs))
+	t.Logf("%v: closed the connections", time.Since(began).Round(time.Millisecond))
 	for _, p := range procs {
 		p.waitLog(t, "amqp broker: reconnected", 60*time.Second)
 	}
+	t.Logf("%v: every process reconnected", time.Since(began).Round(time.Millisecond))
 	waitFor(t, faultTimeout, "the first completions", func() bool { return r.cs.distinct() > 0 })
 	closeWorkerConnections(t, vhost, 2*len(procs))
+	t.Logf("%v: closed the connections again, %d completions", time.Since(began).Round(time.Millisecond), r.cs.distinct())
 	r.finish()
+	t.Logf("%v: finished", time.Since(began).Round(time.Millisecond))
 }
 
 // closeWorkerConnections closes the connections of vhost named "rune worker
