@@ -39,6 +39,7 @@ import (
 
 	"github.com/rune-org/rune/bench"
 	"github.com/rune-org/rune/broker"
+	"github.com/rune-org/rune/client"
 	coordredis "github.com/rune-org/rune/coord/redis"
 	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/internal/testinfra"
@@ -133,7 +134,12 @@ func (r *faultRun) startScheduler(env ...string) *proc {
 }
 
 // start starts every execution and the completion collector.
-func (r *faultRun) start() {
+func (r *faultRun) start() { r.startOver(0) }
+
+// startOver starts every execution, spread evenly over d in the background
+// when d is positive (so that a fault lands while some are running), and
+// the completion collector.
+func (r *faultRun) startOver(d time.Duration) {
 	r.t.Helper()
 	wf := r.c.compile(bench.FaultWorkflow(r.fx.URL))
 	r.cs = r.c.collect()
@@ -161,6 +167,31 @@ func (r *faultRun) start() {
 	}()
 	r.t.Cleanup(func() { cancel(); <-stopped })
 	begin := time.Now()
+	if d > 0 {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		r.t.Cleanup(func() { cancel(); <-done })
+		go func() {
+			defer close(done)
+			tick := time.NewTicker(d / time.Duration(len(r.ids)))
+			defer tick.Stop()
+			for _, id := range r.ids {
+				if err := client.Start(ctx, r.c.master, r.c.engine, wf, id, bench.FaultInput()); err != nil {
+					if ctx.Err() == nil {
+						r.t.Errorf("start %s: %v", id, err)
+					}
+					return
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+				}
+			}
+			r.t.Logf("started %d executions in %v", len(r.ids), time.Since(begin).Round(time.Millisecond))
+		}()
+		return
+	}
 	r.c.startAll(wf, r.ids, func(int) any { return bench.FaultInput() })
 	r.t.Logf("started %d executions in %v", len(r.ids), time.Since(begin).Round(time.Millisecond))
 }
@@ -340,10 +371,13 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 }
 
 // midFanOut waits until a third of the split's HTTP calls were made.
-func (r *faultRun) midFanOut() {
+func (r *faultRun) midFanOut() { r.t.Helper(); r.intoFanOut(3) }
+
+// intoFanOut waits until 1/part of the split's HTTP calls were made.
+func (r *faultRun) intoFanOut(part int) {
 	r.t.Helper()
-	waitFor(r.t, faultTimeout, "a third of the fan-out", func() bool {
-		return r.fx.Count("/b/") >= faultExecutions*bench.FaultItems/3
+	waitFor(r.t, faultTimeout, fmt.Sprintf("1/%d of the fan-out", part), func() bool {
+		return r.fx.Count("/b/") >= faultExecutions*bench.FaultItems/part
 	})
 	if r.cs.distinct() == faultExecutions {
 		r.t.Fatal("every execution completed before the fault: it tested nothing")
@@ -472,43 +506,45 @@ func TestFaultCloseConnections(t *testing.T) {
 	testinfra.RedisURL(t)
 	vhost := "rune-faults-" + testinfra.Name(t)
 	r := newFaultRun(t, ownVhost(t, vhost), "")
-	r.start()
 	procs := append(slices.Clone(r.workers), r.schedulers...)
+	// rabbitmqctl takes seconds: the executions spread over 12 s, so that
+	// both closes land while executions are running.
+	r.startOver(12 * time.Second)
 	began := time.Now()
-	r.midFanOut()
+	r.intoFanOut(10)
 	closeWorkerConnections(t, vhost, 2*len(procs))
-	t.Logf("%v: closed the connections", time.Since(began).Round(time.Millisecond))
+	t.Logf("%v: closed the connections, %d completions", time.Since(began).Round(time.Millisecond), r.cs.distinct())
 	for _, p := range procs {
 		p.waitLog(t, "amqp broker: reconnected", 60*time.Second)
 	}
-	t.Logf("%v: every process reconnected", time.Since(began).Round(time.Millisecond))
-	waitFor(t, faultTimeout, "the first completions", func() bool { return r.cs.distinct() > 0 })
 	closeWorkerConnections(t, vhost, 2*len(procs))
 	t.Logf("%v: closed the connections again, %d completions", time.Since(began).Round(time.Millisecond), r.cs.distinct())
+	if r.cs.distinct() == faultExecutions {
+		t.Error("every execution completed before the second close: it tested nothing")
+	}
 	r.finish()
 	t.Logf("%v: finished", time.Since(began).Round(time.Millisecond))
 }
 
-// closeWorkerConnections closes the connections of vhost named "rune worker
-// …" (workers' and schedulers'), failing unless there are at least least.
+// closeWorkerConnections closes every connection of vhost named "rune
+// worker …" (workers' and schedulers'), in one rabbitmqctl call (each takes
+// seconds to start), and fails unless there were at least least.
 func closeWorkerConnections(t *testing.T, vhost string, least int) {
 	t.Helper()
-	out, err := exec.Command("rabbitmqctl", "-q", "list_connections", "pid", "vhost", "client_properties").CombinedOutput()
+	expr := fmt.Sprintf(`length([ok || I <- rabbit_networking:connection_info_all([pid, vhost, client_properties]),
+		proplists:get_value(vhost, I) =:= <<"%s">>,
+		case lists:keyfind(<<"connection_name">>, 1, proplists:get_value(client_properties, I)) of
+			{_, _, N} -> binary:match(N, <<"rune worker">>) =/= nomatch;
+			_ -> false
+		end,
+		ok =:= rabbit_networking:close_connection(proplists:get_value(pid, I), "fault test")]).`, vhost)
+	out, err := exec.Command("rabbitmqctl", "-q", "eval", expr).CombinedOutput()
 	if err != nil {
-		t.Fatalf("rabbitmqctl list_connections: %v\n%s", err, out)
+		t.Fatalf("rabbitmqctl eval (close connections): %v\n%s", err, out)
 	}
-	n := 0
-	for line := range strings.Lines(string(out)) {
-		f := strings.Split(strings.TrimSpace(line), "\t")
-		if len(f) < 3 || f[1] != vhost || !strings.Contains(f[2], `{"connection_name","rune worker`) {
-			continue
-		}
-		// A connection gone meanwhile is not an error.
-		_ = exec.Command("rabbitmqctl", "-q", "close_connection", f[0], "fault test").Run()
-		n++
-	}
-	if n < least {
-		t.Fatalf("closed %d connections named rune worker in %s, want at least %d", n, vhost, least)
+	n, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil || n < least {
+		t.Fatalf("closed %q connections named rune worker in %s, want at least %d", out, vhost, least)
 	}
 }
 
