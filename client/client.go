@@ -18,6 +18,7 @@ import (
 // until the broker has accepted them.
 func Start(ctx context.Context, b broker.Broker, e *engine.Engine, wf *engine.Workflow, execID string, input any) error {
 	p := worker.NewPublisher(ctx, b)
+	p.OnComplete(e.Completed) // a workflow that ends at its trigger
 	if err := e.Start(ctx, wf, execID, input, p); err != nil {
 		return err
 	}

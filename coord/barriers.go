@@ -20,8 +20,8 @@ import (
 // while the barrier is retained, so a caller that crashed after completing it
 // can finish the work. Every key of a barrier lives only as long as the
 // execution's state (TTL refreshed on arrival) and is released when it
-// completes or is cancelled, but for a small closed marker kept for the TTL
-// (see ErrBarrierClosed).
+// completes or is cancelled, but for a small closed marker (see
+// ErrBarrierClosed).
 type Barriers interface {
 	// Open creates barrier key expecting total arrivals, needing need of
 	// them, and stores state (for an aggregator: the context the split saw).
@@ -69,7 +69,9 @@ type Arrival struct {
 // ErrBarrierClosed is returned by Arrive on a barrier that was cancelled, or
 // that completed, when the slot is not the one that completed it (or is, but
 // the completed values are no longer retained). A closed barrier is
-// remembered for its TTL, so late arrivals cannot open it anew.
+// remembered for its TTL, so late arrivals cannot open it anew; coord/redis
+// keeps the marker with its execution's state instead (refreshed while the
+// execution runs, gone Retain after it ended, when no arrival can come).
 var ErrBarrierClosed = errors.New("barrier closed")
 
 // Blobs store large context values once per execution, content-addressed, so

@@ -72,6 +72,14 @@ type Coordinator interface {
 	// Parked returns the ids Park recorded for exec that have not finished
 	// since, in no particular order (none for an unknown execution).
 	Parked(ctx context.Context, exec string) ([]string, error)
+
+	// Published records that exec's completion has been published: the
+	// broker confirmed it. From then on a duplicate Finish of any of exec's
+	// messages returns Outcome.Published, and its caller publishes no
+	// completion again (RFC 001 §6.3: one completion per execution). It
+	// changes nothing for an execution that is unknown, expired or still
+	// live, and recording it twice is recording it once.
+	Published(ctx context.Context, exec string) error
 }
 
 // State is Begin's verdict.
@@ -152,6 +160,13 @@ type Outcome struct {
 	// FinalContext is the union of every ended branch's End, when Last;
 	// never nil then. The caller owns it.
 	FinalContext map[string]any
+	// Published is set on a Duplicate when the execution has ended and its
+	// completion was recorded published (Coordinator.Published). Then every
+	// message of the execution has finished and its successors have been
+	// delivered: the caller republishes nothing but the message's own
+	// statuses, and for the completer (Last) not even those, as they went
+	// out with the completion.
+	Published bool
 	// Verdict is Run when Finish recorded the message (or had before: see
 	// Duplicate). After an Optimistic Finish that changed nothing it is
 	// Replay, with the stored Record, or Drop.

@@ -13,6 +13,12 @@ import (
 // Done. A caller that dies between Claim and Done loses nothing: once its
 // lease has passed, the next Claim by anyone returns the timer again. Several
 // schedulers may Claim at once; a timer is leased to one of them at a time.
+//
+// Leases are short and renewed (Extend) while their holder lives, so a dead
+// holder's timers are claimed again within a lease. Each claim of a timer
+// has its own Claims count, which fences a holder that was frozen past its
+// lease: Extend tells it the timer is no longer its own, and it must not
+// publish the timer's effects.
 type Timers interface {
 	// Schedule stores payload under id (not empty), due at due, kept to the
 	// millisecond; a due time in the past is claimable at once. Scheduling an
@@ -26,6 +32,14 @@ type Timers interface {
 	// time, earliest first (so a timer whose claimer died is not starved by
 	// newer due ones). It returns an empty slice when none is claimable.
 	Claim(ctx context.Context, now time.Time, max int, lease time.Duration) ([]Timer, error)
+	// Extend renews the leases of held timers (each as Claim returned it)
+	// until now+lease (lease positive) and returns the ids among them that
+	// the caller no longer holds: done, or claimed again since its claim
+	// (their Claims count changed). A timer whose lease passed but that no
+	// one claimed again is still held, and renewed. The caller must not
+	// publish the effects of a timer it no longer holds: its new claimer
+	// fires it.
+	Extend(ctx context.Context, now time.Time, lease time.Duration, held ...Timer) (lost []string, err error)
 	// Done removes timer id for good, claimed or still scheduled. Removing an
 	// unknown id is not an error.
 	Done(ctx context.Context, id string) error

@@ -238,10 +238,20 @@ type cluster struct {
 // prefix's queues, exchanges and keys are deleted.
 func newCluster(t *testing.T, amqpURL string) *cluster {
 	t.Helper()
+	return newClusterOn(t, amqpURL, "")
+}
+
+// newClusterOn is newCluster on the Redis at redisURL (default:
+// testinfra's).
+func newClusterOn(t *testing.T, amqpURL, redisURL string) *cluster {
+	t.Helper()
 	if amqpURL == "" {
 		amqpURL = testinfra.AMQPURL(t)
 	}
-	c := &cluster{t: t, prefix: testinfra.Name(t), amqpURL: amqpURL, redisURL: testinfra.RedisURL(t)}
+	if redisURL == "" {
+		redisURL = testinfra.RedisURL(t)
+	}
+	c := &cluster{t: t, prefix: testinfra.Name(t), amqpURL: amqpURL, redisURL: redisURL}
 	t.Logf("prefix %s", c.prefix)
 	opts, err := goredis.ParseURL(c.redisURL)
 	if err != nil {
@@ -382,6 +392,7 @@ type completions struct {
 	// completed_at or total_duration_ms; mismatches those that differ in
 	// anything else.
 	dups       int
+	dupExecs   []string // the executions of dups, once per duplicate
 	retimed    int
 	mismatches []string
 	consumeErr error
@@ -434,6 +445,10 @@ func (cs *completions) handle(_ context.Context, d *broker.Delivery) error {
 		return nil
 	}
 	cs.dups++
+	cs.dupExecs = append(cs.dupExecs, comp.ExecutionID)
+	if d.ID != comp.ExecutionID {
+		cs.mismatches = append(cs.mismatches, fmt.Sprintf("%s: a duplicate with message id %q, not the execution id", comp.ExecutionID, d.ID))
+	}
 	if reflect.DeepEqual(prev, comp) {
 		return nil
 	}

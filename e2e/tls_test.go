@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -61,17 +60,6 @@ func writeCerts(t *testing.T, dir string) {
 	write("server.key", "EC PRIVATE KEY", keyDER)
 }
 
-// freePort returns a TCP port nothing listens on at the moment.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // rediss:// works as docs/operations.md says: a private Redis with TLS only
 // (a certificate of a self-signed CA), a worker and rune start --wait
 // trusting that CA through SSL_CERT_FILE; without it, the certificate is
@@ -82,7 +70,7 @@ func TestRedisTLS(t *testing.T) {
 	dir := t.TempDir()
 	writeCerts(t, dir)
 	port := freePort(t)
-	redis := exec.Command("redis-server", "--port", "0", "--tls-port", fmt.Sprint(port), "--bind", "127.0.0.1",
+	redis := exec.Command("redis-server", "--port", "0", "--tls-port", port, "--bind", "127.0.0.1",
 		"--tls-cert-file", filepath.Join(dir, "server.pem"), "--tls-key-file", filepath.Join(dir, "server.key"),
 		"--tls-ca-cert-file", filepath.Join(dir, "ca.pem"), "--tls-auth-clients", "no",
 		"--save", "", "--appendonly", "no", "--dir", dir)
@@ -103,7 +91,7 @@ func TestRedisTLS(t *testing.T) {
 			testinfra.Unavailable(t, "redis-server with --tls-port did not start (built without TLS?):\n%s", out.String())
 		default:
 		}
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		c, err := net.Dial("tcp", "127.0.0.1:"+port)
 		if err == nil {
 			c.Close()
 		}
@@ -111,7 +99,7 @@ func TestRedisTLS(t *testing.T) {
 	})
 
 	c := newCluster(t, "")
-	redisURL := fmt.Sprintf("rediss://127.0.0.1:%d/0", port)
+	redisURL := "rediss://127.0.0.1:" + port + "/0"
 	args := []string{"--amqp", c.amqpURL, "--redis", redisURL, "--prefix", c.prefix}
 	trust := []string{"SSL_CERT_FILE=" + filepath.Join(dir, "ca.pem")}
 	w := startProcEnv(t, "worker", trust, append([]string{"worker"}, args...)...)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/rune-org/rune/coord"
 	"github.com/rune-org/rune/message"
@@ -209,14 +210,44 @@ func (c *blobCache) put(ref string, v any, size int) {
 	c.size += size
 }
 
-// Completed releases what an execution kept in the blob store. Runtimes call
-// it once its completion is safely published: a redelivered completer before
-// that still needs the values to report the final context.
+// Completed is called by runtimes once c is safely published (the broker
+// confirmed it). It records that in the coordinator at once, so that a
+// redelivery or a timer fired again from now on publishes no second
+// completion, and then releases what the execution kept in the blob store
+// (a redelivered completer before the record still needs the values to
+// report the same final context).
 func (e *Engine) Completed(ctx context.Context, c *message.Completion) {
+	if err := e.recordPublished(ctx, c.ExecutionID); err != nil {
+		// Without the record a replay repeats the completion, byte for
+		// byte: it needs the values, so they stay (until their TTL).
+		e.log.Warn("could not record the completion as published; a redelivery may publish it again", "execution_id", c.ExecutionID, "err", err)
+		return
+	}
 	if e.cfg.Blobs == nil {
 		return
 	}
 	if err := e.cfg.Blobs.Release(ctx, c.ExecutionID); err != nil {
 		e.log.Warn("could not release the execution's large values; they expire with their TTL", "execution_id", c.ExecutionID, "err", err)
 	}
+}
+
+// recordPublished calls Coord.Published, trying again for a few seconds: a
+// coordinator that restarts (a Redis failover) would otherwise leave the
+// window for a duplicate completion open.
+func (e *Engine) recordPublished(ctx context.Context, exec string) error {
+	const attempts = 8
+	wait := 50 * time.Millisecond
+	var err error
+	for i := range attempts {
+		if err = e.cfg.Coord.Published(ctx, exec); err == nil || i == attempts-1 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+	return err
 }

@@ -567,6 +567,18 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
 	case coord.Drop:
 		return s.drop(ctx)
 	}
+	if out.Duplicate && out.Published {
+		// The execution ended and its completion is out: every successor
+		// was delivered (it finished), and the completer's statuses went
+		// out with the completion. Only a non-completer's own statuses may
+		// never have been published.
+		if !out.Last {
+			for _, st := range f.statuses {
+				s.sink.Status(st)
+			}
+		}
+		return nil
+	}
 	if f.halt != nil {
 		if err := s.wakeParked(ctx); err != nil {
 			return err
@@ -587,6 +599,11 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
 	}
 	at := rec.FinishedAt
 	if out.Duplicate && out.Last {
+		// The one window left (docs/dsl.md, "Delivery and idempotency"):
+		// the first delivery may have published the completion without
+		// living to record it. Logged, so that a fault test can tell these
+		// copies from a bug.
+		s.e.log.Info(RepublishLog, "execution_id", s.m.ExecutionID, "message_id", s.m.MessageID)
 		// Another delivery of this message finished it first (they ran at
 		// once): report its completion time, so both completions are equal.
 		if b, err := s.e.cfg.Coord.Begin(ctx, s.m.ExecutionID, s.m.MessageID); err == nil && b.State == coord.Replay {
@@ -599,6 +616,10 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
 	s.complete(ctx, out, at)
 	return nil
 }
+
+// RepublishLog is what the engine logs when it publishes an execution's
+// completion again because no record says the first was published.
+const RepublishLog = "completion not recorded as published: publishing it again, identical"
 
 // maxDepth bounds the nesting of a node's output.
 const maxDepth = 64

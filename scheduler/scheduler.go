@@ -2,9 +2,12 @@
 // (RFC 006 §5.2, §7): it claims due timers from the timer store, lets the
 // engine resume each suspended branch, publishes the effects and only then
 // removes the timer. A scheduler killed between claim and publish loses
-// nothing: the lease runs out and any scheduler claims the timer again; the
-// engine recognises a resume that already happened and replays it, so
-// successors never run twice. Any number of schedulers may run at once.
+// nothing: its short lease, renewed only while it lives, runs out and any
+// scheduler claims the timer again within seconds; the engine recognises a
+// resume that already happened and replays it, so successors never run
+// twice. A scheduler frozen past its lease (a stopped process, a long GC or
+// VM pause) finds on waking that the timer was claimed again, and publishes
+// nothing for it. Any number of schedulers may run at once.
 package scheduler
 
 import (
@@ -23,6 +26,11 @@ import (
 // DefaultPoll is Config.Poll's default.
 const DefaultPoll = 20 * time.Millisecond
 
+// DefaultLease is Config.Lease's default: a dead scheduler's timers fire
+// about 3 s late; renewing every second costs Redis one small script a
+// second per scheduler that holds timers.
+const DefaultLease = 3 * time.Second
+
 // Config configures a scheduler.
 type Config struct {
 	// Timers is the timer store. Required.
@@ -39,8 +47,10 @@ type Config struct {
 	// Batch is the most timers claimed at once; while full batches come back
 	// the scheduler claims again without pausing. Default 500.
 	Batch int
-	// Lease is how long a claimed timer is this scheduler's before another may
-	// claim it again. Default 30s.
+	// Lease is how long a claimed timer stays this scheduler's without being
+	// renewed; the scheduler renews its timers' leases every Lease/3 while it
+	// handles them. A dead scheduler's timers fire again within about a
+	// Lease (plus a Poll). Default 3s (DefaultLease).
 	Lease time.Duration
 	// Concurrency is how many timers of a batch are resumed at once. Default 64.
 	Concurrency int
@@ -49,8 +59,8 @@ type Config struct {
 	// Now returns the current time. Default time.Now.
 	Now func() time.Time
 	// AfterClaim, when set, is called after each claim with the claimed
-	// timers, before any is resumed. Fault-injection tests use it to stop the
-	// process at the worst moment.
+	// timers, before any is resumed (their leases are being renewed).
+	// Fault-injection tests use it to stop the process at the worst moment.
 	AfterClaim func([]coord.Timer)
 }
 
@@ -65,7 +75,7 @@ func (c *Config) defaults() error {
 		c.Batch = 500
 	}
 	if c.Lease <= 0 {
-		c.Lease = 30 * time.Second
+		c.Lease = DefaultLease
 	}
 	if c.Concurrency <= 0 {
 		c.Concurrency = 64
@@ -112,6 +122,12 @@ func Tick(ctx context.Context, cfg Config) (int, error) {
 	if err != nil || len(timers) == 0 {
 		return 0, err
 	}
+	h := &holder{cfg: cfg, held: make(map[string]coord.Timer, len(timers))}
+	for _, t := range timers {
+		h.held[t.ID] = t
+	}
+	stop := h.renew(ctx)
+	defer stop()
 	if cfg.AfterClaim != nil {
 		cfg.AfterClaim(timers)
 	}
@@ -123,10 +139,62 @@ func Tick(ctx context.Context, cfg Config) (int, error) {
 		go func(t coord.Timer) {
 			defer func() { <-sem; wg.Done() }()
 			fire(ctx, cfg, t)
+			h.release(t.ID)
 		}(t)
 	}
 	wg.Wait()
 	return len(timers), nil
+}
+
+// holder keeps the leases of the timers of one claim alive while they are
+// being fired.
+type holder struct {
+	cfg  Config
+	mu   sync.Mutex
+	held map[string]coord.Timer
+}
+
+func (h *holder) release(id string) {
+	h.mu.Lock()
+	delete(h.held, id)
+	h.mu.Unlock()
+}
+
+// renew extends the held leases every Lease/3 until the returned stop is
+// called. A failed renewal is only logged: the timers it could not keep
+// are claimed again by others, and fire fences them out.
+func (h *holder) renew(ctx context.Context) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(max(h.cfg.Lease/3, time.Millisecond))
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			h.mu.Lock()
+			held := make([]coord.Timer, 0, len(h.held))
+			for _, t := range h.held {
+				held = append(held, t)
+			}
+			h.mu.Unlock()
+			if len(held) == 0 {
+				continue
+			}
+			lost, err := h.cfg.Timers.Extend(ctx, h.cfg.Now(), h.cfg.Lease, held...)
+			if err != nil {
+				h.cfg.Logger.Warn("scheduler: could not renew the leases of timers in hand; others may fire them", "timers", len(held), "err", err)
+			}
+			for _, id := range lost {
+				h.release(id)
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }
 
 // fire resumes one timer's branch and removes the timer once its effects are
@@ -139,7 +207,13 @@ func fire(ctx context.Context, cfg Config, t coord.Timer) {
 		p := worker.NewPublisher(ctx, cfg.Broker)
 		p.OnComplete(cfg.Engine.Completed)
 		if err = cfg.Engine.Resume(ctx, m, t.Due, p); err == nil {
-			err = p.Flush()
+			if err = fence(ctx, cfg, t); errors.Is(err, errLost) {
+				log.Info("scheduler: the timer was claimed again while this scheduler stalled; leaving it to its new claimer", "claims", t.Claims)
+				return
+			}
+			if err == nil {
+				err = p.Flush()
+			}
 		}
 	}
 	switch {
@@ -154,4 +228,26 @@ func fire(ctx context.Context, cfg Config, t coord.Timer) {
 	if err := cfg.Timers.Done(ctx, t.ID); err != nil {
 		log.Warn("scheduler: could not remove a fired timer; it may fire again (harmlessly)", "err", err)
 	}
+}
+
+// errLost says a timer is no longer this scheduler's.
+var errLost = errors.New("timer lease lost")
+
+// fence checks, just before the effects of t are published, that t is still
+// held under this claim (and renews its lease, so that the publish that
+// follows has a whole lease to finish in). A scheduler that stalled past its
+// lease learns here that another claimed the timer again: publishing now
+// would repeat that one's effects. The check and the publish are not atomic
+// (the broker takes no fence), so a stall of more than a lease exactly
+// between them still publishes twice; the copies are then the same messages
+// with the same ids, which the engine recognises.
+func fence(ctx context.Context, cfg Config, t coord.Timer) error {
+	lost, err := cfg.Timers.Extend(ctx, cfg.Now(), cfg.Lease, t)
+	if err != nil {
+		return err
+	}
+	if len(lost) > 0 {
+		return errLost
+	}
+	return nil
 }

@@ -401,6 +401,8 @@ func TestSchedulerKilledBetweenClaimAndPublish(t *testing.T) {
 type flakyCoord struct {
 	coord.Coordinator
 	down atomic.Bool
+	// slow, in nanoseconds, delays every Begin: a resume that takes long.
+	slow atomic.Int64
 }
 
 var errDown = errors.New("coordination store unreachable")
@@ -409,6 +411,7 @@ func (f *flakyCoord) Begin(ctx context.Context, exec, id string) (coord.Begin, e
 	if f.down.Load() {
 		return coord.Begin{}, errDown
 	}
+	time.Sleep(time.Duration(f.slow.Load()))
 	return f.Coordinator.Begin(ctx, exec, id)
 }
 
@@ -582,4 +585,104 @@ func TestTickLeavesTimerClaimedOnTransientFailure(t *testing.T) {
 		t.Fatalf("after the resume: %+v, want the timer removed", st)
 	}
 	expectResumed(t, out, "exec_c")
+}
+
+// TestFrozenSchedulerPublishesNothingAfterTakeover: a scheduler stalls
+// right after its claim (a SIGSTOP, a VM pause) past its lease; another
+// claims the timer and fires it. When the first wakes it finds the timer
+// claimed again and publishes nothing: the branch resumes once.
+func TestFrozenSchedulerPublishesNothingAfterTakeover(t *testing.T) {
+	p := newPieces(t)
+	ctx := context.Background()
+	p.suspend(t, "exec_f")
+	out := p.resumed(t)
+	now := time.Now().Add(2 * time.Second)
+	frozen, thawed := make(chan struct{}), make(chan struct{})
+	first := scheduler.Config{Timers: p.timers, Broker: p.broker, Engine: p.engine, Batch: 10, Lease: time.Minute, Concurrency: 4, Logger: quiet,
+		Now: func() time.Time { return now },
+		AfterClaim: func([]coord.Timer) {
+			close(frozen)
+			<-thawed
+		}}
+	tick := make(chan error, 1)
+	go func() {
+		_, err := scheduler.Tick(ctx, first)
+		tick <- err
+	}()
+	<-frozen
+	later := now.Add(time.Minute)
+	var claims []int
+	second := scheduler.Config{Timers: p.timers, Broker: p.broker, Engine: p.engine, Batch: 10, Lease: time.Minute, Concurrency: 4, Logger: quiet,
+		Now: func() time.Time { return later },
+		AfterClaim: func(ts []coord.Timer) {
+			for _, tm := range ts {
+				claims = append(claims, tm.Claims)
+			}
+		}}
+	if n, err := scheduler.Tick(ctx, second); err != nil || n != 1 || len(claims) != 1 || claims[0] != 2 {
+		t.Fatalf("second scheduler's Tick = %d, %v, claims %v; want the timer claimed again (Claims 2)", n, err, claims)
+	}
+	expectResumed(t, out, "exec_f")
+	close(thawed)
+	if err := <-tick; err != nil {
+		t.Fatalf("the frozen scheduler's Tick: %v", err)
+	}
+	select {
+	case m := <-out:
+		t.Fatalf("the scheduler that woke after the takeover published %s of %s", m.CurrentNode, m.ExecutionID)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if st := stats(t, p.timers); st.Claimed != 0 || st.Scheduled != 0 {
+		t.Fatalf("after both: %+v, want the timer removed", st)
+	}
+}
+
+// TestLeaseRenewedWhileResuming: a resume that takes several leases (a slow
+// coordination store) keeps its timer: a second scheduler polling all along
+// never claims it, and the branch resumes once.
+func TestLeaseRenewedWhileResuming(t *testing.T) {
+	p := newPieces(t)
+	p.suspend(t, "exec_r")
+	out := p.resumed(t)
+	const lease = 300 * time.Millisecond
+	p.coord.slow.Store(int64(4 * lease))
+	var claims atomic.Int64
+	cfg := scheduler.Config{Timers: p.timers, Broker: p.broker, Engine: p.engine, Poll: 10 * time.Millisecond, Lease: lease, Logger: quiet,
+		AfterClaim: func(ts []coord.Timer) { claims.Add(int64(len(ts))) }}
+	for range 2 {
+		background(t, func(ctx context.Context) { _ = scheduler.Run(ctx, cfg) })
+	}
+	// The wait is 1 s; resuming takes 1.2 s more.
+	expectResumedWithin(t, out, 30*time.Second, "exec_r")
+	if n := claims.Load(); n != 1 {
+		t.Fatalf("the timer was claimed %d times, want once: its lease was not kept while it resumed", n)
+	}
+}
+
+// expectResumedWithin waits up to within for the first resumed message of
+// each execution, then for none more (a loaded machine may be slow to
+// resume, never to repeat).
+func expectResumedWithin(t *testing.T, ch <-chan *message.NodeExecution, within time.Duration, execs ...string) {
+	t.Helper()
+	want := map[string]bool{}
+	for _, e := range execs {
+		want[e] = true
+	}
+	timeout := time.After(within)
+	for len(want) > 0 {
+		select {
+		case m := <-ch:
+			if !want[m.ExecutionID] {
+				t.Fatalf("unexpected message: execution %s, node %s", m.ExecutionID, m.CurrentNode)
+			}
+			delete(want, m.ExecutionID)
+		case <-timeout:
+			t.Fatalf("no message resuming %v after %s", want, within)
+		}
+	}
+	select {
+	case m := <-ch:
+		t.Fatalf("extra message: execution %s, node %s", m.ExecutionID, m.CurrentNode)
+	case <-time.After(500 * time.Millisecond):
+	}
 }

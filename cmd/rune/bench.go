@@ -45,9 +45,12 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) error {
 	idle := fs.Int("idle-executions", 200, "distributed: then run this many executions one at a time, for the per-node latency of an idle system (0: skip)")
 	rawHops := fs.Int("raw-hops", 0, "distributed: hops of the raw RabbitMQ ceiling (default: as many as node executions; negative: skip)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
-	mode := fs.String("mode", "linear", "linear (executions of set nodes), fanout (one split over --items items), timers (distributed: --executions waiting --wait each, started --start-rate per second, then a backlog of --pending timers), or server (rune server on --postgres: triggers accepted per second over HTTP, trigger → first node latency, statuses persisted per second)")
+	mode := fs.String("mode", "linear", "linear (executions of set nodes), fanout (one split over --items items), timers (distributed: --executions waiting --wait each, started --start-rate per second, then a backlog of --pending timers), server (rune server on --postgres: triggers accepted per second over HTTP, trigger → first node latency, statuses persisted per second), or chaos (distributed: --executions of an http, split, aggregator and wait workflow on --spawn-workers workers and a scheduler, with a fault of --faults every --fault-every)")
 	postgresURL := fs.String("postgres", env.getenv("RUNE_POSTGRES_URL"), "server: PostgreSQL URL (env RUNE_POSTGRES_URL); the bench uses a fresh schema of its own")
 	clients := fs.Int("clients", 32, "server: HTTP clients triggering at once")
+	faults := fs.String("faults", strings.Join(chaosFaults, ","), "chaos: the faults to inject, in turn")
+	faultEvery := fs.Duration("fault-every", 5*time.Second, "chaos: the pause between faults")
+	stopFor := fs.Duration("stop-for", 5*time.Second, "chaos: how long stop-scheduler freezes the scheduler (past its 3 s lease)")
 	items := fs.Int("items", 10000, "fanout: items split")
 	wait := fs.Duration("wait", 2*time.Second, "timers: how long each execution waits")
 	pending := fs.Int("pending", 1000000, "timers: pending timers in the backlog (0: skip the backlog)")
@@ -104,8 +107,20 @@ the nodes).`)
 			*execs = 10000
 		}
 		return benchTimers(ctx, env, &srv, timerBench{executions: *execs, wait: *wait, startRate: *startRate, pending: *pending, rate: *rate, spawn: *spawn, concurrency: *concurrency, asJSON: *asJSON})
+	case "chaos":
+		if *execs == 0 {
+			*execs = 1000
+		}
+		if *faultEvery <= 0 || *stopFor <= 0 {
+			return usagef("--fault-every and --stop-for must be positive")
+		}
+		var list []string
+		if *faults != "" {
+			list = strings.Split(*faults, ",")
+		}
+		return benchChaos(ctx, env, &srv, chaosBench{executions: *execs, workers: *spawn, faults: list, every: *faultEvery, stopFor: *stopFor, asJSON: *asJSON})
 	default:
-		return usagef("--mode %q: want linear, fanout, timers or server", *mode)
+		return usagef("--mode %q: want linear, fanout, timers, server or chaos", *mode)
 	}
 	if srv.amqpURL != "" {
 		if *execs == 0 {

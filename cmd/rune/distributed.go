@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -170,7 +171,7 @@ func cmdScheduler(ctx context.Context, env *cliEnv, args []string) error {
 	srv.flags(fs, env, true)
 	poll := fs.Duration("poll", scheduler.DefaultPoll, "pause between claims when no timer is due: how late a timer may fire on an idle scheduler")
 	batch := fs.Int("batch", 500, "timers claimed at once; full batches are drained without pausing")
-	lease := fs.Duration("lease", 30*time.Second, "how long a claimed timer is this scheduler's before another may fire it")
+	lease := fs.Duration("lease", scheduler.DefaultLease, "how long a claimed timer stays this scheduler's unrenewed (renewed every lease/3): a dead scheduler's timers fire about this late")
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, "Usage: rune scheduler --amqp URL --redis URL\n\nFires the timers of wait and delay nodes when they come due. Run one or more;\na timer fires once even with several, and a scheduler killed mid-fire loses none.")
 		fs.PrintDefaults()
@@ -189,9 +190,18 @@ func cmdScheduler(ctx context.Context, env *cliEnv, args []string) error {
 	defer rt.Close()
 	warnDurability(ctx, rt, log)
 	cfg := scheduler.Config{Timers: rt.Timers, Broker: rt.Broker, Engine: rt.Engine, Poll: *poll, Batch: *batch, Lease: *lease, Logger: log}
-	if env.getenv("RUNE_FAULT") == "exit-after-claim" {
-		// Fault injection for the crash tests: die between claim and publish.
+	// Fault injection for the crash tests: die between claim and publish,
+	// or hold the claimed timers a while first (so a test can kill or stop
+	// the process while it holds them).
+	switch fault := env.getenv("RUNE_FAULT"); {
+	case fault == "exit-after-claim":
 		cfg.AfterClaim = func([]coord.Timer) { os.Exit(137) }
+	case strings.HasPrefix(fault, "hold-after-claim="):
+		d, err := time.ParseDuration(strings.TrimPrefix(fault, "hold-after-claim="))
+		if err != nil {
+			return usagef("RUNE_FAULT %q: %v", fault, err)
+		}
+		cfg.AfterClaim = func([]coord.Timer) { time.Sleep(d) }
 	}
 	log.Info("scheduler started", "poll", *poll, "batch", *batch, "lease", *lease)
 	err = scheduler.Run(ctx, cfg)

@@ -40,6 +40,7 @@ func Run(t *testing.T, newCoord func(t *testing.T) coord.Coordinator) {
 		{"InvalidArguments", testInvalidArguments},
 		{"UnknownExecution", testUnknownExecution},
 		{"AfterEnd", testAfterEnd},
+		{"Published", testPublished},
 		{"InterleavedExecutions", testInterleavedExecutions},
 	}
 	for _, tc := range cases {
@@ -704,5 +705,56 @@ func testInterleavedExecutions(t *testing.T, c coord.Coordinator) {
 			continue
 		}
 		completed(t, exec, o, leafContext(tr))
+	}
+}
+
+// testPublished: once the completion is recorded published, duplicate
+// Finishes of the ended execution's messages say so (its completer's among
+// them, still Last with the same Outcome); before, and for a live execution,
+// recording changes nothing.
+func testPublished(t *testing.T, c coord.Coordinator) {
+	const exec = "exec-published"
+	ctx := ctxFor(t)
+	if err := c.Published(ctx, "exec-never-started"); err != nil {
+		t.Fatalf("Published of an unknown execution: %v", err)
+	}
+	start(t, c, exec, 2) // a, b
+	notLast(t, "Finish a", finish(t, c, exec, "a", coord.Finish{End: map[string]any{"$a": 1.0}}))
+	// Live: recording is ignored, so the completion is not suppressed later.
+	if err := c.Published(ctx, exec); err != nil {
+		t.Fatalf("Published of a live execution: %v", err)
+	}
+	if o := finish(t, c, exec, "a", coord.Finish{}); !o.Duplicate || o.Last || o.Published {
+		t.Fatalf("duplicate Finish a while live, after Published: Outcome %+v, want Duplicate only", o)
+	}
+	want := map[string]any{"$a": 1.0, "$b": 2.0}
+	o := finish(t, c, exec, "b", coord.Finish{End: map[string]any{"$b": 2.0}})
+	completed(t, "Finish b", o, want)
+	if o.Published {
+		t.Fatalf("Finish b: Published on the first Last")
+	}
+	// Ended, not yet published: the completer's duplicate must publish again.
+	o = finish(t, c, exec, "b", coord.Finish{})
+	completed(t, "duplicate Finish b before Published", o, want)
+	if !o.Duplicate || o.Published {
+		t.Fatalf("duplicate Finish b before Published: Outcome %+v, want Duplicate, not Published", o)
+	}
+	for range 2 {
+		if err := c.Published(ctx, exec); err != nil {
+			t.Fatalf("Published: %v", err)
+		}
+	}
+	o = finish(t, c, exec, "b", coord.Finish{Spawned: 2})
+	completed(t, "duplicate Finish b after Published", o, want)
+	if !o.Duplicate || !o.Published {
+		t.Fatalf("duplicate Finish b after Published: Outcome %+v, want Duplicate and Published", o)
+	}
+	if o := finish(t, c, exec, "a", coord.Finish{}); !o.Duplicate || o.Last || !o.Published {
+		t.Fatalf("duplicate Finish a after Published: Outcome %+v, want Duplicate and Published, not Last", o)
+	}
+	// An optimistic Finish of a finished id still gets Replay (then its
+	// caller's plain Finish gets Published).
+	if o := finish(t, c, exec, "a", coord.Finish{Optimistic: true}); o.Verdict != coord.Replay {
+		t.Fatalf("optimistic Finish a after Published: Verdict %v, want Replay", o.Verdict)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,7 @@ func RunTimers(t *testing.T, newTimers func(t *testing.T) coord.Timers) {
 		{"Wake", testTimersWake},
 		{"LeaseExpiry", testTimersLeaseExpiry},
 		{"ExpiredLeaseOrderedByDue", testTimersExpiredLeaseOrderedByDue},
+		{"ExtendFences", testTimersExtendFences},
 		{"ConcurrentClaimers", testTimersConcurrentClaimers},
 		{"PastDue", testTimersPastDue},
 		{"Stats", testTimersStats},
@@ -304,6 +306,65 @@ func testTimersLeaseExpiry(t *testing.T, ts coord.Timers) {
 	timersWant(t, "third Claim", timersClaim(t, ts, now.Add(timersLease), 10), 3, "a")
 	if s := timersStats(t, ts); s.Scheduled != 0 || s.Claimed != 1 {
 		t.Fatalf("Stats with one re-leased timer: %+v, want 0 scheduled, 1 claimed", s)
+	}
+}
+
+// timersExtend calls Extend and returns the lost ids, sorted.
+func timersExtend(t *testing.T, ts coord.Timers, now time.Time, held ...coord.Timer) []string {
+	t.Helper()
+	lost, err := ts.Extend(ctxFor(t), now, timersLease, held...)
+	if err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	slices.Sort(lost)
+	return lost
+}
+
+// testTimersExtendFences: Extend keeps a live holder's timers its own past
+// the first lease; once a timer is claimed again (its holder was frozen
+// past the lease) or done, Extend reports it lost to the old holder, and
+// does not move the new holder's lease.
+func testTimersExtendFences(t *testing.T, ts coord.Timers) {
+	for _, id := range []string{"kept", "taken", "done"} {
+		timersSchedule(t, ts, id, timersBase, []byte(id))
+	}
+	held := timersClaim(t, ts, timersBase, 10)
+	timersWant(t, "Claim", held, 1, "done", "kept", "taken")
+	// Renewed just before the lease passes: nobody may claim them at its end.
+	renewAt := timersBase.Add(timersLease - time.Second)
+	if lost := timersExtend(t, ts, renewAt, held...); len(lost) != 0 {
+		t.Fatalf("Extend of timers held: lost %v, want none", lost)
+	}
+	if got := timersClaim(t, ts, timersBase.Add(timersLease), 10); len(got) != 0 {
+		t.Fatalf("Claim after the first lease, renewed: %v, want nothing", got)
+	}
+	// Both leases pass. "kept" is still its holder's, as no one claimed
+	// it: renewing it keeps it. "taken" is claimed again meanwhile (its
+	// holder froze), and "done" is done.
+	timersDone(t, ts, "done")
+	later := renewAt.Add(timersLease)
+	byID := map[string]coord.Timer{}
+	for _, h := range held {
+		byID[h.ID] = h
+	}
+	if lost := timersExtend(t, ts, later, byID["kept"]); len(lost) != 0 {
+		t.Fatalf("Extend of a timer past its lease that no one claimed: lost %v, want none", lost)
+	}
+	again := timersClaim(t, ts, later, 10)
+	timersWant(t, "Claim after the lease passed", again, 2, "taken")
+	if lost := timersExtend(t, ts, later, held...); !slices.Equal(lost, []string{"done", "taken"}) {
+		t.Fatalf("Extend by the frozen holder: lost %v, want done and taken", lost)
+	}
+	// The new holder renews; the old holder's attempt did not move its
+	// lease, and "kept" was renewed with the rest of held.
+	if lost := timersExtend(t, ts, later, again...); len(lost) != 0 {
+		t.Fatalf("Extend by the new holder: lost %v, want none", lost)
+	}
+	if got := timersClaim(t, ts, later.Add(timersLease-time.Millisecond), 10); len(got) != 0 {
+		t.Fatalf("Claim within the renewed leases: %v, want nothing", got)
+	}
+	if _, err := ts.Extend(ctxFor(t), later, 0, again...); err == nil {
+		t.Fatal("Extend with a zero lease: no error")
 	}
 }
 

@@ -80,6 +80,8 @@ type execution struct {
 	last string
 	// parked are the ids Park recorded and Finish has not forgotten.
 	parked map[string]bool
+	// published is set once the completion is out (Published).
+	published bool
 }
 
 var _ coord.Coordinator = (*Coordinator)(nil)
@@ -192,6 +194,20 @@ func (c *Coordinator) Parked(_ context.Context, exec string) ([]string, error) {
 	return slices.Collect(maps.Keys(e.parked)), nil
 }
 
+// Published implements coord.Coordinator.
+func (c *Coordinator) Published(_ context.Context, exec string) error {
+	e := c.lookup(exec)
+	if e == nil {
+		return nil
+	}
+	e.mu.Lock()
+	if e.last != "" {
+		e.published = true
+	}
+	e.mu.Unlock()
+	return nil
+}
+
 // replay is the verdict on a message that finished before: its record,
 // encoded only now.
 func replay(exec, id string, rec coord.Record) (coord.Outcome, error) {
@@ -220,7 +236,7 @@ func (c *Coordinator) Finish(_ context.Context, exec, id string, f coord.Finish)
 		return replay(exec, id, rec)
 	}
 	if _, ok := e.finished[id]; ok {
-		o := coord.Outcome{Duplicate: true}
+		o := coord.Outcome{Duplicate: true, Published: e.published}
 		if e.last == id {
 			e.outcome(&o)
 		}

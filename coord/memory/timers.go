@@ -123,6 +123,30 @@ func (ts *Timers) Claim(ctx context.Context, now time.Time, limit int, lease tim
 	return out, nil
 }
 
+// Extend implements coord.Timers.
+func (ts *Timers) Extend(ctx context.Context, now time.Time, lease time.Duration, held ...coord.Timer) ([]string, error) {
+	if lease <= 0 {
+		return nil, fmt.Errorf("coord/memory: Timers.Extend: lease %v, want a positive lease", lease)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("coord/memory: Timers.Extend: %w", err)
+	}
+	deadline := now.UnixMilli() + max(lease.Milliseconds(), 1)
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	var lost []string
+	for _, h := range held {
+		t, ok := ts.byID[h.ID]
+		if !ok || t.claims == 0 || t.claims != h.Claims {
+			lost = append(lost, h.ID)
+			continue
+		}
+		t.deadline = deadline
+		heap.Fix(&ts.claimed, t.idx)
+	}
+	return lost, nil
+}
+
 // Done implements coord.Timers.
 func (ts *Timers) Done(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {

@@ -3,8 +3,13 @@
 --         arrivals), win (completing slot), ttl (ms)
 -- KEYS[2] vals hash: slot -> value
 -- KEYS[3] state string (Open's state)
+-- KEYS[4] the execution's closed hash: barrier -> "done:<slot>" or
+--         "cancelled", the marker a closed barrier leaves so that late
+--         arrivals cannot open it anew. The Coordinator expires it with the
+--         execution's own keys (10 minutes after the end).
 -- ARGV[1] total, ARGV[2] need (used when the barrier does not exist yet),
--- ARGV[3] TTL ms, ARGV[4] slot, ARGV[5] value, ARGV[6] retain ms.
+-- ARGV[3] TTL ms, ARGV[4] slot, ARGV[5] value, ARGV[6] retain ms, ARGV[7]
+-- the barrier's field in the closed hash.
 -- Returns {-1} cancelled, {-2, total} slot out of range, {-3, win} completed
 -- by another slot (or its values are gone), {0, dup, n} pending, or
 -- {1, dup, n, state or nil, total, {slot, value, ...}} complete.
@@ -23,9 +28,17 @@ end
 
 local m = redis.call('HMGET', meta, 'st', 'total', 'need', 'n', 'win')
 local st, total, need = m[1], tonumber(m[2]), tonumber(m[3])
--- First: the marker Cancel leaves for an unknown barrier has no total.
+-- (A meta in state cancelled is a marker of an earlier version.)
 if st == 'cancelled' then
   return {-1}
+end
+if not st then
+  local closed = redis.call('HGET', KEYS[4], ARGV[7])
+  if closed == 'cancelled' then
+    return {-1}
+  elseif closed then
+    return {-3, string.sub(closed, 6)}
+  end
 end
 if not st then
   total, need = tonumber(ARGV[1]), tonumber(ARGV[2])
@@ -56,10 +69,14 @@ if n < need then
 end
 
 redis.call('HSET', meta, 'st', 'done', 'win', slot)
--- The values (and state) only for the completer's repeat; the small meta as
--- a closed marker so late arrivals cannot open the barrier anew.
+-- Meta, values and state only for the completer's repeat; then the closed
+-- marker remains, which lives at least the barrier's TTL.
 local retain = ARGV[6]
-redis.call('PEXPIRE', vals, retain)
-redis.call('PEXPIRE', state, retain)
-redis.call('PEXPIRE', meta, math.max(tonumber(ttl), tonumber(retain)))
+for i = 1, 3 do
+  redis.call('PEXPIRE', KEYS[i], retain)
+end
+redis.call('HSET', KEYS[4], ARGV[7], 'done:' .. slot)
+if redis.call('PTTL', KEYS[4]) < tonumber(ttl) then
+  redis.call('PEXPIRE', KEYS[4], ttl)
+end
 return complete(0, n, total)

@@ -50,12 +50,17 @@ var (
 //	                          n (distinct arrivals), win (completing slot), ttl
 //	<prefix>:{X}:bar:K:vals   hash: slot -> value (HSETNX: once per slot)
 //	<prefix>:{X}:bar:K:state  string: Open's state
+//	<prefix>:{X}:closed       hash: K -> "done:<slot>" | "cancelled", one
+//	                          field per closed barrier of X
 //
 // with the execution's {X} hash tag, next to the Coordinator's keys. Every
 // key expires: the spec's TTL after the last Open or Arrive while open. On
-// completion vals and state expire after Retain (for the completer's
-// repeat), and meta, a few dozen bytes, is kept for the TTL as a closed
-// marker; Cancel deletes vals and state at once.
+// completion meta, vals and state expire after Retain (for the completer's
+// repeat); Cancel deletes them at once. A closed barrier leaves a field in
+// the closed hash, so that late arrivals cannot open it anew: the hash lives
+// at least the longest TTL of its barriers, and the Coordinator (same
+// Prefix) refreshes it with the execution's keys and lets it go Retain after
+// the execution ends (docs/operations.md, "Redis").
 //
 // The completing Arrive gets every value in the same round trip: 100,000
 // values of 100 bytes come back in one reply of about 10 MB.
@@ -77,8 +82,9 @@ func NewBarriers(client goredis.UniversalClient, opts BarrierOptions) *Barriers 
 
 // keys returns the meta, vals and state keys of barrier key of exec.
 func (b *Barriers) keys(exec, key string) []string {
-	base := b.prefix + ":{" + exec + "}:bar:" + key + ":"
-	return []string{base + "meta", base + "vals", base + "state"}
+	x := b.prefix + ":{" + exec + "}:"
+	base := x + "bar:" + key + ":"
+	return []string{base + "meta", base + "vals", base + "state", x + "closed"}
 }
 
 // checkSpec validates spec and returns its TTL in milliseconds.
@@ -112,7 +118,7 @@ func (b *Barriers) Open(ctx context.Context, exec, key string, spec coord.Barrie
 		hasState = "1"
 	}
 	k := b.keys(exec, key)
-	err = openScript.Run(ctx, b.client, []string{k[0], k[2]}, spec.Total, spec.Need, ttl, hasState, spec.State).Err()
+	err = openScript.Run(ctx, b.client, []string{k[0], k[2], k[3]}, spec.Total, spec.Need, ttl, hasState, spec.State, key).Err()
 	if err != nil {
 		return where(err)
 	}
@@ -132,7 +138,7 @@ func (b *Barriers) Arrive(ctx context.Context, exec, key string, spec coord.Barr
 		value = []byte{} // go-redis would send nil as "" anyway; be explicit
 	}
 	reply, err := arriveScript.Run(ctx, b.client, b.keys(exec, key),
-		spec.Total, spec.Need, ttl, slot, value, b.retain).Slice()
+		spec.Total, spec.Need, ttl, slot, value, b.retain, key).Slice()
 	if err != nil {
 		return coord.Arrival{}, where(err)
 	}
@@ -191,7 +197,7 @@ func parseArrival(reply []any) (coord.Arrival, error) {
 
 // Cancel implements coord.Barriers.
 func (b *Barriers) Cancel(ctx context.Context, exec, key string) (bool, error) {
-	n, err := cancelScript.Run(ctx, b.client, b.keys(exec, key), millis(DefaultBarrierTTL)).Int()
+	n, err := cancelScript.Run(ctx, b.client, b.keys(exec, key), millis(DefaultBarrierTTL), key).Int()
 	if err != nil {
 		return false, fmt.Errorf("coord/redis: Cancel barrier %q exec %q: %w", key, exec, err)
 	}

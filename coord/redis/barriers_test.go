@@ -52,8 +52,9 @@ func ttlOf(t *testing.T, client *goredis.Client, key string, lo, hi time.Duratio
 }
 
 // TestBarrierKeys: a barrier's keys carry the execution's hash tag and the
-// spec's TTL, refreshed on arrival; on completion the values keep Retain and
-// the meta the TTL; Cancel leaves only the meta.
+// spec's TTL, refreshed on arrival; on completion they keep only Retain and
+// the execution's closed hash holds the barrier's marker for the TTL; Cancel
+// leaves only the marker.
 func TestBarrierKeys(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -94,24 +95,32 @@ func TestBarrierKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ttlOf(t, client, base+"meta", ttl-time.Minute, ttl)
-	ttlOf(t, client, base+"vals", 0, retain)
-	ttlOf(t, client, base+"state", 0, retain)
+	for _, p := range parts {
+		ttlOf(t, client, base+p, 0, retain)
+	}
+	closed := prefix + ":{exec-1}:closed"
+	ttlOf(t, client, closed, ttl-time.Minute, ttl)
+	if v := client.HGet(ctx, closed, "split_1/0").Val(); v != "done:2" {
+		t.Fatalf("closed marker %q, want done:2", v)
+	}
 
-	// Cancel leaves the meta alone, as a closed marker for the TTL.
+	// Cancel deletes the barrier and leaves a marker for the TTL.
 	if was, err := b.Cancel(ctx, "odd}exec{", "split_1/0"); err != nil || !was {
 		t.Fatalf("Cancel: %v, %v", was, err)
 	}
 	obase := prefix + ":{odd}exec{}:bar:split_1/0:"
-	if n := client.Exists(ctx, obase+"vals", obase+"state").Val(); n != 0 {
-		t.Fatalf("after Cancel %d of vals and state remain", n)
+	if n := client.Exists(ctx, obase+"meta", obase+"vals", obase+"state").Val(); n != 0 {
+		t.Fatalf("after Cancel %d of meta, vals and state remain", n)
 	}
-	ttlOf(t, client, obase+"meta", ttl-time.Minute, ttl)
-	// And Cancel of an unknown barrier leaves a marker with the default TTL.
-	if was, err := b.Cancel(ctx, "exec-1", "never"); err != nil || !was {
+	ttlOf(t, client, prefix+":{odd}exec{}:closed", ttl-time.Minute, ttl)
+	// And Cancel of an unknown barrier leaves a marker for the default TTL.
+	if was, err := b.Cancel(ctx, "exec-2", "never"); err != nil || !was {
 		t.Fatalf("Cancel unknown: %v, %v", was, err)
 	}
-	ttlOf(t, client, prefix+":{exec-1}:bar:never:meta", redis.DefaultBarrierTTL-time.Minute, redis.DefaultBarrierTTL)
+	ttlOf(t, client, prefix+":{exec-2}:closed", redis.DefaultBarrierTTL-time.Minute, redis.DefaultBarrierTTL)
+	if _, err := b.Arrive(ctx, "exec-2", "never", spec, 0, nil); !errors.Is(err, coord.ErrBarrierClosed) {
+		t.Fatalf("Arrive at a cancelled unknown barrier: %v, want ErrBarrierClosed", err)
+	}
 }
 
 // TestBarrierRetain: after Retain the completer's repeat is closed out too,

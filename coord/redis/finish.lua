@@ -1,21 +1,24 @@
 -- finish.lua: account for one finished message, once per id.
--- KEYS[1] meta hash: live (count), halt (Failure JSON), last (completer id), status
+-- KEYS[1] meta hash: live (count), halt (Failure JSON), last (completer id), status,
+--         published (set by published.lua once the completion is out)
 -- KEYS[2] done hash: message id -> Record
 -- KEYS[3] ctx hash: final-context key -> JSON value
 -- KEYS[4] parked set: ids waiting in the timer store (park.lua)
+-- KEYS[5] closed hash: closed barriers' markers (arrive.lua), expired here
+--         with the rest
 -- ARGV[1] id, ARGV[2] spawned, ARGV[3] record, ARGV[4] halt JSON or "",
 -- ARGV[5] TTL ms, ARGV[6] retain ms, ARGV[7] "1" when optimistic (no Begin
 -- before), then ARGV[8..] End key, JSON value pairs.
 -- Returns {-1} unknown execution, {-2} ended and id is new; when optimistic
 -- {2, record} finished before (replay it), {3} halted (drop it); else
--- {duplicate, last, status, failure JSON or "", ctx key, value, ...}
+-- {duplicate, last, published, status, failure JSON or "", ctx key, value, ...}
 -- where status and the rest are present only when last is 1.
 local meta, done, ctx = KEYS[1], KEYS[2], KEYS[3]
 local id = ARGV[1]
 
-local function ending(dup)
+local function ending(dup, published)
   local m = redis.call('HMGET', meta, 'status', 'halt')
-  local reply = {dup, 1, m[1], m[2] or ''}
+  local reply = {dup, 1, published, m[1], m[2] or ''}
   local kv = redis.call('HGETALL', ctx)
   for i = 1, #kv do
     reply[#reply + 1] = kv[i]
@@ -23,7 +26,7 @@ local function ending(dup)
   return reply
 end
 
-local m = redis.call('HMGET', meta, 'live', 'last')
+local m = redis.call('HMGET', meta, 'live', 'last', 'published')
 if not m[1] then
   return {-1}
 end
@@ -34,10 +37,14 @@ if optimistic then
     return {2, rec}
   end
 elseif redis.call('HEXISTS', done, id) == 1 then
-  if m[2] == id then
-    return ending(1)
+  local published = 0
+  if m[3] then
+    published = 1
   end
-  return {1, 0}
+  if m[2] == id then
+    return ending(1, published)
+  end
+  return {1, 0, published}
 end
 if tonumber(m[1]) <= 0 then
   return {-2}
@@ -61,7 +68,7 @@ if live > 0 then
   for i = 1, #KEYS do
     redis.call('PEXPIRE', KEYS[i], ARGV[5])
   end
-  return {0, 0}
+  return {0, 0, 0}
 end
 
 local status = 'completed'
@@ -74,4 +81,4 @@ redis.call('HSET', meta, 'last', id, 'status', status)
 for i = 1, #KEYS do
   redis.call('PEXPIRE', KEYS[i], ARGV[6])
 end
-return ending(0)
+return ending(0, 0)

@@ -5,9 +5,13 @@
 // of execution X are
 //
 //	<prefix>:{X}:meta  hash: live (message count), halt (first Failure, JSON),
-//	                   last (the completer's id), status (once ended)
+//	                   last (the completer's id), status (once ended),
+//	                   published (once the completion is out)
 //	<prefix>:{X}:done  hash: message id -> Record (raw bytes)
 //	<prefix>:{X}:ctx   hash: final-context key -> JSON value
+//	<prefix>:{X}:parked set: ids of branches suspended in a wait (Park)
+//	<prefix>:{X}:closed hash: the closed markers of X's barriers (Barriers
+//	                   writes it; it expires with the other keys)
 //
 // They share the {X} hash tag, so a script's keys live in one slot and the
 // scripts work on Redis Cluster. All of them expire: TTL after the last Start
@@ -61,11 +65,14 @@ var (
 	finishLua string
 	//go:embed park.lua
 	parkLua string
+	//go:embed published.lua
+	publishedLua string
 
-	startScript  = goredis.NewScript(startLua)
-	beginScript  = goredis.NewScript(beginLua)
-	finishScript = goredis.NewScript(finishLua)
-	parkScript   = goredis.NewScript(parkLua)
+	startScript     = goredis.NewScript(startLua)
+	beginScript     = goredis.NewScript(beginLua)
+	finishScript    = goredis.NewScript(finishLua)
+	parkScript      = goredis.NewScript(parkLua)
+	publishedScript = goredis.NewScript(publishedLua)
 )
 
 // Coordinator implements coord.Coordinator on Redis. It is safe for
@@ -131,7 +138,7 @@ func (c *Coordinator) Ping(ctx context.Context) error {
 // keys returns exec's meta, done and ctx keys.
 func (c *Coordinator) keys(exec string) []string {
 	base := c.prefix + ":{" + exec + "}:"
-	return []string{base + "meta", base + "done", base + "ctx", base + "parked"}
+	return []string{base + "meta", base + "done", base + "ctx", base + "parked", base + "closed"}
 }
 
 // Start implements coord.Coordinator.
@@ -244,6 +251,17 @@ func (c *Coordinator) Parked(ctx context.Context, exec string) ([]string, error)
 	return ids, nil
 }
 
+// Published implements coord.Coordinator.
+func (c *Coordinator) Published(ctx context.Context, exec string) error {
+	if exec == "" {
+		return nil
+	}
+	if err := publishedScript.Run(ctx, c.client, c.keys(exec)[:1]).Err(); err != nil {
+		return fmt.Errorf("coord/redis: Published exec %q: %w", exec, err)
+	}
+	return nil
+}
+
 // parseOutcome reads finish.lua's reply.
 func parseOutcome(reply []any) (coord.Outcome, error) {
 	if len(reply) == 0 {
@@ -260,25 +278,26 @@ func parseOutcome(reply []any) (coord.Outcome, error) {
 		return coord.Outcome{Verdict: coord.Replay, Record: []byte(rec)}, nil
 	case code == 3:
 		return coord.Outcome{Verdict: coord.Drop}, nil
-	case len(reply) < 2 || (code != 0 && code != 1):
+	case len(reply) < 3 || (code != 0 && code != 1):
 		return coord.Outcome{}, fmt.Errorf("unexpected reply %v", reply)
 	}
-	o := coord.Outcome{Duplicate: code == 1}
+	published, _ := reply[2].(int64)
+	o := coord.Outcome{Duplicate: code == 1, Published: published == 1}
 	if last, _ := reply[1].(int64); last != 1 {
 		return o, nil
 	}
-	if len(reply) < 4 || len(reply)%2 != 0 {
+	if len(reply) < 5 || len(reply)%2 != 1 {
 		return coord.Outcome{}, fmt.Errorf("unexpected reply of %d elements", len(reply))
 	}
 	o.Last = true
-	o.Status, _ = reply[2].(string)
-	if failure, _ := reply[3].(string); failure != "" {
+	o.Status, _ = reply[3].(string)
+	if failure, _ := reply[4].(string); failure != "" {
 		o.Failure = new(message.Failure)
 		if err := json.Unmarshal([]byte(failure), o.Failure); err != nil {
 			return coord.Outcome{}, fmt.Errorf("decode stored Failure: %w", err)
 		}
 	}
-	kv := reply[4:]
+	kv := reply[5:]
 	o.FinalContext = make(map[string]any, len(kv)/2)
 	for i := 0; i < len(kv); i += 2 {
 		k, _ := kv[i].(string)

@@ -36,12 +36,15 @@ var (
 	wakeLua string
 	//go:embed stats.lua
 	statsLua string
+	//go:embed extend.lua
+	extendLua string
 
 	scheduleScript = goredis.NewScript(bucketLua + scheduleLua)
 	claimScript    = goredis.NewScript(bucketLua + claimLua)
 	doneScript     = goredis.NewScript(bucketLua + doneLua)
 	wakeScript     = goredis.NewScript(bucketLua + wakeLua)
 	statsScript    = goredis.NewScript(statsLua)
+	extendScript   = goredis.NewScript(extendLua)
 )
 
 const (
@@ -185,6 +188,31 @@ func (ts *Timers) Wake(ctx context.Context, now time.Time, ids ...string) error 
 		return fmt.Errorf("coord/redis: Timers.Wake: %w", err)
 	}
 	return nil
+}
+
+// Extend implements coord.Timers: a claim is fenced by its Claims count,
+// kept in the leases hash.
+func (ts *Timers) Extend(ctx context.Context, now time.Time, lease time.Duration, held ...coord.Timer) ([]string, error) {
+	if lease <= 0 {
+		return nil, fmt.Errorf("coord/redis: Timers.Extend: lease %v, want a positive lease", lease)
+	}
+	if len(held) == 0 {
+		return nil, nil
+	}
+	args := make([]any, 1, 1+2*len(held))
+	args[0] = now.UnixMilli() + max(lease.Milliseconds(), 1)
+	for _, t := range held {
+		args = append(args, packID(t.ID), t.Claims)
+	}
+	reply, err := extendScript.Run(ctx, ts.client, []string{ts.keys[1], ts.keys[3]}, args...).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("coord/redis: Timers.Extend: %w", err)
+	}
+	lost := make([]string, len(reply))
+	for i, p := range reply {
+		lost[i] = unpackID(p)
+	}
+	return lost, nil
 }
 
 // Done implements coord.Timers.

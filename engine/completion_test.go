@@ -1,0 +1,73 @@
+package engine_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/message"
+)
+
+// A fan-shaped workflow: two branches end, the second to finish completes.
+const twoEndsDef = `{"id":"ends","nodes":[
+	{"id":"start","type":"trigger","trigger":true},
+	{"id":"a","type":"set","parameters":{"values":{"v":1}}},
+	{"id":"b","type":"set","parameters":{"values":{"w":2}}}],
+	"edges":[{"id":"e1","src":"start","dst":"a"},{"id":"e2","src":"start","dst":"b"}]}`
+
+// handleAgain redelivers m and returns what the engine published for it.
+func handleAgain(t *testing.T, h *harness, m *message.NodeExecution) *engine.Effects {
+	t.Helper()
+	var f engine.Effects
+	if err := h.eng.Handle(context.Background(), m, &f); err != nil {
+		t.Fatalf("redeliver %s: %v", m.CurrentNode, err)
+	}
+	return &f
+}
+
+// Until the runtime reports the completion published, a redelivered
+// completer publishes it again, byte for byte; after, no redelivery
+// publishes a completion, and the completer publishes nothing at all (its
+// statuses went out with the completion).
+func TestCompletionIsPublishedOnceRecorded(t *testing.T) {
+	h := newHarness(t, twoEndsDef)
+	h.start(nil)
+	if len(h.queue) != 2 {
+		t.Fatalf("start published %d messages, want 2", len(h.queue))
+	}
+	first, completer := h.queue[0].Msg, h.queue[1].Msg
+	h.drain()
+	c := h.completion()
+	want, _ := json.Marshal(c)
+
+	again := handleAgain(t, h, completer)
+	if again.Completion == nil {
+		t.Fatal("a redelivered completer before the record published no completion; a lost confirm would lose it")
+	}
+	if got, _ := json.Marshal(again.Completion); !bytes.Equal(got, want) {
+		t.Fatalf("the repeated completion differs:\n got %s\nwant %s", got, want)
+	}
+
+	h.eng.Completed(context.Background(), c)
+	for _, m := range []*message.NodeExecution{completer, first} {
+		f := handleAgain(t, h, m)
+		if f.Completion != nil || len(f.Next) != 0 || len(f.Timeouts) != 0 {
+			t.Fatalf("redelivered %s after the record: completion %v, %d successors, %d timeouts; want none",
+				m.CurrentNode, f.Completion != nil, len(f.Next), len(f.Timeouts))
+		}
+		var sts []string
+		for _, s := range f.Statuses {
+			sts = append(sts, s.NodeID+":"+s.Status)
+		}
+		wantSts := ""
+		if m == first {
+			wantSts = "a:success" // may never have been published: its crash could precede it
+		}
+		if got := strings.Join(sts, " "); got != wantSts {
+			t.Fatalf("redelivered %s after the record: statuses %q, want %q", m.CurrentNode, got, wantSts)
+		}
+	}
+}
