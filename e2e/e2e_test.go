@@ -362,9 +362,15 @@ func TestStartWaitMatchesRun(t *testing.T) {
 	}
 	var examples []string
 	for _, f := range files {
-		if !strings.HasSuffix(f, ".input.json") {
-			examples = append(examples, f)
+		if strings.HasSuffix(f, ".input.json") || strings.HasSuffix(f, ".credentials.json") {
+			continue
 		}
+		// An example with credentials sends to servers this test does not
+		// run (the welcome series: notify_test.go runs it with its catchers).
+		if _, err := os.Stat(strings.TrimSuffix(f, ".json") + ".credentials.json"); err == nil {
+			continue
+		}
+		examples = append(examples, f)
 	}
 	if len(examples) == 0 {
 		t.Fatal("no examples found in ../examples")
