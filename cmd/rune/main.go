@@ -49,6 +49,7 @@ func commands() []command {
 		{"scheduler", "fire due timers of wait and delay nodes (distributed runtime)", cmdScheduler},
 		{"start", "start an execution on running workers; --wait follows it", cmdStart},
 		{"bench", "measure node executions per second", cmdBench},
+		{"dlq", "list, show, replay or purge dead letters (distributed runtime)", cmdDLQ},
 	}
 }
 
