@@ -16,6 +16,7 @@ import (
 	"github.com/rune-org/rune/broker/amqp"
 	coordredis "github.com/rune-org/rune/coord/redis"
 	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/metrics"
 	"github.com/rune-org/rune/node"
 	"github.com/rune-org/rune/nodes"
 )
@@ -40,6 +41,9 @@ type Config struct {
 	Nodes nodes.Options
 	// Secrets resolves credential references; nil means nodes get none.
 	Secrets node.Secrets
+	// Metrics records what the engine does; nil records nothing. The
+	// worker and scheduler take it in their own Config.
+	Metrics *metrics.Recorder
 }
 
 // Runtime is a connected distributed runtime.
@@ -100,6 +104,7 @@ func Connect(ctx context.Context, cfg Config) (*Runtime, error) {
 		Definitions: coordredis.NewBlobs(rc, coordredis.BlobOptions{Prefix: kprefix, TTL: 400 * 24 * time.Hour}),
 		Secrets:     cfg.Secrets,
 		Logger:      cfg.Logger,
+		Metrics:     cfg.Metrics,
 	})
 	if err != nil {
 		r.Close()

@@ -15,6 +15,7 @@ import (
 	coordmem "github.com/rune-org/rune/coord/memory"
 	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/message"
+	"github.com/rune-org/rune/metrics"
 	"github.com/rune-org/rune/node"
 	"github.com/rune-org/rune/nodes"
 	"github.com/rune-org/rune/scheduler"
@@ -33,6 +34,9 @@ type Options struct {
 	Registry *node.Registry
 	// Secrets resolves credential references; nil means nodes get none.
 	Secrets node.Secrets
+	// Metrics records what the engine, worker and scheduler do; nil
+	// records nothing.
+	Metrics *metrics.Recorder
 }
 
 // Runtime runs workflows in this process until Close.
@@ -64,7 +68,7 @@ func New(opts Options) (*Runtime, error) {
 	}
 	r.Timers = coordmem.NewTimers()
 	eng, err := engine.New(engine.Config{Registry: reg, Coord: r.Coord, Timers: r.Timers, Barriers: coordmem.NewBarriers(),
-		Secrets: opts.Secrets, Logger: opts.Logger})
+		Secrets: opts.Secrets, Logger: opts.Logger, Metrics: opts.Metrics})
 	if err != nil {
 		return nil, err
 	}
@@ -75,11 +79,11 @@ func New(opts Options) (*Runtime, error) {
 	go func() {
 		defer r.wg.Done()
 		// In process, timers fire within 10 ms of their due time.
-		_ = scheduler.Run(ctx, scheduler.Config{Timers: r.Timers, Broker: r.Broker, Engine: eng, Poll: 10 * time.Millisecond, Logger: opts.Logger})
+		_ = scheduler.Run(ctx, scheduler.Config{Timers: r.Timers, Broker: r.Broker, Engine: eng, Poll: 10 * time.Millisecond, Logger: opts.Logger, Metrics: opts.Metrics})
 	}()
 	go func() {
 		defer r.wg.Done()
-		if err := worker.Run(ctx, worker.Config{Broker: r.Broker, Engine: eng, Concurrency: opts.Concurrency, Logger: opts.Logger}); err != nil {
+		if err := worker.Run(ctx, worker.Config{Broker: r.Broker, Engine: eng, Concurrency: opts.Concurrency, Logger: opts.Logger, Metrics: opts.Metrics}); err != nil {
 			opts.Logger.Error("embedded worker stopped", "err", err)
 		}
 	}()

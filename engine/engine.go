@@ -18,6 +18,7 @@ import (
 	"github.com/rune-org/rune/coord"
 	"github.com/rune-org/rune/expr"
 	"github.com/rune-org/rune/message"
+	"github.com/rune-org/rune/metrics"
 	"github.com/rune-org/rune/node"
 	"github.com/rune-org/rune/workflow"
 )
@@ -60,6 +61,9 @@ type Config struct {
 	Now func() time.Time
 	// CacheSize is how many compiled workflow definitions are kept. Default 256.
 	CacheSize int
+	// Metrics records node runs, halts, splits and completions; nil records
+	// nothing.
+	Metrics *metrics.Recorder
 }
 
 // Sink receives the effects of handling one message, in order. The runtime

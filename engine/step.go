@@ -548,6 +548,7 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
 			return err
 		}
 	}
+	s.observe(rec, f, out)
 	if running != nil {
 		s.sink.Status(running)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/rune-org/rune/broker"
 	"github.com/rune-org/rune/coord"
 	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/metrics"
 	"github.com/rune-org/rune/worker"
 )
 
@@ -52,6 +53,9 @@ type Config struct {
 	// timers, before any is resumed. Fault-injection tests use it to stop the
 	// process at the worst moment.
 	AfterClaim func([]coord.Timer)
+	// Metrics records each fired timer and its lateness; nil records
+	// nothing.
+	Metrics *metrics.Recorder
 }
 
 func (c *Config) defaults() error {
@@ -108,7 +112,8 @@ func Tick(ctx context.Context, cfg Config) (int, error) {
 	if err := cfg.defaults(); err != nil {
 		return 0, err
 	}
-	timers, err := cfg.Timers.Claim(ctx, cfg.Now(), cfg.Batch, cfg.Lease)
+	claimed := cfg.Now()
+	timers, err := cfg.Timers.Claim(ctx, claimed, cfg.Batch, cfg.Lease)
 	if err != nil || len(timers) == 0 {
 		return 0, err
 	}
@@ -122,7 +127,7 @@ func Tick(ctx context.Context, cfg Config) (int, error) {
 		wg.Add(1)
 		go func(t coord.Timer) {
 			defer func() { <-sem; wg.Done() }()
-			fire(ctx, cfg, t)
+			fire(ctx, cfg, t, claimed)
 		}(t)
 	}
 	wg.Wait()
@@ -132,7 +137,7 @@ func Tick(ctx context.Context, cfg Config) (int, error) {
 // fire resumes one timer's branch and removes the timer once its effects are
 // published. On a transient failure it leaves the timer claimed: the lease
 // runs out and it is fired again.
-func fire(ctx context.Context, cfg Config, t coord.Timer) {
+func fire(ctx context.Context, cfg Config, t coord.Timer, claimed time.Time) {
 	log := cfg.Logger.With("timer", t.ID)
 	m, err := cfg.Engine.Thaw(ctx, t.ID, t.Payload)
 	if err == nil {
@@ -144,11 +149,14 @@ func fire(ctx context.Context, cfg Config, t coord.Timer) {
 	}
 	switch {
 	case err == nil:
+		cfg.Metrics.TimerFired("resumed", claimed.Sub(t.Due))
 	case errors.Is(err, engine.ErrInvalid) || errors.Is(err, broker.ErrReject):
 		// It can never fire; keeping it would retry it forever.
 		log.Error("scheduler: dropping a timer that cannot be resumed", "err", err)
+		cfg.Metrics.TimerFired("dropped", claimed.Sub(t.Due))
 	default:
 		log.Warn("scheduler: resume failed; the timer fires again when its lease ends", "err", err, "claims", t.Claims)
+		cfg.Metrics.TimerFired("failed", claimed.Sub(t.Due))
 		return
 	}
 	if err := cfg.Timers.Done(ctx, t.ID); err != nil {

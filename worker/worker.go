@@ -15,6 +15,7 @@ import (
 	"github.com/rune-org/rune/broker"
 	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/message"
+	"github.com/rune-org/rune/metrics"
 )
 
 // Config configures a worker.
@@ -36,6 +37,9 @@ type Config struct {
 	DrainTimeout time.Duration
 	// Logger receives worker logs. Default slog.Default().
 	Logger *slog.Logger
+	// Metrics records messages in flight, dead letters and redeliveries;
+	// nil records nothing.
+	Metrics *metrics.Recorder
 }
 
 func (c *Config) defaults() error {
@@ -73,6 +77,7 @@ func Run(ctx context.Context, cfg Config) error {
 		context.AfterFunc(work, func() { t.Stop() })
 	})
 	defer stop()
+	cfg.Metrics.WorkerLimits(cfg.Concurrency, cfg.Prefetch)
 	// Barrier timeouts are few; a small consumer beside the main one.
 	timeouts := make(chan error, 1)
 	go func() {
@@ -109,10 +114,14 @@ func handle(ctx context.Context, cfg Config, d *broker.Delivery) error {
 // invalid message is rejected (dead-lettered), anything else is delivered
 // again.
 func settle(ctx context.Context, cfg Config, d *broker.Delivery, exec string, run func(*Publisher) error) error {
+	topic := string(d.Topic)
+	cfg.Metrics.InFlight(topic, 1)
+	defer cfg.Metrics.InFlight(topic, -1)
 	s := &Publisher{ctx: ctx, b: cfg.Broker, onComplete: cfg.Engine.Completed}
 	err := run(s)
 	if errors.Is(err, engine.ErrInvalid) {
 		cfg.Logger.Error("rejecting message", "topic", d.Topic, "message_id", d.ID, "execution_id", exec, "err", err)
+		cfg.Metrics.DeadLetter(topic)
 		return fmt.Errorf("%w: %v", broker.ErrReject, err)
 	}
 	if err == nil {
@@ -120,6 +129,7 @@ func settle(ctx context.Context, cfg Config, d *broker.Delivery, exec string, ru
 	}
 	if err != nil && ctx.Err() == nil {
 		cfg.Logger.Warn("message will be delivered again", "topic", d.Topic, "message_id", d.ID, "execution_id", exec, "err", err)
+		cfg.Metrics.Redelivery(topic)
 	}
 	return err
 }

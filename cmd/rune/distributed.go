@@ -17,6 +17,7 @@ import (
 	"github.com/rune-org/rune/coord"
 	"github.com/rune-org/rune/distributed"
 	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/metrics"
 	"github.com/rune-org/rune/nodes"
 	"github.com/rune-org/rune/scheduler"
 	"github.com/rune-org/rune/secrets"
@@ -57,13 +58,28 @@ func (s *servers) redisClient() *goredis.Client {
 
 // connect connects to the servers in role.
 func (s *servers) connect(ctx context.Context, log *slog.Logger, role string) (*distributed.Runtime, error) {
+	return s.connectWith(ctx, log, role, nil)
+}
+
+// connectWith connects to the servers in role, with metrics recorded by rec
+// (nil: none).
+func (s *servers) connectWith(ctx context.Context, log *slog.Logger, role string, rec *metrics.Recorder) (*distributed.Runtime, error) {
 	if _, err := goredis.ParseURL(s.redisURL); err != nil {
 		return nil, usagef("--redis: %v", err)
 	}
 	return distributed.Connect(ctx, distributed.Config{
 		AMQPURL: s.amqpURL, RedisURL: s.redisURL, Prefix: s.prefix, Role: role,
-		Logger: log, Secrets: secrets.Env{}, Nodes: nodes.Options{Logger: log},
+		Logger: log, Secrets: secrets.Env{}, Nodes: nodes.Options{Logger: log}, Metrics: rec,
 	})
+}
+
+// readyChecks are what /readyz checks of a distributed process: RabbitMQ
+// and Redis reachable.
+func readyChecks(rt *distributed.Runtime) []readyCheck {
+	return []readyCheck{
+		{"rabbitmq", rt.Broker.Ping},
+		{"redis", func(ctx context.Context) error { return rt.Redis.Ping(ctx).Err() }},
+	}
 }
 
 func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
@@ -77,6 +93,8 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 	withScheduler := fs.Bool("scheduler", false, "also fire due timers of wait and delay nodes in this process")
 	schedPoll := fs.Duration("scheduler-poll", scheduler.DefaultPoll, "with --scheduler: pause between claims when no timer is due (as rune scheduler --poll)")
 	debugAddr := fs.String("debug-addr", "", "serve Go's profiler (net/http/pprof) on this address, e.g. 127.0.0.1:6060 (default: off)")
+	var ops opsFlags
+	ops.flags(fs, env)
 	memLimit := fs.Int64("memory-limit-mib", 448, "soft memory limit in MiB: the garbage collector works harder near it (GOMEMLIMIT, when set, wins; 0: none)")
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, "Usage: rune worker --amqp URL --redis URL [--concurrency N] [--scheduler]\n\nConsumes workflow.execution and runs nodes until SIGTERM or Ctrl-C, then finishes\nthe messages in hand (within --drain-timeout) and exits 0.")
@@ -88,7 +106,10 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 	if err := srv.check(true); err != nil {
 		return err
 	}
-	log := serverLogger(env)
+	log, err := ops.logger(env)
+	if err != nil {
+		return err
+	}
 	if *memLimit > 0 && env.getenv("GOMEMLIMIT") == "" {
 		// A big split briefly holds a branch message per item; without a
 		// limit the heap's garbage doubles the process (measured in
@@ -102,20 +123,33 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		defer stop()
 	}
-	rt, err := srv.connect(ctx, log, amqp.RoleWorker)
+	rec := ops.recorder(log)
+	rt, err := srv.connectWith(ctx, log, amqp.RoleWorker, rec)
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
+	stopOps, err := ops.serveOps(ctx, rec, log, readyChecks(rt)...)
+	if err != nil {
+		return err
+	}
+	// Stopped last: metrics stay readable while the messages in hand drain.
+	defer stopOps()
 	var wg sync.WaitGroup
+	if rec != nil {
+		wg.Go(func() { rec.SampleQueues(ctx, sampleEvery, rt.Broker.QueueDepths) })
+	}
 	if *withScheduler {
 		warnDurability(ctx, rt, log)
+		if rec != nil {
+			wg.Go(func() { rec.SampleTimers(ctx, sampleEvery, rt.Timers.Stats, time.Now) })
+		}
 		wg.Go(func() {
-			_ = scheduler.Run(ctx, scheduler.Config{Timers: rt.Timers, Broker: rt.Broker, Engine: rt.Engine, Poll: *schedPoll, Logger: log})
+			_ = scheduler.Run(ctx, scheduler.Config{Timers: rt.Timers, Broker: rt.Broker, Engine: rt.Engine, Poll: *schedPoll, Logger: log, Metrics: rec})
 		})
 	}
 	log.Info("worker started", "concurrency", *concurrency, "prefetch", *prefetch, "scheduler", *withScheduler)
-	err = worker.Run(ctx, worker.Config{Broker: rt.Broker, Engine: rt.Engine, Concurrency: *concurrency, Prefetch: *prefetch, DrainTimeout: *drain, Logger: log})
+	err = worker.Run(ctx, worker.Config{Broker: rt.Broker, Engine: rt.Engine, Concurrency: *concurrency, Prefetch: *prefetch, DrainTimeout: *drain, Logger: log, Metrics: rec})
 	wg.Wait()
 	log.Info("worker stopped")
 	return err
@@ -129,6 +163,8 @@ func cmdScheduler(ctx context.Context, env *cliEnv, args []string) error {
 	poll := fs.Duration("poll", scheduler.DefaultPoll, "pause between claims when no timer is due: how late a timer may fire on an idle scheduler")
 	batch := fs.Int("batch", 500, "timers claimed at once; full batches are drained without pausing")
 	lease := fs.Duration("lease", 30*time.Second, "how long a claimed timer is this scheduler's before another may fire it")
+	var ops opsFlags
+	ops.flags(fs, env)
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, "Usage: rune scheduler --amqp URL --redis URL\n\nFires the timers of wait and delay nodes when they come due. Run one or more;\na timer fires once even with several, and a scheduler killed mid-fire loses none.")
 		fs.PrintDefaults()
@@ -139,14 +175,29 @@ func cmdScheduler(ctx context.Context, env *cliEnv, args []string) error {
 	if err := srv.check(true); err != nil {
 		return err
 	}
-	log := serverLogger(env)
-	rt, err := srv.connect(ctx, log, amqp.RoleWorker)
+	log, err := ops.logger(env)
+	if err != nil {
+		return err
+	}
+	rec := ops.recorder(log)
+	rt, err := srv.connectWith(ctx, log, amqp.RoleWorker, rec)
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
+	stopOps, err := ops.serveOps(ctx, rec, log, readyChecks(rt)...)
+	if err != nil {
+		return err
+	}
+	defer stopOps()
 	warnDurability(ctx, rt, log)
-	cfg := scheduler.Config{Timers: rt.Timers, Broker: rt.Broker, Engine: rt.Engine, Poll: *poll, Batch: *batch, Lease: *lease, Logger: log}
+	if rec != nil {
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		wg.Go(func() { rec.SampleTimers(ctx, sampleEvery, rt.Timers.Stats, time.Now) })
+		wg.Go(func() { rec.SampleQueues(ctx, sampleEvery, rt.Broker.QueueDepths) })
+	}
+	cfg := scheduler.Config{Timers: rt.Timers, Broker: rt.Broker, Engine: rt.Engine, Poll: *poll, Batch: *batch, Lease: *lease, Logger: log, Metrics: rec}
 	if env.getenv("RUNE_FAULT") == "exit-after-claim" {
 		// Fault injection for the crash tests: die between claim and publish.
 		cfg.AfterClaim = func([]coord.Timer) { os.Exit(137) }
@@ -216,18 +267,4 @@ func cmdStart(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	return reportCompletion(env, comp, *asJSON)
-}
-
-// serverLogger logs at info level (RUNE_LOG_LEVEL changes it) as text, or as
-// JSON with RUNE_LOG_FORMAT=json.
-func serverLogger(env *cliEnv) *slog.Logger {
-	level := slog.LevelInfo
-	if v := env.getenv("RUNE_LOG_LEVEL"); v != "" {
-		_ = level.UnmarshalText([]byte(v))
-	}
-	opts := &slog.HandlerOptions{Level: level}
-	if env.getenv("RUNE_LOG_FORMAT") == "json" {
-		return slog.New(slog.NewJSONHandler(env.stderr, opts))
-	}
-	return slog.New(slog.NewTextHandler(env.stderr, opts))
 }
