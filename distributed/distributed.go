@@ -37,7 +37,9 @@ type Config struct {
 	Role string
 	// Logger receives logs. Default slog.Default().
 	Logger *slog.Logger
-	// Nodes configures the built-in node types.
+	// Nodes configures the built-in node types. Leave Nodes.Logger nil: log
+	// nodes then write through the engine's logger, whose lines carry the
+	// run's execution id, node id and lineage.
 	Nodes nodes.Options
 	// Secrets resolves credential references; nil means nodes get none.
 	Secrets node.Secrets
@@ -90,9 +92,6 @@ func Connect(ctx context.Context, cfg Config) (*Runtime, error) {
 		Coord:    coordredis.New(rc, coordredis.Options{Prefix: kprefix}),
 		Barriers: coordredis.NewBarriers(rc, coordredis.BarrierOptions{Prefix: kprefix}),
 		Timers:   coordredis.NewTimers(rc, coordredis.TimerOptions{Prefix: kprefix}),
-	}
-	if cfg.Nodes.Logger == nil {
-		cfg.Nodes.Logger = cfg.Logger
 	}
 	r.Engine, err = engine.New(engine.Config{
 		Registry: nodes.NewRegistry(cfg.Nodes),

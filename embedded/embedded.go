@@ -57,9 +57,6 @@ func New(opts Options) (*Runtime, error) {
 	}
 	reg := opts.Registry
 	if reg == nil {
-		if opts.Nodes.Logger == nil {
-			opts.Nodes.Logger = opts.Logger
-		}
 		reg = nodes.NewRegistry(opts.Nodes)
 	}
 	r := &Runtime{

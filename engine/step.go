@@ -245,7 +245,7 @@ func (s *step) callWith(ctx context.Context, n *workflow.Node, r node.Runner, no
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			s.e.log.Error("node panicked", "execution_id", s.m.ExecutionID, "node_id", s.node.ID, "panic", p, "stack", string(debug.Stack()))
+			s.log().Error("node panicked", "panic", p, "stack", string(debug.Stack()))
 			err = &node.Error{Code: "NODE_PANIC", Message: fmt.Sprintf("node %q panicked: %v", s.node.ID, p)}
 		}
 	}()
@@ -257,7 +257,7 @@ func (s *step) callWith(ctx context.Context, n *workflow.Node, r node.Runner, no
 		IdempotencyKey: s.idempotencyKey(),
 		Secrets:        s.e.cfg.Secrets,
 		Now:            now,
-		Logger:         s.e.log,
+		Logger:         s.log(),
 	})
 }
 
@@ -529,7 +529,7 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
 		Spawned: spawned, Record: rec, End: f.end, Halt: f.halt, Optimistic: s.running != nil,
 	})
 	if errors.Is(err, coord.ErrUnknownExecution) {
-		s.e.log.Warn("dropping message of an unknown or expired execution", "execution_id", s.m.ExecutionID, "message_id", s.m.MessageID)
+		s.log().Warn("dropping message of an unknown or expired execution", "message_id", s.m.MessageID)
 		return nil
 	}
 	if err != nil {
@@ -633,7 +633,7 @@ func (s *step) complete(ctx context.Context, out coord.Outcome, at time.Time) {
 	if final, err := s.e.resolve(ctx, s.m.ExecutionID, out.FinalContext, nil); err == nil {
 		out.FinalContext = final
 	} else {
-		s.e.log.Warn("final context keeps references it could not resolve", "execution_id", s.m.ExecutionID, "err", err)
+		s.log().Warn("final context keeps references it could not resolve", "err", err)
 	}
 	c := &message.Completion{
 		WorkflowID:      s.m.WorkflowID,

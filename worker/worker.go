@@ -98,7 +98,7 @@ func handleTimeout(ctx context.Context, cfg Config, d *broker.Delivery) error {
 	if !ok {
 		return fmt.Errorf("%w: body of %T on %s", broker.ErrReject, d.Body, d.Topic)
 	}
-	return settle(ctx, cfg, d, t.ExecutionID, func(s *Publisher) error { return cfg.Engine.HandleTimeout(ctx, t, s) })
+	return settle(ctx, cfg, d, runIDs{t.ExecutionID, t.NodeID, t.LineageStack}, func(s *Publisher) error { return cfg.Engine.HandleTimeout(ctx, t, s) })
 }
 
 func handle(ctx context.Context, cfg Config, d *broker.Delivery) error {
@@ -106,21 +106,21 @@ func handle(ctx context.Context, cfg Config, d *broker.Delivery) error {
 	if !ok {
 		return fmt.Errorf("%w: body of %T on %s", broker.ErrReject, d.Body, d.Topic)
 	}
-	return settle(ctx, cfg, d, m.ExecutionID, func(s *Publisher) error { return cfg.Engine.Handle(ctx, m, s) })
+	return settle(ctx, cfg, d, runIDs{m.ExecutionID, m.CurrentNode, m.LineageStack}, func(s *Publisher) error { return cfg.Engine.Handle(ctx, m, s) })
 }
 
 // settle runs the engine on a delivery through a Publisher and turns the
 // outcome into the broker's: nil acks once every effect is published, an
 // invalid message is rejected (dead-lettered), anything else is delivered
 // again.
-func settle(ctx context.Context, cfg Config, d *broker.Delivery, exec string, run func(*Publisher) error) error {
+func settle(ctx context.Context, cfg Config, d *broker.Delivery, ids runIDs, run func(*Publisher) error) error {
 	topic := string(d.Topic)
 	cfg.Metrics.InFlight(topic, 1)
 	defer cfg.Metrics.InFlight(topic, -1)
 	s := &Publisher{ctx: ctx, b: cfg.Broker, onComplete: cfg.Engine.Completed}
 	err := run(s)
 	if errors.Is(err, engine.ErrInvalid) {
-		cfg.Logger.Error("rejecting message", "topic", d.Topic, "message_id", d.ID, "execution_id", exec, "err", err)
+		cfg.Logger.Error("rejecting message", append(ids.attrs(d), "err", err)...)
 		cfg.Metrics.DeadLetter(topic)
 		return fmt.Errorf("%w: %v", broker.ErrReject, err)
 	}
@@ -128,10 +128,26 @@ func settle(ctx context.Context, cfg Config, d *broker.Delivery, exec string, ru
 		err = s.Flush()
 	}
 	if err != nil && ctx.Err() == nil {
-		cfg.Logger.Warn("message will be delivered again", "topic", d.Topic, "message_id", d.ID, "execution_id", exec, "err", err)
+		cfg.Logger.Warn("message will be delivered again", append(ids.attrs(d), "err", err)...)
 		cfg.Metrics.Redelivery(topic)
 	}
 	return err
+}
+
+// runIDs name a message's node run in logs.
+type runIDs struct {
+	exec, node string
+	stack      []message.Frame
+}
+
+// attrs are the log attributes of a delivery of the run: the same the
+// engine's lines of a node run carry.
+func (r runIDs) attrs(d *broker.Delivery) []any {
+	a := []any{"topic", d.Topic, "message_id", d.ID, "execution_id", r.exec, "node_id", r.node}
+	if l := engine.Lineage(r.stack); l != "" {
+		a = append(a, "lineage", l)
+	}
+	return a
 }
 
 // Publisher is an engine.Sink that publishes to a broker: the running status

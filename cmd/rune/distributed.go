@@ -18,7 +18,6 @@ import (
 	"github.com/rune-org/rune/distributed"
 	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/metrics"
-	"github.com/rune-org/rune/nodes"
 	"github.com/rune-org/rune/scheduler"
 	"github.com/rune-org/rune/secrets"
 	"github.com/rune-org/rune/worker"
@@ -69,7 +68,7 @@ func (s *servers) connectWith(ctx context.Context, log *slog.Logger, role string
 	}
 	return distributed.Connect(ctx, distributed.Config{
 		AMQPURL: s.amqpURL, RedisURL: s.redisURL, Prefix: s.prefix, Role: role,
-		Logger: log, Secrets: secrets.Env{}, Nodes: nodes.Options{Logger: log}, Metrics: rec,
+		Logger: log, Secrets: secrets.Env{}, Metrics: rec,
 	})
 }
 
