@@ -43,8 +43,14 @@ type Recorder struct {
 	log *slog.Logger
 	max int
 
-	mu        sync.RWMutex
+	mu        sync.Mutex
 	workflows map[string]bool
+	// series caches the series of a node run by (workflow, type, outcome):
+	// a node run then costs one lock-free lookup, not three label hashes.
+	// Workflows past MaxWorkflows are not cached, which bounds it.
+	series sync.Map
+	// inFlightBy caches the in-flight gauge of each topic (a few).
+	inFlightBy sync.Map
 
 	nodeRuns    *prometheus.CounterVec
 	nodeSeconds *prometheus.HistogramVec
@@ -108,12 +114,6 @@ func (r *Recorder) Registry() *prometheus.Registry { return r.reg }
 
 // workflow is id, or OtherWorkflow once MaxWorkflows ids have been seen.
 func (r *Recorder) workflow(id string) string {
-	r.mu.RLock()
-	known := r.workflows[id]
-	r.mu.RUnlock()
-	if known {
-		return id
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.workflows[id] {
@@ -126,6 +126,33 @@ func (r *Recorder) workflow(id string) string {
 	return id
 }
 
+type nodeKey struct{ workflow, nodeType, outcome string }
+
+type nodeSeries struct {
+	runs    prometheus.Counter
+	seconds prometheus.Observer
+	retries prometheus.Counter // nil unless outcome is retrying
+}
+
+// nodeSeriesOf returns the series of a node run, cached.
+func (r *Recorder) nodeSeriesOf(k nodeKey) *nodeSeries {
+	if v, ok := r.series.Load(k); ok {
+		return v.(*nodeSeries)
+	}
+	wf := r.workflow(k.workflow)
+	ns := &nodeSeries{
+		runs:    r.nodeRuns.WithLabelValues(wf, k.nodeType, k.outcome),
+		seconds: r.nodeSeconds.WithLabelValues(k.nodeType),
+	}
+	if k.outcome == "retrying" {
+		ns.retries = r.retries.WithLabelValues(wf, k.nodeType)
+	}
+	if wf != OtherWorkflow {
+		r.series.Store(k, ns)
+	}
+	return ns
+}
+
 // NodeRun records one node run that its execution recorded (replays of a
 // run that finished before are not runs): outcome is the node's status,
 // d how long the node ran.
@@ -133,11 +160,11 @@ func (r *Recorder) NodeRun(workflowID, nodeType, outcome string, d time.Duration
 	if r == nil {
 		return
 	}
-	wf := r.workflow(workflowID)
-	r.nodeRuns.WithLabelValues(wf, nodeType, outcome).Inc()
-	r.nodeSeconds.WithLabelValues(nodeType).Observe(d.Seconds())
-	if outcome == "retrying" {
-		r.retries.WithLabelValues(wf, nodeType).Inc()
+	ns := r.nodeSeriesOf(nodeKey{workflowID, nodeType, outcome})
+	ns.runs.Inc()
+	ns.seconds.Observe(d.Seconds())
+	if ns.retries != nil {
+		ns.retries.Inc()
 	}
 }
 
@@ -186,7 +213,11 @@ func (r *Recorder) InFlight(topic string, delta int) {
 	if r == nil {
 		return
 	}
-	r.inFlight.WithLabelValues(topic).Add(float64(delta))
+	g, ok := r.inFlightBy.Load(topic)
+	if !ok {
+		g, _ = r.inFlightBy.LoadOrStore(topic, r.inFlight.WithLabelValues(topic))
+	}
+	g.(prometheus.Gauge).Add(float64(delta))
 }
 
 // WorkerLimits records a worker's configured concurrency and prefetch.
