@@ -19,6 +19,7 @@ import (
 	"github.com/rune-org/rune/node"
 	"github.com/rune-org/rune/nodes"
 	"github.com/rune-org/rune/scheduler"
+	"github.com/rune-org/rune/tracing"
 	"github.com/rune-org/rune/worker"
 )
 
@@ -37,6 +38,8 @@ type Options struct {
 	// Metrics records what the engine, worker and scheduler do; nil
 	// records nothing.
 	Metrics *metrics.Recorder
+	// Tracer makes a span of each node run; nil traces nothing.
+	Tracer *tracing.Tracer
 }
 
 // Runtime runs workflows in this process until Close.
@@ -76,11 +79,11 @@ func New(opts Options) (*Runtime, error) {
 	go func() {
 		defer r.wg.Done()
 		// In process, timers fire within 10 ms of their due time.
-		_ = scheduler.Run(ctx, scheduler.Config{Timers: r.Timers, Broker: r.Broker, Engine: eng, Poll: 10 * time.Millisecond, Logger: opts.Logger, Metrics: opts.Metrics})
+		_ = scheduler.Run(ctx, scheduler.Config{Timers: r.Timers, Broker: r.Broker, Engine: eng, Poll: 10 * time.Millisecond, Logger: opts.Logger, Metrics: opts.Metrics, Tracer: opts.Tracer})
 	}()
 	go func() {
 		defer r.wg.Done()
-		if err := worker.Run(ctx, worker.Config{Broker: r.Broker, Engine: eng, Concurrency: opts.Concurrency, Logger: opts.Logger, Metrics: opts.Metrics}); err != nil {
+		if err := worker.Run(ctx, worker.Config{Broker: r.Broker, Engine: eng, Concurrency: opts.Concurrency, Logger: opts.Logger, Metrics: opts.Metrics, Tracer: opts.Tracer}); err != nil {
 			opts.Logger.Error("embedded worker stopped", "err", err)
 		}
 	}()

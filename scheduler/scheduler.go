@@ -14,10 +14,13 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/rune-org/rune/broker"
 	"github.com/rune-org/rune/coord"
 	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/metrics"
+	"github.com/rune-org/rune/tracing"
 	"github.com/rune-org/rune/worker"
 )
 
@@ -56,6 +59,9 @@ type Config struct {
 	// Metrics records each fired timer and its lateness; nil records
 	// nothing.
 	Metrics *metrics.Recorder
+	// Tracer makes a span of each resumed branch, in its execution's
+	// trace; nil traces nothing.
+	Tracer *tracing.Tracer
 }
 
 func (c *Config) defaults() error {
@@ -141,7 +147,14 @@ func fire(ctx context.Context, cfg Config, t coord.Timer, claimed time.Time) {
 	log := cfg.Logger.With("timer", t.ID)
 	m, err := cfg.Engine.Thaw(ctx, t.ID, t.Payload)
 	if err == nil {
+		if cfg.Tracer != nil {
+			var span trace.Span
+			ctx, span = cfg.Tracer.Start(ctx, tracing.Run{ExecutionID: m.ExecutionID, WorkflowID: m.WorkflowID, NodeID: m.CurrentNode,
+				Lineage: engine.Lineage(m.LineageStack), Attempt: m.Attempt, Resumed: true})
+			defer span.End()
+		}
 		p := worker.NewPublisher(ctx, cfg.Broker)
+		p.SetTrace(cfg.Tracer.Traceparent(ctx))
 		p.OnComplete(cfg.Engine.Completed)
 		if err = cfg.Engine.Resume(ctx, m, t.Due, p); err == nil {
 			err = p.Flush()

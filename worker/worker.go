@@ -12,10 +12,13 @@ import (
 	"runtime"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/rune-org/rune/broker"
 	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/message"
 	"github.com/rune-org/rune/metrics"
+	"github.com/rune-org/rune/tracing"
 )
 
 // Config configures a worker.
@@ -40,6 +43,9 @@ type Config struct {
 	// Metrics records messages in flight, dead letters and redeliveries;
 	// nil records nothing.
 	Metrics *metrics.Recorder
+	// Tracer makes a span of each message handled, a child of the span
+	// that published it; nil traces nothing.
+	Tracer *tracing.Tracer
 }
 
 func (c *Config) defaults() error {
@@ -98,7 +104,7 @@ func handleTimeout(ctx context.Context, cfg Config, d *broker.Delivery) error {
 	if !ok {
 		return fmt.Errorf("%w: body of %T on %s", broker.ErrReject, d.Body, d.Topic)
 	}
-	return settle(ctx, cfg, d, runIDs{t.ExecutionID, t.NodeID, t.LineageStack}, func(s *Publisher) error { return cfg.Engine.HandleTimeout(ctx, t, s) })
+	return settle(ctx, cfg, d, runIDs{exec: t.ExecutionID, workflow: t.WorkflowID, node: t.NodeID, stack: t.LineageStack, attempt: 1}, func(s *Publisher) error { return cfg.Engine.HandleTimeout(s.ctx, t, s) })
 }
 
 func handle(ctx context.Context, cfg Config, d *broker.Delivery) error {
@@ -106,7 +112,7 @@ func handle(ctx context.Context, cfg Config, d *broker.Delivery) error {
 	if !ok {
 		return fmt.Errorf("%w: body of %T on %s", broker.ErrReject, d.Body, d.Topic)
 	}
-	return settle(ctx, cfg, d, runIDs{m.ExecutionID, m.CurrentNode, m.LineageStack}, func(s *Publisher) error { return cfg.Engine.Handle(ctx, m, s) })
+	return settle(ctx, cfg, d, runIDs{exec: m.ExecutionID, workflow: m.WorkflowID, node: m.CurrentNode, stack: m.LineageStack, attempt: m.Attempt}, func(s *Publisher) error { return cfg.Engine.Handle(s.ctx, m, s) })
 }
 
 // settle runs the engine on a delivery through a Publisher and turns the
@@ -118,6 +124,13 @@ func settle(ctx context.Context, cfg Config, d *broker.Delivery, ids runIDs, run
 	cfg.Metrics.InFlight(topic, 1)
 	defer cfg.Metrics.InFlight(topic, -1)
 	s := &Publisher{ctx: ctx, b: cfg.Broker, onComplete: cfg.Engine.Completed}
+	if cfg.Tracer != nil {
+		var span trace.Span
+		ctx, span = cfg.Tracer.Start(ctx, tracing.Run{ExecutionID: ids.exec, WorkflowID: ids.workflow, NodeID: ids.node,
+			Lineage: engine.Lineage(ids.stack), Attempt: ids.attempt, Traceparent: d.Trace})
+		defer span.End()
+		s.ctx, s.trace = ctx, cfg.Tracer.Traceparent(ctx)
+	}
 	err := run(s)
 	if errors.Is(err, engine.ErrInvalid) {
 		cfg.Logger.Error("rejecting message", append(ids.attrs(d), "err", err)...)
@@ -136,8 +149,9 @@ func settle(ctx context.Context, cfg Config, d *broker.Delivery, ids runIDs, run
 
 // runIDs name a message's node run in logs.
 type runIDs struct {
-	exec, node string
-	stack      []message.Frame
+	exec, workflow, node string
+	stack                []message.Frame
+	attempt              int
 }
 
 // attrs are the log attributes of a delivery of the run: the same the
@@ -162,7 +176,13 @@ type Publisher struct {
 	// onComplete, when set, is called for each completion once it is safely
 	// published (the engine then releases the execution's large values).
 	onComplete func(context.Context, *message.Completion)
+	// trace is the traceparent the messages that run nodes carry.
+	trace string
 }
+
+// SetTrace makes the messages that run nodes (executions, timeouts) carry
+// traceparent, so that their spans are children of the publisher's.
+func (p *Publisher) SetTrace(traceparent string) { p.trace = traceparent }
 
 // OnComplete sets f to be called for each completion once Flush has
 // published it.
@@ -197,12 +217,12 @@ func (p *Publisher) Status(s *message.NodeStatus) {
 
 // Execute implements engine.Sink.
 func (p *Publisher) Execute(m *message.NodeExecution, delay time.Duration) {
-	p.batch = append(p.batch, broker.Message{Topic: broker.Execution, ID: m.MessageID, Key: m.ExecutionID, Lane: lane(m.LineageStack), Body: m, Delay: delay})
+	p.batch = append(p.batch, broker.Message{Topic: broker.Execution, ID: m.MessageID, Key: m.ExecutionID, Lane: lane(m.LineageStack), Body: m, Delay: delay, Trace: p.trace})
 }
 
 // Timeout implements engine.Sink.
 func (p *Publisher) Timeout(t *message.Timeout, delay time.Duration) {
-	p.batch = append(p.batch, broker.Message{Topic: broker.Timeout, ID: t.Message.MessageID, Key: t.ExecutionID, Body: t, Delay: delay})
+	p.batch = append(p.batch, broker.Message{Topic: broker.Timeout, ID: t.Message.MessageID, Key: t.ExecutionID, Body: t, Delay: delay, Trace: p.trace})
 }
 
 // Complete implements engine.Sink.
