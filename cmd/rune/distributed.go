@@ -122,6 +122,11 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		defer stop()
 	}
+	tr, stopTracing, err := tracer(ctx, env, "rune-worker", log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	rec := ops.recorder(log)
 	rt, err := srv.connectWith(ctx, log, amqp.RoleWorker, rec)
 	if err != nil {
@@ -144,11 +149,11 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 			wg.Go(func() { rec.SampleTimers(ctx, sampleEvery, rt.Timers.Stats, time.Now) })
 		}
 		wg.Go(func() {
-			_ = scheduler.Run(ctx, scheduler.Config{Timers: rt.Timers, Broker: rt.Broker, Engine: rt.Engine, Poll: *schedPoll, Logger: log, Metrics: rec})
+			_ = scheduler.Run(ctx, scheduler.Config{Timers: rt.Timers, Broker: rt.Broker, Engine: rt.Engine, Poll: *schedPoll, Logger: log, Metrics: rec, Tracer: tr})
 		})
 	}
 	log.Info("worker started", "concurrency", *concurrency, "prefetch", *prefetch, "scheduler", *withScheduler)
-	err = worker.Run(ctx, worker.Config{Broker: rt.Broker, Engine: rt.Engine, Concurrency: *concurrency, Prefetch: *prefetch, DrainTimeout: *drain, Logger: log, Metrics: rec})
+	err = worker.Run(ctx, worker.Config{Broker: rt.Broker, Engine: rt.Engine, Concurrency: *concurrency, Prefetch: *prefetch, DrainTimeout: *drain, Logger: log, Metrics: rec, Tracer: tr})
 	wg.Wait()
 	log.Info("worker stopped")
 	return err
@@ -178,6 +183,11 @@ func cmdScheduler(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	tr, stopTracing, err := tracer(ctx, env, "rune-scheduler", log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	rec := ops.recorder(log)
 	rt, err := srv.connectWith(ctx, log, amqp.RoleWorker, rec)
 	if err != nil {
@@ -196,7 +206,7 @@ func cmdScheduler(ctx context.Context, env *cliEnv, args []string) error {
 		wg.Go(func() { rec.SampleTimers(ctx, sampleEvery, rt.Timers.Stats, time.Now) })
 		wg.Go(func() { rec.SampleQueues(ctx, sampleEvery, rt.Broker.QueueDepths) })
 	}
-	cfg := scheduler.Config{Timers: rt.Timers, Broker: rt.Broker, Engine: rt.Engine, Poll: *poll, Batch: *batch, Lease: *lease, Logger: log, Metrics: rec}
+	cfg := scheduler.Config{Timers: rt.Timers, Broker: rt.Broker, Engine: rt.Engine, Poll: *poll, Batch: *batch, Lease: *lease, Logger: log, Metrics: rec, Tracer: tr}
 	if env.getenv("RUNE_FAULT") == "exit-after-claim" {
 		// Fault injection for the crash tests: die between claim and publish.
 		cfg.AfterClaim = func([]coord.Timer) { os.Exit(137) }

@@ -60,8 +60,14 @@ func jsonLines(t *testing.T, s string) []map[string]any {
 // its JSON log.
 func serveCommand(t *testing.T, args ...string) (addr string, logs *syncBuffer, stop func() int) {
 	t.Helper()
+	return serveCommandEnv(t, func(string) string { return "" }, args...)
+}
+
+// serveCommandEnv is serveCommand with the environment getenv.
+func serveCommandEnv(t *testing.T, getenv func(string) string, args ...string) (addr string, logs *syncBuffer, stop func() int) {
+	t.Helper()
 	logs = &syncBuffer{}
-	env := &cliEnv{stdout: io.Discard, stderr: logs, getenv: func(string) string { return "" }}
+	env := &cliEnv{stdout: io.Discard, stderr: logs, getenv: getenv}
 	ctx, cancel := context.WithCancel(context.Background())
 	code := make(chan int, 1)
 	go func() { code <- runMain(ctx, env, args) }()
