@@ -14,6 +14,7 @@ package tracing
 import (
 	"context"
 	"crypto/sha256"
+	"net/http"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
@@ -107,4 +108,14 @@ func Root(executionID string) trace.SpanContext {
 	copy(tid[:], h[:16])
 	copy(sid[:], h[16:24])
 	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true})
+}
+
+// InjectHTTP sets the W3C traceparent of ctx's span on h, so that a service
+// a node calls joins the execution's trace. It does nothing when ctx has no
+// span (tracing off) or h has a traceparent already (the workflow's own).
+func InjectHTTP(ctx context.Context, h http.Header) {
+	if h.Get("traceparent") != "" || !trace.SpanContextFromContext(ctx).IsValid() {
+		return
+	}
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(h))
 }

@@ -3,6 +3,7 @@ package tracing_test
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -157,5 +158,30 @@ func TestNilTracer(t *testing.T) {
 	}
 	if tracing.New(nil) != nil {
 		t.Error("New(nil) is not nil")
+	}
+}
+
+// A node's HTTP call carries the node run's traceparent, unless the
+// workflow set one; without a span nothing is added.
+func TestInjectHTTP(t *testing.T) {
+	t.Parallel()
+	tr, _ := provider(t)
+	ctx, span := tr.Start(context.Background(), tracing.Run{ExecutionID: "exec_1", NodeID: "call"})
+	defer span.End()
+	h := http.Header{}
+	tracing.InjectHTTP(ctx, h)
+	want := "00-" + tracing.Root("exec_1").TraceID().String() + "-" + span.SpanContext().SpanID().String() + "-01"
+	if got := h.Get("traceparent"); got != want {
+		t.Errorf("traceparent %q, want %q", got, want)
+	}
+	own := http.Header{"Traceparent": {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}
+	tracing.InjectHTTP(ctx, own)
+	if own.Get("traceparent") != "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" {
+		t.Errorf("the workflow's own traceparent was replaced: %q", own.Get("traceparent"))
+	}
+	none := http.Header{}
+	tracing.InjectHTTP(context.Background(), none)
+	if len(none) != 0 {
+		t.Errorf("without a span: headers %v, want none", none)
 	}
 }
