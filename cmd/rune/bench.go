@@ -45,7 +45,7 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) error {
 	idle := fs.Int("idle-executions", 200, "distributed: then run this many executions one at a time, for the per-node latency of an idle system (0: skip)")
 	rawHops := fs.Int("raw-hops", 0, "distributed: hops of the raw RabbitMQ ceiling (default: as many as node executions; negative: skip)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
-	compareMetrics := fs.Int("compare-metrics", 0, "linear, embedded: run this many rounds with metrics off and on, alternating, and report both node rates (0: off)")
+	compareMetrics := fs.Int("compare-metrics", 0, "linear, embedded: run this many rounds with instrumentation off, metrics on, and metrics and spans on (no exporter), in turn, and report node rate and CPU per node of each (0: off)")
 	mode := fs.String("mode", "linear", "linear (executions of set nodes), fanout (one split over --items items), or timers (distributed: --executions waiting --wait each, started --start-rate per second, then a backlog of --pending timers)")
 	items := fs.Int("items", 10000, "fanout: items split")
 	wait := fs.Duration("wait", 2*time.Second, "timers: how long each execution waits")

@@ -10,41 +10,52 @@ import (
 	"syscall"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/rune-org/rune/bench"
 	"github.com/rune-org/rune/embedded"
 	"github.com/rune-org/rune/metrics"
+	"github.com/rune-org/rune/tracing"
 )
 
-// metricsComparison is what rune bench --compare-metrics measured.
-type metricsComparison struct {
-	Rounds int `json:"rounds"`
-	// Off and On are the node rates of each round, metrics off and on.
-	Off []float64 `json:"off_node_executions_per_second"`
-	On  []float64 `json:"on_node_executions_per_second"`
-	// OffCPU and OnCPU are this process's CPU time per node execution in
-	// each round, in microseconds: on a loaded machine they vary far less
-	// than the rates.
-	OffCPU []float64 `json:"off_cpu_us_per_node"`
-	OnCPU  []float64 `json:"on_cpu_us_per_node"`
-	// Change is median(On) / median(Off) − 1; CPUChange the same of the
-	// CPU times.
+// instrumentation is one configuration rune bench --compare-metrics runs.
+type instrumentation struct {
+	Name string `json:"name"`
+	// Rates are the node executions per second of each round; CPU this
+	// process's CPU time per node execution, in microseconds (on a loaded
+	// machine it varies far less than the rate).
+	Rates []float64 `json:"node_executions_per_second"`
+	CPU   []float64 `json:"cpu_us_per_node"`
+	// Change and CPUChange compare the medians with the first configuration's.
 	Change    float64 `json:"change"`
 	CPUChange float64 `json:"cpu_change"`
+
+	metrics, spans bool
 }
 
-// benchMetricsCompare runs the embedded linear bench rounds times with
-// metrics off and on, alternating (so that the machine's drift hits both
-// alike), each on a fresh runtime, and reports both medians.
+// benchMetricsCompare runs the embedded linear bench rounds times in each
+// of three configurations, in turn (so that the machine's drift hits all
+// alike), each on a fresh runtime: instrumentation off; metrics on and
+// tracing as a worker runs it without an OTLP endpoint (no Tracer); and
+// metrics on with every span made and dropped (a TracerProvider with no
+// exporter: what tracing costs before the export).
 func benchMetricsCompare(ctx context.Context, env *cliEnv, rounds, execs, inflight, nodes, concurrency int, asJSON bool) error {
-	rep := metricsComparison{Rounds: rounds}
-	fmt.Fprintf(env.stderr, "rune bench: %d rounds of %d executions of %d set nodes, metrics off then on, embedded runtime\n", rounds, execs, nodes)
+	confs := []*instrumentation{
+		{Name: "off"},
+		{Name: "metrics on, tracing without endpoint", metrics: true},
+		{Name: "metrics on, spans made, no exporter", metrics: true, spans: true},
+	}
+	fmt.Fprintf(env.stderr, "rune bench: %d rounds of %d executions of %d set nodes in %d configurations, embedded runtime\n", rounds, execs, nodes, len(confs))
 	for r := range rounds {
-		for _, on := range []bool{false, true} {
-			var rec *metrics.Recorder
-			if on {
-				rec = metrics.New(metrics.Config{})
+		for _, c := range confs {
+			opts := embedded.Options{Logger: slog.New(slog.DiscardHandler), Concurrency: concurrency}
+			if c.metrics {
+				opts.Metrics = metrics.New(metrics.Config{})
 			}
-			rt, err := embedded.New(embedded.Options{Logger: slog.New(slog.DiscardHandler), Concurrency: concurrency, Metrics: rec})
+			if c.spans {
+				opts.Tracer = tracing.New(sdktrace.NewTracerProvider())
+			}
+			rt, err := embedded.New(opts)
 			if err != nil {
 				return err
 			}
@@ -61,32 +72,24 @@ func benchMetricsCompare(ctx context.Context, env *cliEnv, rounds, execs, inflig
 				return err
 			}
 			perNode := cpu / float64(max(res.NodeExecutions, 1))
-			if on {
-				rep.On, rep.OnCPU = append(rep.On, res.NodesPerSecond), append(rep.OnCPU, perNode)
-			} else {
-				rep.Off, rep.OffCPU = append(rep.Off, res.NodesPerSecond), append(rep.OffCPU, perNode)
-			}
-			fmt.Fprintf(env.stderr, "round %d, metrics %-3s: %.0f node executions/s, %.1f µs CPU per node\n", r+1, onOff(on), res.NodesPerSecond, perNode)
+			c.Rates, c.CPU = append(c.Rates, res.NodesPerSecond), append(c.CPU, perNode)
+			fmt.Fprintf(env.stderr, "round %d, %s: %.0f node executions/s, %.1f µs CPU per node\n", r+1, c.Name, res.NodesPerSecond, perNode)
 		}
 	}
-	off, on := median(rep.Off), median(rep.On)
-	rep.Change = on/off - 1
-	offCPU, onCPU := median(rep.OffCPU), median(rep.OnCPU)
-	rep.CPUChange = onCPU/offCPU - 1
+	base := confs[0]
+	for _, c := range confs {
+		c.Change = median(c.Rates)/median(base.Rates) - 1
+		c.CPUChange = median(c.CPU)/median(base.CPU) - 1
+	}
 	if asJSON {
-		return json.NewEncoder(env.stdout).Encode(rep)
+		return json.NewEncoder(env.stdout).Encode(confs)
 	}
-	fmt.Fprintf(env.stdout, "metrics off: %.0f node executions/s, %.1f µs CPU per node (medians of %d)\n", off, offCPU, rounds)
-	fmt.Fprintf(env.stdout, "metrics on:  %.0f node executions/s, %.1f µs CPU per node\n", on, onCPU)
-	fmt.Fprintf(env.stdout, "change:      %+.1f %% node rate, %+.1f %% CPU per node\n", 100*rep.Change, 100*rep.CPUChange)
+	for _, c := range confs {
+		fmt.Fprintf(env.stdout, "%-38s %7.0f node executions/s (%+5.1f %%), %5.1f µs CPU per node (%+5.1f %%)\n",
+			c.Name+":", median(c.Rates), 100*c.Change, median(c.CPU), 100*c.CPUChange)
+	}
+	fmt.Fprintf(env.stdout, "(medians of %d rounds)\n", rounds)
 	return nil
-}
-
-func onOff(on bool) string {
-	if on {
-		return "on"
-	}
-	return "off"
 }
 
 func median(xs []float64) float64 {
