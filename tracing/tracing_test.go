@@ -73,7 +73,7 @@ func checkTrace(t *testing.T, execID string, spans tracetest.SpanStubs) {
 		}
 		attrs := map[string]string{}
 		for _, a := range s.Attributes {
-			attrs[string(a.Key)] = a.Value.Emit()
+			attrs[string(a.Key)] = a.Value.String()
 		}
 		if attrs[tracing.AttrExecution] != execID || attrs[tracing.AttrWorkflow] != "traced" || attrs[tracing.AttrAttempt] != "1" {
 			t.Errorf("span %q attributes %v, want execution %s, workflow traced, attempt 1", name, attrs, execID)
