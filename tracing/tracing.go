@@ -119,3 +119,14 @@ func InjectHTTP(ctx context.Context, h http.Header) {
 	}
 	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(h))
 }
+
+// AttrNodeType is the span attribute of the node's type.
+const AttrNodeType = "rune.node_type"
+
+// NodeType adds the node's type to ctx's span, when it records: the
+// engine knows it once it has compiled the message's definition.
+func NodeType(ctx context.Context, nodeType string) {
+	if sp := trace.SpanFromContext(ctx); sp.IsRecording() {
+		sp.SetAttributes(attribute.String(AttrNodeType, nodeType))
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -75,8 +76,12 @@ func checkTrace(t *testing.T, execID string, spans tracetest.SpanStubs) {
 		for _, a := range s.Attributes {
 			attrs[string(a.Key)] = a.Value.String()
 		}
-		if attrs[tracing.AttrExecution] != execID || attrs[tracing.AttrWorkflow] != "traced" || attrs[tracing.AttrAttempt] != "1" {
-			t.Errorf("span %q attributes %v, want execution %s, workflow traced, attempt 1", name, attrs, execID)
+		wantType := "set"
+		if strings.HasSuffix(name, "pause") {
+			wantType = "delay"
+		}
+		if attrs[tracing.AttrExecution] != execID || attrs[tracing.AttrWorkflow] != "traced" || attrs[tracing.AttrAttempt] != "1" || attrs[tracing.AttrNodeType] != wantType {
+			t.Errorf("span %q attributes %v, want execution %s, workflow traced, attempt 1, node type %s", name, attrs, execID, wantType)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rune-org/rune/broker"
@@ -124,14 +125,21 @@ func settle(ctx context.Context, cfg Config, d *broker.Delivery, ids runIDs, run
 	cfg.Metrics.InFlight(topic, 1)
 	defer cfg.Metrics.InFlight(topic, -1)
 	s := &Publisher{ctx: ctx, b: cfg.Broker, onComplete: cfg.Engine.Completed}
+	var err error
 	if cfg.Tracer != nil {
 		var span trace.Span
 		ctx, span = cfg.Tracer.Start(ctx, tracing.Run{ExecutionID: ids.exec, WorkflowID: ids.workflow, NodeID: ids.node,
 			Lineage: engine.Lineage(ids.stack), Attempt: ids.attempt, Traceparent: d.Trace})
-		defer span.End()
+		defer func() {
+			if err != nil {
+				// The message was rejected or will be delivered again.
+				span.SetStatus(codes.Error, err.Error())
+			}
+			span.End()
+		}()
 		s.ctx, s.trace = ctx, cfg.Tracer.Traceparent(ctx)
 	}
-	err := run(s)
+	err = run(s)
 	if errors.Is(err, engine.ErrInvalid) {
 		cfg.Logger.Error("rejecting message", append(ids.attrs(d), "err", err)...)
 		cfg.Metrics.DeadLetter(topic)
