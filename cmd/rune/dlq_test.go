@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,8 @@ import (
 	"github.com/rune-org/rune/expr"
 	"github.com/rune-org/rune/internal/testinfra"
 	"github.com/rune-org/rune/message"
+	"github.com/rune-org/rune/metrics"
+	"github.com/rune-org/rune/metrics/metricstest"
 	"github.com/rune-org/rune/node"
 	"github.com/rune-org/rune/nodes"
 	"github.com/rune-org/rune/worker"
@@ -58,17 +61,17 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 
 // startWorker runs a worker whose engine knows the node types of reg on
 // rt's servers, until the returned stop is called.
-func startWorker(t *testing.T, rt *distributed.Runtime, reg *node.Registry) (stop func()) {
+func startWorker(t *testing.T, rt *distributed.Runtime, reg *node.Registry, rec *metrics.Recorder) (stop func()) {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	eng, err := engine.New(engine.Config{Registry: reg, Coord: rt.Coord, Barriers: rt.Barriers, Timers: rt.Timers, Logger: log})
+	eng, err := engine.New(engine.Config{Registry: reg, Coord: rt.Coord, Barriers: rt.Barriers, Timers: rt.Timers, Logger: log, Metrics: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if err := worker.Run(ctx, worker.Config{Broker: rt.Broker, Engine: eng, Concurrency: 4, Logger: log}); err != nil {
+		if err := worker.Run(ctx, worker.Config{Broker: rt.Broker, Engine: eng, Concurrency: 4, Logger: log, Metrics: rec}); err != nil {
 			t.Errorf("worker: %v", err)
 		}
 	})
@@ -99,7 +102,8 @@ func TestDLQPoisonReplay(t *testing.T) {
 	newTypes := nodes.NewRegistry(nodes.Options{})
 	newTypes.Register("shout", shoutType{})
 
-	stopOld := startWorker(t, rt, oldTypes)
+	oldMetrics := metrics.New(metrics.Config{})
+	stopOld := startWorker(t, rt, oldTypes, oldMetrics)
 	master, err := engine.New(engine.Config{Registry: newTypes, Coord: rt.Coord})
 	if err != nil {
 		t.Fatal(err)
@@ -140,6 +144,11 @@ func TestDLQPoisonReplay(t *testing.T) {
 	if entry.ExecutionID != execID || entry.Topic != string(broker.Execution) || !strings.Contains(entry.Reason, `unknown node type "shout"`) {
 		t.Fatalf("listed %+v, want execution %s from %s with the unknown node type as reason", entry, execID, broker.Execution)
 	}
+	srv := httptest.NewServer(oldMetrics.Handler())
+	defer srv.Close()
+	if n := metricstest.Scrape(t, srv.URL)[`rune_dead_letters_total{topic="workflow.execution"}`]; n != 1 {
+		t.Errorf("the old worker's rune_dead_letters_total = %v, want 1", n)
+	}
 	code, out, _ := runCLI(t, "dlq", "list", "--amqp", amqpURL, "--prefix", prefix)
 	if code != exitOK || !strings.Contains(out, "1 dead letter(s)") || !strings.Contains(out, entry.ID) || !strings.Contains(out, "unknown node type") {
 		t.Errorf("rune dlq list: exit %d, output:\n%s\nwant one dead letter with its id and reason", code, out)
@@ -151,7 +160,7 @@ func TestDLQPoisonReplay(t *testing.T) {
 
 	// Fix the cause: workers that know the node type replace the old one.
 	stopOld()
-	startWorker(t, rt, newTypes)
+	startWorker(t, rt, newTypes, nil)
 	code, out, errOut := runCLI(t, "dlq", "replay", entry.ID, "--amqp", amqpURL, "--prefix", prefix)
 	if code != exitOK || strings.TrimSpace(out) != "replayed "+entry.ID {
 		t.Fatalf("rune dlq replay: exit %d, stdout %q, stderr %s", code, out, errOut)
