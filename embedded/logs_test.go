@@ -6,8 +6,11 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,6 +89,71 @@ func TestLogLinesCarryRunAttributes(t *testing.T) {
 			if l[k] != v {
 				t.Errorf("line %q: %s = %v, want %v", msg, k, l[k], v)
 			}
+		}
+	}
+}
+
+// fixedSecrets resolves every credential reference to one token.
+type fixedSecrets string
+
+func (f fixedSecrets) Resolve(context.Context, string) (map[string]string, error) {
+	return map[string]string{"token": string(f)}, nil
+}
+
+// A credential's value appears in no log line (at debug level), status or
+// completion, even when the node using it fails and is retried.
+func TestNoSecretInLogsOrStatuses(t *testing.T) {
+	t.Parallel()
+	const secret = "tok-9f2c-SECRET-value"
+	var authorized atomic.Int64 // the secret was really sent
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "Bearer "+secret {
+			authorized.Add(1)
+		}
+		http.Error(w, "unavailable", http.StatusServiceUnavailable)
+	}))
+	defer svc.Close()
+	var buf lockedBuffer
+	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	rt, err := embedded.New(embedded.Options{Logger: log, Secrets: fixedSecrets(secret)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var seen []string
+	var mu sync.Mutex
+	c, err := rt.Run(ctx, []byte(`{"id": "secretive", "nodes": [
+	  {"id": "start", "type": "trigger", "trigger": true},
+	  {"id": "call", "type": "http", "parameters": {"method": "GET", "url": "`+svc.URL+`/x"},
+	   "credentials": {"ref": "api"}, "retry": {"max_attempts": 2, "initial_delay": "10ms"}}],
+	 "edges": [{"id": "e1", "src": "start", "dst": "call"}]}`), map[string]any{}, func(s *message.NodeStatus) {
+		b, _ := json.Marshal(s)
+		mu.Lock()
+		seen = append(seen, string(b))
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.Close()
+	comp, _ := json.Marshal(c)
+	buf.mu.Lock()
+	logs := buf.b.String()
+	buf.mu.Unlock()
+	mu.Lock()
+	statuses := strings.Join(seen, "\n")
+	mu.Unlock()
+	if n := authorized.Load(); n != 2 {
+		t.Fatalf("the service got the credential %d times, want 2 (two attempts)", n)
+	}
+	if !strings.Contains(statuses, `"status":"retrying"`) || c.Status != message.CompletionHalted {
+		t.Fatalf("want a retry and a halt; statuses:\n%s\ncompletion %s", statuses, comp)
+	}
+	for what, text := range map[string]string{"logs": logs, "statuses": statuses, "completion": string(comp)} {
+		if strings.Contains(text, secret) {
+			t.Errorf("the secret appears in the %s:\n%s", what, text)
 		}
 	}
 }
