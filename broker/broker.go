@@ -45,6 +45,10 @@ type Message struct {
 	// Delay, on Execution and Timeout, holds the message back for at least
 	// this long. Messages with different delays never hold each other back.
 	Delay time.Duration
+	// Trace is the W3C traceparent of the span that published the message
+	// ("" when nothing traces): brokers carry it as a header, beside the
+	// body, so one execution is one trace across processes.
+	Trace string
 }
 
 // Delivery is a consumed message.

@@ -17,6 +17,7 @@ import (
 	"github.com/rune-org/rune/broker/sign"
 	coordredis "github.com/rune-org/rune/coord/redis"
 	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/metrics"
 	"github.com/rune-org/rune/node"
 	"github.com/rune-org/rune/nodes"
 )
@@ -37,7 +38,9 @@ type Config struct {
 	Role string
 	// Logger receives logs. Default slog.Default().
 	Logger *slog.Logger
-	// Nodes configures the built-in node types.
+	// Nodes configures the built-in node types. Leave Nodes.Logger nil: log
+	// nodes then write through the engine's logger, whose lines carry the
+	// run's execution id, node id and lineage.
 	Nodes nodes.Options
 	// Secrets resolves credential references; nil means nodes get none.
 	Secrets node.Secrets
@@ -45,6 +48,9 @@ type Config struct {
 	// unsigned or badly signed ones (amqp.Config.Signing). Default nil:
 	// no signing.
 	Signing *sign.Keyring
+	// Metrics records what the engine does; nil records nothing. The
+	// worker and scheduler take it in their own Config.
+	Metrics *metrics.Recorder
 }
 
 // Runtime is a connected distributed runtime.
@@ -92,9 +98,6 @@ func Connect(ctx context.Context, cfg Config) (*Runtime, error) {
 		Barriers: coordredis.NewBarriers(rc, coordredis.BarrierOptions{Prefix: kprefix}),
 		Timers:   coordredis.NewTimers(rc, coordredis.TimerOptions{Prefix: kprefix}),
 	}
-	if cfg.Nodes.Logger == nil {
-		cfg.Nodes.Logger = cfg.Logger
-	}
 	if cfg.Nodes.Effects == nil { // sends recorded once for every worker
 		cfg.Nodes.Effects = coordredis.NewEffects(rc, coordredis.EffectOptions{Prefix: kprefix})
 	}
@@ -108,6 +111,7 @@ func Connect(ctx context.Context, cfg Config) (*Runtime, error) {
 		Definitions: coordredis.NewBlobs(rc, coordredis.BlobOptions{Prefix: kprefix, TTL: 400 * 24 * time.Hour}),
 		Secrets:     cfg.Secrets,
 		Logger:      cfg.Logger,
+		Metrics:     cfg.Metrics,
 	})
 	if err != nil {
 		r.Close()

@@ -15,9 +15,11 @@ import (
 	coordmem "github.com/rune-org/rune/coord/memory"
 	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/message"
+	"github.com/rune-org/rune/metrics"
 	"github.com/rune-org/rune/node"
 	"github.com/rune-org/rune/nodes"
 	"github.com/rune-org/rune/scheduler"
+	"github.com/rune-org/rune/tracing"
 	"github.com/rune-org/rune/worker"
 )
 
@@ -38,6 +40,11 @@ type Options struct {
 	// its history. Default false: followers only (nobody would read the
 	// queue, and it would only grow).
 	ConsumeEvents bool
+	// Metrics records what the engine, worker and scheduler do; nil
+	// records nothing.
+	Metrics *metrics.Recorder
+	// Tracer makes a span of each node run; nil traces nothing.
+	Tracer *tracing.Tracer
 }
 
 // Runtime runs workflows in this process until Close.
@@ -58,9 +65,6 @@ func New(opts Options) (*Runtime, error) {
 	}
 	reg := opts.Registry
 	if reg == nil {
-		if opts.Nodes.Logger == nil {
-			opts.Nodes.Logger = opts.Logger
-		}
 		if opts.Nodes.Effects == nil {
 			opts.Nodes.Effects = coordmem.NewEffects(0)
 		}
@@ -76,7 +80,7 @@ func New(opts Options) (*Runtime, error) {
 	}
 	r.Timers = coordmem.NewTimers()
 	eng, err := engine.New(engine.Config{Registry: reg, Coord: r.Coord, Timers: r.Timers, Barriers: coordmem.NewBarriers(),
-		Secrets: opts.Secrets, Logger: opts.Logger})
+		Secrets: opts.Secrets, Logger: opts.Logger, Metrics: opts.Metrics})
 	if err != nil {
 		return nil, err
 	}
@@ -87,11 +91,11 @@ func New(opts Options) (*Runtime, error) {
 	go func() {
 		defer r.wg.Done()
 		// In process, timers fire within 10 ms of their due time.
-		_ = scheduler.Run(ctx, scheduler.Config{Timers: r.Timers, Broker: r.Broker, Engine: eng, Poll: 10 * time.Millisecond, Logger: opts.Logger})
+		_ = scheduler.Run(ctx, scheduler.Config{Timers: r.Timers, Broker: r.Broker, Engine: eng, Poll: 10 * time.Millisecond, Logger: opts.Logger, Metrics: opts.Metrics, Tracer: opts.Tracer})
 	}()
 	go func() {
 		defer r.wg.Done()
-		if err := worker.Run(ctx, worker.Config{Broker: r.Broker, Engine: eng, Concurrency: opts.Concurrency, Logger: opts.Logger}); err != nil {
+		if err := worker.Run(ctx, worker.Config{Broker: r.Broker, Engine: eng, Concurrency: opts.Concurrency, Logger: opts.Logger, Metrics: opts.Metrics, Tracer: opts.Tracer}); err != nil {
 			opts.Logger.Error("embedded worker stopped", "err", err)
 		}
 	}()

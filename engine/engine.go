@@ -18,7 +18,9 @@ import (
 	"github.com/rune-org/rune/coord"
 	"github.com/rune-org/rune/expr"
 	"github.com/rune-org/rune/message"
+	"github.com/rune-org/rune/metrics"
 	"github.com/rune-org/rune/node"
+	"github.com/rune-org/rune/tracing"
 	"github.com/rune-org/rune/workflow"
 )
 
@@ -60,6 +62,9 @@ type Config struct {
 	Now func() time.Time
 	// CacheSize is how many compiled workflow definitions are kept. Default 256.
 	CacheSize int
+	// Metrics records node runs, halts, splits and completions; nil records
+	// nothing.
+	Metrics *metrics.Recorder
 }
 
 // Sink receives the effects of handling one message, in order. The runtime
@@ -157,6 +162,7 @@ func (e *Engine) Handle(ctx context.Context, m *message.NodeExecution, sink Sink
 	if n.Trigger {
 		return invalidf("message %s: current_node %q is the trigger, which is never executed", m.MessageID, n.ID)
 	}
+	tracing.NodeType(ctx, n.Type)
 	st := &step{e: e, wf: wf, m: m, node: n, sink: sink}
 	return st.handle(ctx)
 }
@@ -176,6 +182,7 @@ func (e *Engine) Resume(ctx context.Context, m *message.NodeExecution, due time.
 	if n == nil || !isWait(n.Type) {
 		return invalidf("message %s: current_node %q is not a wait or delay node of workflow %q", m.MessageID, m.CurrentNode, wf.Def.ID)
 	}
+	tracing.NodeType(ctx, n.Type)
 	st := &step{e: e, wf: wf, m: m, node: n, sink: sink, resumedAt: due}
 	return st.handle(ctx)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/rune-org/rune/message"
 	"github.com/rune-org/rune/node"
 	"github.com/rune-org/rune/nodes"
+	"github.com/rune-org/rune/tracing"
 	"github.com/rune-org/rune/workflow"
 )
 
@@ -599,6 +600,7 @@ func (e *Engine) HandleTimeout(ctx context.Context, t *message.Timeout, sink Sin
 	if n == nil || (n.Type != "merge" && n.Type != "aggregator") {
 		return invalidf("timeout %s: %q is not a merge or aggregator of workflow %q", m.MessageID, m.CurrentNode, wf.Def.ID)
 	}
+	tracing.NodeType(ctx, n.Type)
 	st := &step{e: e, wf: wf, m: m, node: n, sink: sink, uncounted: true}
 	b, err := e.cfg.Coord.Begin(ctx, m.ExecutionID, m.MessageID)
 	if err != nil {

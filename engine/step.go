@@ -252,7 +252,7 @@ func (s *step) callWith(ctx context.Context, n *workflow.Node, r node.Runner, no
 	defer func() {
 		if p := recover(); p != nil {
 			text := s.secrets.String(fmt.Sprint(p))
-			s.e.log.Error("node panicked", "execution_id", s.m.ExecutionID, "node_id", s.node.ID, "panic", text, "stack", string(debug.Stack()))
+			s.log().Error("node panicked", "panic", text, "stack", string(debug.Stack()))
 			err = &node.Error{Code: "NODE_PANIC", Message: fmt.Sprintf("node %q panicked: %s", s.node.ID, text)}
 		}
 	}()
@@ -263,13 +263,13 @@ func (s *step) callWith(ctx context.Context, n *workflow.Node, r node.Runner, no
 		Attempt:        s.m.Attempt,
 		IdempotencyKey: s.idempotencyKey(),
 		Now:            now,
-		Logger:         s.e.log,
+		Logger:         s.log(),
 	}
 	if s.e.cfg.Secrets != nil {
 		in.Secrets = stepSecrets{s}
 		if _, pure := r.(node.Pure); !pure {
 			// What the node logs passes through the same redaction.
-			in.Logger = slog.New(s.secrets.Handler(s.e.log.Handler()))
+			in.Logger = slog.New(s.secrets.Handler(in.Logger.Handler()))
 		}
 	}
 	return r.Run(ctx, in)
@@ -549,7 +549,7 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
 		if s.uncounted {
 			// A barrier's timeout outlives its execution when the barrier
 			// completed in time: nothing is waiting for it.
-			s.e.log.Debug("dropping the timeout of an ended execution", "execution_id", s.m.ExecutionID, "node_id", s.node.ID)
+			s.log().Debug("dropping the timeout of an ended execution")
 			return nil
 		}
 		// Nothing Rune published leads here (a forged message, or one kept
@@ -584,6 +584,7 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
 			return err
 		}
 	}
+	s.observe(rec, f, out)
 	if running != nil {
 		s.sink.Status(running)
 	}
@@ -677,7 +678,7 @@ func (s *step) complete(ctx context.Context, out coord.Outcome, at time.Time) {
 	if final, err := s.e.resolve(ctx, s.m.ExecutionID, out.FinalContext, nil); err == nil {
 		out.FinalContext = final
 	} else {
-		s.e.log.Warn("final context keeps references it could not resolve", "execution_id", s.m.ExecutionID, "err", err)
+		s.log().Warn("final context keeps references it could not resolve", "err", err)
 	}
 	c := &message.Completion{
 		WorkflowID:      s.m.WorkflowID,

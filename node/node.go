@@ -67,7 +67,9 @@ type Input struct {
 	// Secrets resolves the node's credentials reference; nil when the runtime has no store.
 	Secrets Secrets
 	// Now is the time the engine started this attempt.
-	Now    time.Time
+	Now time.Time
+	// Logger is for the node's own lines; the engine's carries the run's
+	// execution id, workflow id, node id, attempt and lineage on each.
 	Logger *slog.Logger
 }
 

@@ -21,6 +21,7 @@ import (
 
 	"github.com/rune-org/rune/expr"
 	"github.com/rune-org/rune/node"
+	"github.com/rune-org/rune/tracing"
 	"github.com/rune-org/rune/workflow"
 )
 
@@ -312,6 +313,7 @@ func (r *httpRunner) request(ctx context.Context, in *node.Input) (_ *http.Reque
 	if in.IdempotencyKey != "" && req.Header.Get("Idempotency-Key") == "" {
 		req.Header.Set("Idempotency-Key", in.IdempotencyKey)
 	}
+	tracing.InjectHTTP(ctx, req.Header)
 	if r.credRef != "" {
 		if credHeaders, err = r.authorize(ctx, in, req); err != nil {
 			return nil, nil, err

@@ -68,15 +68,18 @@ func (r *logRunner) Run(ctx context.Context, in *node.Input) (node.Result, error
 		}
 		msg = string(b)
 	}
-	logger := r.logger
-	if logger == nil {
-		logger = in.Logger
+	switch {
+	case r.logger == nil && in.Logger != nil:
+		// The engine's logger carries the run's ids and lineage.
+		in.Logger.LogAttrs(ctx, r.slevel, msg)
+	default:
+		logger := r.logger
+		if logger == nil {
+			logger = slog.Default()
+		}
+		logger.LogAttrs(ctx, r.slevel, msg,
+			slog.String("execution_id", in.ExecutionID),
+			slog.String("node_id", in.NodeID))
 	}
-	if logger == nil {
-		logger = slog.Default()
-	}
-	logger.LogAttrs(ctx, r.slevel, msg,
-		slog.String("execution_id", in.ExecutionID),
-		slog.String("node_id", in.NodeID))
 	return node.Result{Output: map[string]any{"message": msg, "level": r.level}}, nil
 }

@@ -17,9 +17,13 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/rune-org/rune/broker"
 	"github.com/rune-org/rune/coord"
 	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/metrics"
+	"github.com/rune-org/rune/tracing"
 	"github.com/rune-org/rune/worker"
 )
 
@@ -62,6 +66,12 @@ type Config struct {
 	// timers, before any is resumed (their leases are being renewed).
 	// Fault-injection tests use it to stop the process at the worst moment.
 	AfterClaim func([]coord.Timer)
+	// Metrics records each fired timer and its lateness; nil records
+	// nothing.
+	Metrics *metrics.Recorder
+	// Tracer makes a span of each resumed branch, in its execution's
+	// trace; nil traces nothing.
+	Tracer *tracing.Tracer
 }
 
 func (c *Config) defaults() error {
@@ -118,7 +128,8 @@ func Tick(ctx context.Context, cfg Config) (int, error) {
 	if err := cfg.defaults(); err != nil {
 		return 0, err
 	}
-	timers, err := cfg.Timers.Claim(ctx, cfg.Now(), cfg.Batch, cfg.Lease)
+	claimed := cfg.Now()
+	timers, err := cfg.Timers.Claim(ctx, claimed, cfg.Batch, cfg.Lease)
 	if err != nil || len(timers) == 0 {
 		return 0, err
 	}
@@ -138,7 +149,7 @@ func Tick(ctx context.Context, cfg Config) (int, error) {
 		wg.Add(1)
 		go func(t coord.Timer) {
 			defer func() { <-sem; wg.Done() }()
-			fire(ctx, cfg, t)
+			fire(ctx, cfg, t, claimed)
 			h.release(t.ID)
 		}(t)
 	}
@@ -200,11 +211,18 @@ func (h *holder) renew(ctx context.Context) (stop func()) {
 // fire resumes one timer's branch and removes the timer once its effects are
 // published. On a transient failure it leaves the timer claimed: the lease
 // runs out and it is fired again.
-func fire(ctx context.Context, cfg Config, t coord.Timer) {
+func fire(ctx context.Context, cfg Config, t coord.Timer, claimed time.Time) {
 	log := cfg.Logger.With("timer", t.ID)
 	m, err := cfg.Engine.Thaw(ctx, t.ID, t.Payload)
 	if err == nil {
+		if cfg.Tracer != nil {
+			var span trace.Span
+			ctx, span = cfg.Tracer.Start(ctx, tracing.Run{ExecutionID: m.ExecutionID, WorkflowID: m.WorkflowID, NodeID: m.CurrentNode,
+				Lineage: engine.Lineage(m.LineageStack), Attempt: m.Attempt, Resumed: true})
+			defer span.End()
+		}
 		p := worker.NewPublisher(ctx, cfg.Broker)
+		p.SetTrace(cfg.Tracer.Traceparent(ctx))
 		p.OnComplete(cfg.Engine.Completed)
 		if err = cfg.Engine.Resume(ctx, m, t.Due, p); err == nil {
 			if err = fence(ctx, cfg, t); errors.Is(err, errLost) {
@@ -218,11 +236,14 @@ func fire(ctx context.Context, cfg Config, t coord.Timer) {
 	}
 	switch {
 	case err == nil:
+		cfg.Metrics.TimerFired("resumed", claimed.Sub(t.Due))
 	case errors.Is(err, engine.ErrInvalid) || errors.Is(err, broker.ErrReject):
 		// It can never fire; keeping it would retry it forever.
 		log.Error("scheduler: dropping a timer that cannot be resumed", "err", err)
+		cfg.Metrics.TimerFired("dropped", claimed.Sub(t.Due))
 	default:
 		log.Warn("scheduler: resume failed; the timer fires again when its lease ends", "err", err, "claims", t.Claims)
+		cfg.Metrics.TimerFired("failed", claimed.Sub(t.Due))
 		return
 	}
 	if err := cfg.Timers.Done(ctx, t.ID); err != nil {

@@ -12,9 +12,14 @@ import (
 	"runtime"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/rune-org/rune/broker"
 	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/message"
+	"github.com/rune-org/rune/metrics"
+	"github.com/rune-org/rune/tracing"
 )
 
 // Config configures a worker.
@@ -36,6 +41,12 @@ type Config struct {
 	DrainTimeout time.Duration
 	// Logger receives worker logs. Default slog.Default().
 	Logger *slog.Logger
+	// Metrics records messages in flight, dead letters and redeliveries;
+	// nil records nothing.
+	Metrics *metrics.Recorder
+	// Tracer makes a span of each message handled, a child of the span
+	// that published it; nil traces nothing.
+	Tracer *tracing.Tracer
 }
 
 func (c *Config) defaults() error {
@@ -73,6 +84,7 @@ func Run(ctx context.Context, cfg Config) error {
 		context.AfterFunc(work, func() { t.Stop() })
 	})
 	defer stop()
+	cfg.Metrics.WorkerLimits(cfg.Concurrency, cfg.Prefetch)
 	// Barrier timeouts are few; a small consumer beside the main one.
 	timeouts := make(chan error, 1)
 	go func() {
@@ -93,7 +105,7 @@ func handleTimeout(ctx context.Context, cfg Config, d *broker.Delivery) error {
 	if !ok {
 		return fmt.Errorf("%w: body of %T on %s", broker.ErrReject, d.Body, d.Topic)
 	}
-	return settle(ctx, cfg, d, t.ExecutionID, func(s *Publisher) error { return cfg.Engine.HandleTimeout(ctx, t, s) })
+	return settle(ctx, cfg, d, runIDs{exec: t.ExecutionID, workflow: t.WorkflowID, node: t.NodeID, stack: t.LineageStack, attempt: 1}, func(s *Publisher) error { return cfg.Engine.HandleTimeout(s.ctx, t, s) })
 }
 
 func handle(ctx context.Context, cfg Config, d *broker.Delivery) error {
@@ -101,7 +113,7 @@ func handle(ctx context.Context, cfg Config, d *broker.Delivery) error {
 	if !ok {
 		return fmt.Errorf("%w: body of %T on %s", broker.ErrReject, d.Body, d.Topic)
 	}
-	err := settle(ctx, cfg, d, m.ExecutionID, func(s *Publisher) error { return cfg.Engine.Handle(ctx, m, s) })
+	err := settle(ctx, cfg, d, runIDs{exec: m.ExecutionID, workflow: m.WorkflowID, node: m.CurrentNode, stack: m.LineageStack, attempt: m.Attempt}, func(s *Publisher) error { return cfg.Engine.Handle(s.ctx, m, s) })
 	if rejected(err) {
 		reportDeadLetter(ctx, cfg, m, err)
 	}
@@ -112,20 +124,56 @@ func handle(ctx context.Context, cfg Config, d *broker.Delivery) error {
 // outcome into the broker's: nil acks once every effect is published, an
 // invalid message is rejected (dead-lettered), anything else is delivered
 // again.
-func settle(ctx context.Context, cfg Config, d *broker.Delivery, exec string, run func(*Publisher) error) error {
+func settle(ctx context.Context, cfg Config, d *broker.Delivery, ids runIDs, run func(*Publisher) error) error {
+	topic := string(d.Topic)
+	cfg.Metrics.InFlight(topic, 1)
+	defer cfg.Metrics.InFlight(topic, -1)
 	s := &Publisher{ctx: ctx, b: cfg.Broker, onComplete: cfg.Engine.Completed}
-	err := run(s)
+	var err error
+	if cfg.Tracer != nil {
+		var span trace.Span
+		ctx, span = cfg.Tracer.Start(ctx, tracing.Run{ExecutionID: ids.exec, WorkflowID: ids.workflow, NodeID: ids.node,
+			Lineage: engine.Lineage(ids.stack), Attempt: ids.attempt, Traceparent: d.Trace})
+		defer func() {
+			if err != nil {
+				// The message was rejected or will be delivered again.
+				span.SetStatus(codes.Error, err.Error())
+			}
+			span.End()
+		}()
+		s.ctx, s.trace = ctx, cfg.Tracer.Traceparent(ctx)
+	}
+	err = run(s)
 	if errors.Is(err, engine.ErrInvalid) {
-		cfg.Logger.Error("rejecting message", "topic", d.Topic, "message_id", d.ID, "execution_id", exec, "err", err)
+		cfg.Logger.Error("rejecting message", append(ids.attrs(d), "err", err)...)
+		cfg.Metrics.DeadLetter(topic)
 		return fmt.Errorf("%w: %v", broker.ErrReject, err)
 	}
 	if err == nil {
 		err = s.Flush()
 	}
 	if err != nil && ctx.Err() == nil {
-		cfg.Logger.Warn("message will be delivered again", "topic", d.Topic, "message_id", d.ID, "execution_id", exec, "err", err)
+		cfg.Logger.Warn("message will be delivered again", append(ids.attrs(d), "err", err)...)
+		cfg.Metrics.Redelivery(topic)
 	}
 	return err
+}
+
+// runIDs name a message's node run in logs.
+type runIDs struct {
+	exec, workflow, node string
+	stack                []message.Frame
+	attempt              int
+}
+
+// attrs are the log attributes of a delivery of the run: the same the
+// engine's lines of a node run carry.
+func (r runIDs) attrs(d *broker.Delivery) []any {
+	a := []any{"topic", d.Topic, "message_id", d.ID, "execution_id", r.exec, "node_id", r.node}
+	if l := engine.Lineage(r.stack); l != "" {
+		a = append(a, "lineage", l)
+	}
+	return a
 }
 
 // Publisher is an engine.Sink that publishes to a broker: the running status
@@ -140,7 +188,13 @@ type Publisher struct {
 	// onComplete, when set, is called for each completion once it is safely
 	// published (the engine then releases the execution's large values).
 	onComplete func(context.Context, *message.Completion)
+	// trace is the traceparent the messages that run nodes carry.
+	trace string
 }
+
+// SetTrace makes the messages that run nodes (executions, timeouts) carry
+// traceparent, so that their spans are children of the publisher's.
+func (p *Publisher) SetTrace(traceparent string) { p.trace = traceparent }
 
 // OnComplete sets f to be called for each completion once Flush has
 // published it.
@@ -175,12 +229,12 @@ func (p *Publisher) Status(s *message.NodeStatus) {
 
 // Execute implements engine.Sink.
 func (p *Publisher) Execute(m *message.NodeExecution, delay time.Duration) {
-	p.batch = append(p.batch, broker.Message{Topic: broker.Execution, ID: m.MessageID, Key: m.ExecutionID, Lane: lane(m.LineageStack), Body: m, Delay: delay})
+	p.batch = append(p.batch, broker.Message{Topic: broker.Execution, ID: m.MessageID, Key: m.ExecutionID, Lane: lane(m.LineageStack), Body: m, Delay: delay, Trace: p.trace})
 }
 
 // Timeout implements engine.Sink.
 func (p *Publisher) Timeout(t *message.Timeout, delay time.Duration) {
-	p.batch = append(p.batch, broker.Message{Topic: broker.Timeout, ID: t.Message.MessageID, Key: t.ExecutionID, Body: t, Delay: delay})
+	p.batch = append(p.batch, broker.Message{Topic: broker.Timeout, ID: t.Message.MessageID, Key: t.ExecutionID, Body: t, Delay: delay, Trace: p.trace})
 }
 
 // Complete implements engine.Sink.

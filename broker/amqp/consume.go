@@ -190,6 +190,7 @@ func (c *consumer) handle(ctx context.Context, d *amqp091.Delivery) {
 		Message:     broker.Message{Topic: c.topic, ID: d.MessageId, Key: d.CorrelationId},
 		Redelivered: d.Redelivered,
 	}
+	del.Trace, _ = d.Headers[headerTraceparent].(string)
 	if c.topic == broker.DeadLetter {
 		c.b.fillDeadLetter(del, d)
 	} else {

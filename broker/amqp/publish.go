@@ -78,6 +78,9 @@ func (b *Broker) Publish(ctx context.Context, msgs ...broker.Message) broker.Pen
 				Body:          body,
 			},
 		}
+		if m.Trace != "" {
+			out[i].pub.Headers = amqp091.Table{headerTraceparent: m.Trace}
+		}
 		b.signInto(&out[i].pub, m.Topic, m.ID, m.Key)
 	}
 	return b.send(ctx, msgs[0].Key+"\x00"+msgs[0].Lane, out)

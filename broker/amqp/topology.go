@@ -79,19 +79,21 @@ func newNames(prefix string) names {
 
 // Queue arguments of RFC 001 §8.
 const (
-	executionTTL   = 24 * time.Hour
-	statusTTL      = time.Hour
-	completionTTL  = 7 * 24 * time.Hour
-	maxPriority    = 10
-	headerReason   = "x-rune-reason"
-	headerTopic    = "x-rune-topic"
-	headerSeq      = "x-rune-seq"
-	contentType    = "application/json"
-	maxDelay       = time.Duration(1<<32-1) * time.Millisecond // RabbitMQ's TTL limit
-	delayLease     = 5 * time.Minute
-	routingKeyMax  = 255
-	statusRKPrefix = "status."
-	complRKPrefix  = "completion."
+	executionTTL  = 24 * time.Hour
+	statusTTL     = time.Hour
+	completionTTL = 7 * 24 * time.Hour
+	maxPriority   = 10
+	headerReason  = "x-rune-reason"
+	headerTopic   = "x-rune-topic"
+	headerSeq     = "x-rune-seq"
+	// headerTraceparent carries broker.Message.Trace (W3C trace context).
+	headerTraceparent = "traceparent"
+	contentType       = "application/json"
+	maxDelay          = time.Duration(1<<32-1) * time.Millisecond // RabbitMQ's TTL limit
+	delayLease        = 5 * time.Minute
+	routingKeyMax     = 255
+	statusRKPrefix    = "status."
+	complRKPrefix     = "completion."
 )
 
 func executionArgs(n names) amqp091.Table {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rune-org/rune/internal/catcher"
 	"github.com/rune-org/rune/message"
@@ -19,7 +20,10 @@ func runCLI(t *testing.T, env map[string]string, args ...string) (code int, stdo
 	t.Helper()
 	var out, errOut bytes.Buffer
 	e := &cliEnv{stdout: &out, stderr: &errOut, getenv: func(k string) string { return env[k] }}
-	code = runMain(context.Background(), e, args)
+	// A deadline against a hang, sized for a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	code = runMain(ctx, e, args)
 	return code, out.String(), errOut.String()
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/rune-org/rune/coord"
 	"github.com/rune-org/rune/distributed"
 	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/metrics"
 	"github.com/rune-org/rune/node"
 	"github.com/rune-org/rune/nodes"
 	"github.com/rune-org/rune/scheduler"
@@ -67,11 +68,12 @@ func (s *servers) redisClient() *goredis.Client {
 // connect connects to the servers in role; nodes resolve credentials from
 // the environment (secrets.Env).
 func (s *servers) connect(ctx context.Context, log *slog.Logger, role string) (*distributed.Runtime, error) {
-	return s.connectWith(ctx, log, role, secrets.Env{})
+	return s.connectWith(ctx, log, role, secrets.Env{}, nil)
 }
 
-// connectWith is connect with the credentials resolver sec.
-func (s *servers) connectWith(ctx context.Context, log *slog.Logger, role string, sec node.Secrets) (*distributed.Runtime, error) {
+// connectWith is connect with the credentials resolver sec and metrics
+// recorded by rec (nil: none).
+func (s *servers) connectWith(ctx context.Context, log *slog.Logger, role string, sec node.Secrets, rec *metrics.Recorder) (*distributed.Runtime, error) {
 	if _, err := goredis.ParseURL(s.redisURL); err != nil {
 		return nil, usagef("--redis: %v", err)
 	}
@@ -84,8 +86,17 @@ func (s *servers) connectWith(ctx context.Context, log *slog.Logger, role string
 	}
 	return distributed.Connect(ctx, distributed.Config{
 		AMQPURL: s.amqpURL, RedisURL: s.redisURL, Prefix: s.prefix, Role: role,
-		Logger: log, Secrets: sec, Nodes: nodes.Options{Logger: log, Fault: s.fault}, Signing: keys,
+		Logger: log, Secrets: sec, Nodes: nodes.Options{Fault: s.fault}, Signing: keys, Metrics: rec,
 	})
+}
+
+// readyChecks are what /readyz checks of a distributed process: RabbitMQ
+// and Redis reachable.
+func readyChecks(rt *distributed.Runtime) []readyCheck {
+	return []readyCheck{
+		{"rabbitmq", rt.Broker.Ping},
+		{"redis", func(ctx context.Context) error { return rt.Redis.Ping(ctx).Err() }},
+	}
 }
 
 func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
@@ -101,6 +112,8 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 	debugAddr := fs.String("debug-addr", "", "serve Go's profiler (net/http/pprof) on this address, e.g. 127.0.0.1:6060 (default: off)")
 	creds := credentialsFlag(fs)
 	postgresURL := fs.String("postgres", env.getenv("RUNE_POSTGRES_URL"), "a rune server's PostgreSQL URL (env RUNE_POSTGRES_URL): resolve credentials from its store, decrypted with RUNE_SECRET_KEY (default: from RUNE_CREDENTIAL_* variables)")
+	var ops opsFlags
+	ops.flags(fs, env)
 	memLimit := fs.Int64("memory-limit-mib", 448, "soft memory limit in MiB: the garbage collector works harder near it (GOMEMLIMIT, when set, wins; 0: none)")
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, "Usage: rune worker --amqp URL --redis URL [--concurrency N] [--scheduler] [--credentials FILE]\n\nConsumes workflow.execution and runs nodes until SIGTERM or Ctrl-C, then finishes\nthe messages in hand (within --drain-timeout) and exits 0.")
@@ -117,7 +130,10 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	srv.fault = faultHook(env.getenv)
-	log := serverLogger(env)
+	log, err := ops.logger(env)
+	if err != nil {
+		return err
+	}
 	if *memLimit > 0 && env.getenv("GOMEMLIMIT") == "" {
 		// A big split briefly holds a branch message per item; without a
 		// limit the heap's garbage doubles the process (measured in
@@ -145,20 +161,38 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 		// The server's store first, then the file and the environment.
 		sec = secrets.Chain{secrets.Store{Store: st, Keys: keys}, sec}
 	}
-	rt, err := srv.connectWith(ctx, log, amqp.RoleWorker, sec)
+	tr, stopTracing, err := tracer(ctx, env, "rune-worker", log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	rec := ops.recorder(log)
+	rt, err := srv.connectWith(ctx, log, amqp.RoleWorker, sec, rec)
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
+	stopOps, err := ops.serveOps(ctx, rec, log, readyChecks(rt)...)
+	if err != nil {
+		return err
+	}
+	// Stopped last: metrics stay readable while the messages in hand drain.
+	defer stopOps()
 	var wg sync.WaitGroup
+	if rec != nil {
+		wg.Go(func() { rec.SampleQueues(ctx, sampleEvery, rt.Broker.QueueDepths) })
+	}
 	if *withScheduler {
 		warnDurability(ctx, rt, log)
+		if rec != nil {
+			wg.Go(func() { rec.SampleTimers(ctx, sampleEvery, rt.Timers.Stats, time.Now) })
+		}
 		wg.Go(func() {
-			_ = scheduler.Run(ctx, scheduler.Config{Timers: rt.Timers, Broker: rt.Broker, Engine: rt.Engine, Poll: *schedPoll, Logger: log})
+			_ = scheduler.Run(ctx, scheduler.Config{Timers: rt.Timers, Broker: rt.Broker, Engine: rt.Engine, Poll: *schedPoll, Logger: log, Metrics: rec, Tracer: tr})
 		})
 	}
 	log.Info("worker started", "concurrency", *concurrency, "prefetch", *prefetch, "scheduler", *withScheduler)
-	err = worker.Run(ctx, worker.Config{Broker: rt.Broker, Engine: rt.Engine, Concurrency: *concurrency, Prefetch: *prefetch, DrainTimeout: *drain, Logger: log})
+	err = worker.Run(ctx, worker.Config{Broker: rt.Broker, Engine: rt.Engine, Concurrency: *concurrency, Prefetch: *prefetch, DrainTimeout: *drain, Logger: log, Metrics: rec, Tracer: tr})
 	wg.Wait()
 	log.Info("worker stopped")
 	return err
@@ -172,6 +206,8 @@ func cmdScheduler(ctx context.Context, env *cliEnv, args []string) error {
 	poll := fs.Duration("poll", scheduler.DefaultPoll, "pause between claims when no timer is due: how late a timer may fire on an idle scheduler")
 	batch := fs.Int("batch", 500, "timers claimed at once; full batches are drained without pausing")
 	lease := fs.Duration("lease", scheduler.DefaultLease, "how long a claimed timer stays this scheduler's unrenewed (renewed every lease/3): a dead scheduler's timers fire about this late")
+	var ops opsFlags
+	ops.flags(fs, env)
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, "Usage: rune scheduler --amqp URL --redis URL\n\nFires the timers of wait and delay nodes when they come due. Run one or more;\na timer fires once even with several, and a scheduler killed mid-fire loses none.")
 		fs.PrintDefaults()
@@ -182,14 +218,34 @@ func cmdScheduler(ctx context.Context, env *cliEnv, args []string) error {
 	if err := srv.check(true); err != nil {
 		return err
 	}
-	log := serverLogger(env)
-	rt, err := srv.connect(ctx, log, amqp.RoleScheduler)
+	log, err := ops.logger(env)
+	if err != nil {
+		return err
+	}
+	tr, stopTracing, err := tracer(ctx, env, "rune-scheduler", log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	rec := ops.recorder(log)
+	rt, err := srv.connectWith(ctx, log, amqp.RoleScheduler, secrets.Env{}, rec)
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
+	stopOps, err := ops.serveOps(ctx, rec, log, readyChecks(rt)...)
+	if err != nil {
+		return err
+	}
+	defer stopOps()
 	warnDurability(ctx, rt, log)
-	cfg := scheduler.Config{Timers: rt.Timers, Broker: rt.Broker, Engine: rt.Engine, Poll: *poll, Batch: *batch, Lease: *lease, Logger: log}
+	if rec != nil {
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		wg.Go(func() { rec.SampleTimers(ctx, sampleEvery, rt.Timers.Stats, time.Now) })
+		wg.Go(func() { rec.SampleQueues(ctx, sampleEvery, rt.Broker.QueueDepths) })
+	}
+	cfg := scheduler.Config{Timers: rt.Timers, Broker: rt.Broker, Engine: rt.Engine, Poll: *poll, Batch: *batch, Lease: *lease, Logger: log, Metrics: rec, Tracer: tr}
 	// Fault injection for the crash tests: die between claim and publish,
 	// or hold the claimed timers a while first (so a test can kill or stop
 	// the process while it holds them).
@@ -268,18 +324,4 @@ func cmdStart(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	return reportCompletion(env, comp, *asJSON)
-}
-
-// serverLogger logs at info level (RUNE_LOG_LEVEL changes it) as text, or as
-// JSON with RUNE_LOG_FORMAT=json.
-func serverLogger(env *cliEnv) *slog.Logger {
-	level := slog.LevelInfo
-	if v := env.getenv("RUNE_LOG_LEVEL"); v != "" {
-		_ = level.UnmarshalText([]byte(v))
-	}
-	opts := &slog.HandlerOptions{Level: level}
-	if env.getenv("RUNE_LOG_FORMAT") == "json" {
-		return slog.New(slog.NewJSONHandler(env.stderr, opts))
-	}
-	return slog.New(slog.NewTextHandler(env.stderr, opts))
 }

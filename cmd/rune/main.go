@@ -55,6 +55,7 @@ func commands() []command {
 		{"executions", "list, get, follow or cancel executions on a server", cmdExecutions},
 
 		{"permissions", "print the RabbitMQ and Redis commands that give a role what it needs", cmdPermissions},
+		{"dlq", "list, show, replay or purge dead letters (distributed runtime)", cmdDLQ},
 	}
 }
 

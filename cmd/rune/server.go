@@ -80,6 +80,8 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 	concurrency := fs.Int("concurrency", 0, "embedded default: node executions at once (default: the worker's)")
 	lease := fs.Duration("dispatch-lease", server.DispatchLeaseDefault, "how long a claimed execution is this server's to publish before another server may (after a crash)")
 	debugAddr := fs.String("debug-addr", "", "serve Go's profiler (net/http/pprof) on this address, e.g. 127.0.0.1:6061 (default: off)")
+	var logs opsFlags
+	logs.logFlags(fs, env)
 	poll := fs.Duration("dispatch-poll", server.DispatchPollDefault, "the dispatcher's pause when nothing is due (triggers through this server wake it at once)")
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, "Usage: rune server [--addr 127.0.0.1:8080] [--data ./rune-data]\n       rune server --postgres URL --amqp URL --redis URL [--prefix P]\n\nThe master: HTTP API, dispatcher, history and live streams (docs/api.md).\nWith no URLs, the embedded default: API, dispatcher, a worker and a scheduler in\none process on SQLite under --data. With URLs, the distributed master (several may\nrun); start `rune worker` and `rune scheduler` processes too.\nRUNE_API_TOKEN is accepted as a bearer token besides `rune token create` ones.")
@@ -92,7 +94,10 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 	if distributedMode && (sf.postgresURL == "" || srv.amqpURL == "" || srv.redisURL == "") {
 		return usagef("the distributed master needs --postgres, --amqp and --redis (or their RUNE_*_URL variables); give none for the embedded default")
 	}
-	log := serverLogger(env)
+	log, err := logs.logger(env)
+	if err != nil {
+		return err
+	}
 	if *debugAddr != "" {
 		stop, err := serveDebug(*debugAddr, log)
 		if err != nil {

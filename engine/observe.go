@@ -1,0 +1,39 @@
+package engine
+
+import (
+	"github.com/rune-org/rune/coord"
+	"github.com/rune-org/rune/message"
+)
+
+// observe tells Config.Metrics what a committed message did: its node's
+// outcome and run time, a halt, a split's size, the execution's end. A
+// duplicate (another delivery finished the message first) reports nothing:
+// the first one did.
+func (s *step) observe(rec *record, f *effects, out coord.Outcome) {
+	m := s.e.cfg.Metrics
+	if m == nil || out.Duplicate {
+		return
+	}
+	if !rec.Arrival { // an arrival at a barrier is bookkeeping, not a node run
+		for _, st := range f.statuses {
+			if st.NodeID != s.node.ID || st.Status == message.StatusRunning {
+				continue
+			}
+			m.NodeRun(s.m.WorkflowID, s.node.Type, st.Status, rec.FinishedAt.Sub(rec.StartedAt))
+			if s.node.Type == "split" && st.Status == message.StatusSuccess {
+				m.Split(s.m.WorkflowID, len(s.items))
+			}
+			break
+		}
+	}
+	if f.halt != nil {
+		m.Halt(s.m.WorkflowID)
+	}
+	if out.Last {
+		status := out.Status
+		if status == "" {
+			status = message.CompletionCompleted
+		}
+		m.Completed(s.m.WorkflowID, status)
+	}
+}

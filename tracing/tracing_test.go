@@ -1,0 +1,192 @@
+package tracing_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/rune-org/rune/client"
+	"github.com/rune-org/rune/distributed"
+	"github.com/rune-org/rune/embedded"
+	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/internal/testinfra"
+	"github.com/rune-org/rune/message"
+	"github.com/rune-org/rune/scheduler"
+	"github.com/rune-org/rune/tracing"
+	"github.com/rune-org/rune/worker"
+)
+
+// waitWorkflow runs a node, waits (a timer the scheduler fires), then
+// runs another.
+const waitWorkflow = `{"id": "traced", "nodes": [
+  {"id": "start", "type": "trigger", "trigger": true},
+  {"id": "before", "type": "set", "parameters": {"values": {"a": 1}}},
+  {"id": "pause", "type": "delay", "parameters": {"duration": "PT0.2S"}},
+  {"id": "after", "type": "set", "parameters": {"values": {"b": 2}}}],
+ "edges": [{"id": "e1", "src": "start", "dst": "before"}, {"id": "e2", "src": "before", "dst": "pause"},
+  {"id": "e3", "src": "pause", "dst": "after"}]}`
+
+// checkTrace asserts that spans are one trace — the execution's — with a
+// span per node run, each the child of the span that published its
+// message: before ← root, pause ← before, resume pause ← root (the frozen
+// message carries no traceparent), after ← resume pause.
+func checkTrace(t *testing.T, execID string, spans tracetest.SpanStubs) {
+	t.Helper()
+	root := tracing.Root(execID)
+	byName := map[string]tracetest.SpanStub{}
+	for _, s := range spans {
+		if s.SpanContext.TraceID() != root.TraceID() {
+			continue // another test's execution
+		}
+		if _, dup := byName[s.Name]; dup {
+			t.Errorf("two spans named %q", s.Name)
+		}
+		byName[s.Name] = s
+	}
+	want := map[string]string{"node before": "", "node pause": "node before", "resume pause": "", "node after": "resume pause"}
+	if len(byName) != len(want) {
+		names := []string{}
+		for n := range byName {
+			names = append(names, n)
+		}
+		t.Fatalf("spans of the execution's trace: %v, want %d: one per node run and the resume", names, len(want))
+	}
+	for name, parent := range want {
+		s, ok := byName[name]
+		if !ok {
+			t.Errorf("no span %q", name)
+			continue
+		}
+		wantParent := root.SpanID()
+		if parent != "" {
+			wantParent = byName[parent].SpanContext.SpanID()
+		}
+		if s.Parent.SpanID() != wantParent {
+			t.Errorf("span %q has parent %s, want %s (%s)", name, s.Parent.SpanID(), wantParent, parent)
+		}
+		attrs := map[string]string{}
+		for _, a := range s.Attributes {
+			attrs[string(a.Key)] = a.Value.String()
+		}
+		wantType := "set"
+		if strings.HasSuffix(name, "pause") {
+			wantType = "delay"
+		}
+		if attrs[tracing.AttrExecution] != execID || attrs[tracing.AttrWorkflow] != "traced" || attrs[tracing.AttrAttempt] != "1" || attrs[tracing.AttrNodeType] != wantType {
+			t.Errorf("span %q attributes %v, want execution %s, workflow traced, attempt 1, node type %s", name, attrs, execID, wantType)
+		}
+	}
+}
+
+func provider(t *testing.T) (*tracing.Tracer, *tracetest.InMemoryExporter) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return tracing.New(tp), exp
+}
+
+// On the embedded runtime, an execution with a wait is one trace.
+func TestTraceEmbedded(t *testing.T) {
+	t.Parallel()
+	tr, exp := provider(t)
+	rt, err := embedded.New(embedded.Options{Tracer: tr, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := rt.Run(ctx, []byte(waitWorkflow), map[string]any{}, nil)
+	if err != nil || c.Status != message.CompletionCompleted {
+		t.Fatalf("run: %v %v", c, err)
+	}
+	rt.Close() // spans end when their handlers return
+	checkTrace(t, c.ExecutionID, exp.GetSpans())
+}
+
+// Across RabbitMQ — two workers and a scheduler on one deployment — the
+// traceparent travels in message headers and the execution is one trace.
+func TestTraceDistributed(t *testing.T) {
+	t.Parallel()
+	tr, exp := provider(t)
+	prefix := testinfra.Name(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rt, err := distributed.Connect(ctx, distributed.Config{AMQPURL: testinfra.AMQPURL(t), RedisURL: testinfra.RedisURL(t), Prefix: prefix, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = rt.DeleteTopology(context.Background(), prefix)
+		rt.Close()
+	}()
+	wctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			_ = worker.Run(wctx, worker.Config{Broker: rt.Broker, Engine: rt.Engine, Concurrency: 2, Tracer: tr, Logger: slog.New(slog.DiscardHandler)})
+		})
+	}
+	wg.Go(func() {
+		_ = scheduler.Run(wctx, scheduler.Config{Timers: rt.Timers, Broker: rt.Broker, Engine: rt.Engine, Tracer: tr, Logger: slog.New(slog.DiscardHandler)})
+	})
+	wf, err := rt.Engine.Compile([]byte(waitWorkflow))
+	if err != nil {
+		t.Fatal(err)
+	}
+	execID := engine.NewExecutionID(time.Now())
+	c, err := client.Run(ctx, rt.Broker, rt.Engine, wf, execID, map[string]any{}, nil)
+	stop()
+	wg.Wait()
+	if err != nil || c.Status != message.CompletionCompleted {
+		t.Fatalf("run: %v %v", c, err)
+	}
+	checkTrace(t, execID, exp.GetSpans())
+}
+
+// A nil Tracer starts no span and gives no traceparent.
+func TestNilTracer(t *testing.T) {
+	t.Parallel()
+	var tr *tracing.Tracer
+	ctx, span := tr.Start(context.Background(), tracing.Run{ExecutionID: "e", NodeID: "n"})
+	span.End()
+	if trace.SpanContextFromContext(ctx).IsValid() || tr.Traceparent(ctx) != "" {
+		t.Error("a nil Tracer traced")
+	}
+	if tracing.New(nil) != nil {
+		t.Error("New(nil) is not nil")
+	}
+}
+
+// A node's HTTP call carries the node run's traceparent, unless the
+// workflow set one; without a span nothing is added.
+func TestInjectHTTP(t *testing.T) {
+	t.Parallel()
+	tr, _ := provider(t)
+	ctx, span := tr.Start(context.Background(), tracing.Run{ExecutionID: "exec_1", NodeID: "call"})
+	defer span.End()
+	h := http.Header{}
+	tracing.InjectHTTP(ctx, h)
+	want := "00-" + tracing.Root("exec_1").TraceID().String() + "-" + span.SpanContext().SpanID().String() + "-01"
+	if got := h.Get("traceparent"); got != want {
+		t.Errorf("traceparent %q, want %q", got, want)
+	}
+	own := http.Header{"Traceparent": {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}
+	tracing.InjectHTTP(ctx, own)
+	if own.Get("traceparent") != "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" {
+		t.Errorf("the workflow's own traceparent was replaced: %q", own.Get("traceparent"))
+	}
+	none := http.Header{}
+	tracing.InjectHTTP(context.Background(), none)
+	if len(none) != 0 {
+		t.Errorf("without a span: headers %v, want none", none)
+	}
+}
