@@ -499,7 +499,7 @@ func TestFaultFrozenScheduler(t *testing.T) {
 // rabbitmqctl close_connection of every connection of the workers and the
 // scheduler, twice mid-run: they reconnect by themselves. The test runs on a
 // virtual host of its own, and closes the connections Rune names "rune
-// worker …" there: the test's own (master) connection, which counts the
+// worker …" and "rune scheduler …" there: the test's own (master) connection, which counts the
 // completions, stays, so a completion it acked is never redelivered to it.
 func TestFaultCloseConnections(t *testing.T) {
 	testinfra.RequireCommand(t, "rabbitmqctl")
@@ -537,7 +537,7 @@ func closeWorkerConnections(t *testing.T, vhost string, least int) {
 	expr := fmt.Sprintf(`length([ok || I <- rabbit_networking:connection_info_all([pid, vhost, client_properties]),
 		proplists:get_value(vhost, I) =:= <<"%s">>,
 		case lists:keyfind(<<"connection_name">>, 1, proplists:get_value(client_properties, I)) of
-			{_, _, N} -> binary:match(N, <<"rune worker">>) =/= nomatch;
+			{_, _, N} -> binary:match(N, [<<"rune worker">>, <<"rune scheduler">>]) =/= nomatch;
 			_ -> false
 		end,
 		ok =:= rabbit_networking:close_connection(proplists:get_value(pid, I), "fault test")]).`, vhost)
@@ -547,7 +547,7 @@ func closeWorkerConnections(t *testing.T, vhost string, least int) {
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(string(out)))
 	if err != nil || n < least {
-		t.Fatalf("closed %q connections named rune worker in %s, want at least %d", out, vhost, least)
+		t.Fatalf("closed %q connections named rune worker or rune scheduler in %s, want at least %d", out, vhost, least)
 	}
 }
 
