@@ -623,7 +623,7 @@ func startRabbit(t *testing.T) *privateRabbit {
 		"RABBITMQ_CONFIG_FILE="+filepath.Join(dir, "rabbitmq"), "RABBITMQ_ADVANCED_CONFIG_FILE="+filepath.Join(dir, "advanced.config"))
 	cmd := exec.Command(server)
 	cmd.Env = n.env
-	var out syncBuffer
+	var out testinfra.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start rabbitmq-server: %v", err)

@@ -75,30 +75,12 @@ func binary(t testing.TB) string {
 	return runeBin
 }
 
-// syncBuffer is a bytes.Buffer safe for a process writing and a test reading.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // proc is a rune subprocess.
 type proc struct {
 	name   string
 	cmd    *exec.Cmd
-	stdout syncBuffer
-	stderr syncBuffer
+	stdout testinfra.Buffer
+	stderr testinfra.Buffer
 	done   chan struct{} // closed once the process has exited
 	err    error         // cmd.Wait's result, set before done closes
 }

@@ -74,7 +74,7 @@ func TestRedisTLS(t *testing.T) {
 		"--tls-cert-file", filepath.Join(dir, "server.pem"), "--tls-key-file", filepath.Join(dir, "server.key"),
 		"--tls-ca-cert-file", filepath.Join(dir, "ca.pem"), "--tls-auth-clients", "no",
 		"--save", "", "--appendonly", "no", "--dir", dir)
-	var out syncBuffer
+	var out testinfra.Buffer
 	redis.Stdout, redis.Stderr = &out, &out
 	if err := redis.Start(); err != nil {
 		t.Fatal(err)

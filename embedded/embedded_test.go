@@ -2,8 +2,8 @@ package embedded_test
 
 import (
 	"bytes"
+	"github.com/rune-org/rune/internal/testinfra"
 	"log/slog"
-	"sync"
 	"testing"
 
 	"github.com/rune-org/rune/embedded"
@@ -49,30 +49,12 @@ func TestHaltFromOutside(t *testing.T) {
 	runtimetest.HaltFromOutside(t, rt, rt.Engine)
 }
 
-// lockedBuffer is a log sink written by many goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) Bytes() []byte {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return bytes.Clone(l.b.Bytes())
-}
-
 // Issue 12: a server echoing the request's headers put the bearer token
 // into the failed status, the completion and the final context. No status,
 // completion or log line (at debug level) may hold a secret.
 func TestSecretsNeverLeak(t *testing.T) {
 	t.Parallel()
-	var logs lockedBuffer
+	var logs testinfra.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	rt, err := embedded.New(embedded.Options{Secrets: runtimetest.LeakSecrets(), Logger: log})
 	if err != nil {

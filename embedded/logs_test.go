@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"github.com/rune-org/rune/internal/testinfra"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -22,7 +23,7 @@ import (
 // engine's own (a node that panics).
 func TestLogLinesCarryRunAttributes(t *testing.T) {
 	t.Parallel()
-	var buf lockedBuffer
+	var buf testinfra.Buffer
 	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	rt, err := embedded.New(embedded.Options{Logger: log})
 	if err != nil {
@@ -98,7 +99,7 @@ func TestNoSecretInLogsOrStatuses(t *testing.T) {
 		http.Error(w, "unavailable", http.StatusServiceUnavailable)
 	}))
 	defer svc.Close()
-	var buf lockedBuffer
+	var buf testinfra.Buffer
 	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	rt, err := embedded.New(embedded.Options{Logger: log, Secrets: fixedSecrets(secret)})
 	if err != nil {

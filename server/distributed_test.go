@@ -54,14 +54,14 @@ type deployment struct {
 	redisURL string
 	prefix   string
 	key      string
-	logs     *syncBuffer
+	logs     *testinfra.Buffer
 }
 
 const testSecretKey = "3q2+7wAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=" // 32 bytes, base64
 
 func newDeployment(t *testing.T) *deployment {
 	d := &deployment{t: t, amqpURL: testinfra.AMQPURL(t), redisURL: testinfra.RedisURL(t), pgURL: storetest.PostgresURL(t),
-		prefix: testinfra.Name(t), key: testSecretKey, logs: &syncBuffer{}}
+		prefix: testinfra.Name(t), key: testSecretKey, logs: &testinfra.Buffer{}}
 	t.Cleanup(func() {
 		rt, err := distributed.Connect(context.Background(), distributed.Config{AMQPURL: d.amqpURL, RedisURL: d.redisURL,
 			Prefix: d.prefix, Role: amqp.RoleAdmin, Logger: slog.New(slog.DiscardHandler)})

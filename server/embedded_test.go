@@ -1,13 +1,12 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
+	"github.com/rune-org/rune/internal/testinfra"
 	"log/slog"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/rune-org/rune/embedded"
@@ -15,24 +14,6 @@ import (
 	"github.com/rune-org/rune/server"
 	"github.com/rune-org/rune/store/sqlite"
 )
-
-// syncBuffer is a log sink tests read while the server writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // embeddedTarget is the embedded default in this process: SQLite in a
 // temporary directory, the in-process runtime (worker and scheduler), the
@@ -48,7 +29,7 @@ func embeddedTarget(t *testing.T) *target {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testinfra.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	rt, err := embedded.New(embedded.Options{Logger: log, ConsumeEvents: true, Secrets: secrets.Store{Store: st, Keys: keys}})
 	if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -20,24 +19,6 @@ import (
 	"github.com/rune-org/rune/internal/testinfra"
 	"github.com/rune-org/rune/metrics/metricstest"
 )
-
-// syncBuffer is a bytes.Buffer safe for a command writing and a test reading.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // jsonLines decodes the JSON log lines written so far.
 func jsonLines(t *testing.T, s string) []map[string]any {
@@ -58,15 +39,15 @@ func jsonLines(t *testing.T, s string) []map[string]any {
 // serveCommand runs a long-running rune command until the test ends (or
 // stop is called) and returns the address of its metrics server, read from
 // its JSON log.
-func serveCommand(t *testing.T, args ...string) (addr string, logs *syncBuffer, stop func() int) {
+func serveCommand(t *testing.T, args ...string) (addr string, logs *testinfra.Buffer, stop func() int) {
 	t.Helper()
 	return serveCommandEnv(t, func(string) string { return "" }, args...)
 }
 
 // serveCommandEnv is serveCommand with the environment getenv.
-func serveCommandEnv(t *testing.T, getenv func(string) string, args ...string) (addr string, logs *syncBuffer, stop func() int) {
+func serveCommandEnv(t *testing.T, getenv func(string) string, args ...string) (addr string, logs *testinfra.Buffer, stop func() int) {
 	t.Helper()
-	logs = &syncBuffer{}
+	logs = &testinfra.Buffer{}
 	env := &cliEnv{stdout: io.Discard, stderr: logs, getenv: getenv}
 	ctx, cancel := context.WithCancel(context.Background())
 	code := make(chan int, 1)

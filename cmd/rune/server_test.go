@@ -1,37 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/rune-org/rune/internal/testinfra"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
-
-// lockedBuffer is an output the test reads while a command writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // cli runs rune commands in this process with the variables vars.
 type cli struct {
@@ -41,7 +22,7 @@ type cli struct {
 
 func (c *cli) run(args ...string) (code int, stdout, stderr string) {
 	c.t.Helper()
-	var out, errOut lockedBuffer
+	var out, errOut testinfra.Buffer
 	env := &cliEnv{stdout: &out, stderr: &errOut, getenv: func(k string) string { return c.vars[k] }}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -63,7 +44,7 @@ func freeAddr(t *testing.T) string {
 func startServer(t *testing.T, c *cli, addr, data string) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	logs := &lockedBuffer{}
+	logs := &testinfra.Buffer{}
 	env := &cliEnv{stdout: logs, stderr: logs, getenv: func(k string) string { return c.vars[k] }}
 	done := make(chan int, 1)
 	go func() { done <- runMain(ctx, env, []string{"server", "--addr", addr, "--data", data}) }()
