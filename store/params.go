@@ -232,3 +232,19 @@ func CheckExecutionFilter(f ExecutionFilter) error {
 	}
 	return invalid("status: %q is not an execution status (enqueued, processing, waiting, completed, failed, halted, cancelled)", f.Status)
 }
+
+// PageOf makes a page of items read with limit+1 rows: the extra row says
+// there is a next page, whose cursor is next of the page's last item.
+func PageOf[T any](items []T, limit int, next func(last T) string) Page[T] {
+	if len(items) <= limit {
+		return Page[T]{Items: items}
+	}
+	items = items[:limit]
+	return Page[T]{Items: items, Next: next(items[limit-1])}
+}
+
+// WorkflowCursor is the cursor of the workflow list after w.
+func WorkflowCursor(w *Workflow) string { return EncodeWorkflowCursor(w.ID) }
+
+// ExecutionCursor is the cursor of the execution list after x.
+func ExecutionCursor(x *Execution) string { return PageCursor{At: x.CreatedAt, ID: x.ID}.Encode() }

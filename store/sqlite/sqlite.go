@@ -277,11 +277,7 @@ func (s *Store) ListWorkflows(ctx context.Context, limit int, cursor string) (st
 	if err != nil {
 		return page, fmt.Errorf("sqlite: list workflows: %w", err)
 	}
-	if len(page.Items) > limit {
-		page.Items = page.Items[:limit]
-		page.Next = store.EncodeWorkflowCursor(page.Items[limit-1].ID)
-	}
-	return page, nil
+	return store.PageOf(page.Items, limit, store.WorkflowCursor), nil
 }
 
 func (s *Store) ListVersions(ctx context.Context, id string) ([]*store.Workflow, error) {
@@ -422,12 +418,7 @@ func (s *Store) ListExecutions(ctx context.Context, f store.ExecutionFilter) (st
 	if err != nil {
 		return page, fmt.Errorf("sqlite: list executions: %w", err)
 	}
-	if len(page.Items) > limit {
-		page.Items = page.Items[:limit]
-		last := page.Items[limit-1]
-		page.Next = store.PageCursor{At: last.CreatedAt, ID: last.ID}.Encode()
-	}
-	return page, nil
+	return store.PageOf(page.Items, limit, store.ExecutionCursor), nil
 }
 
 func (s *Store) CancelExecution(ctx context.Context, id string, at time.Time) (*store.Execution, error) {
