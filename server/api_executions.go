@@ -195,11 +195,7 @@ func (s *Server) listExecutions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return storeInput(err, "cursor")
 	}
-	out := listView[executionView]{Items: []executionView{}, NextCursor: page.Next}
-	for _, x := range page.Items {
-		out.Items = append(out.Items, viewExecution(x))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeList(w, page.Items, page.Next, viewExecution)
 	return nil
 }
 

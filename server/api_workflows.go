@@ -31,6 +31,15 @@ type listView[T any] struct {
 	NextCursor string `json:"next_cursor"`
 }
 
+// writeList answers 200 with items shown through view (an empty list as []).
+func writeList[T, V any](w http.ResponseWriter, items []T, next string, view func(T) V) {
+	out := listView[V]{Items: make([]V, 0, len(items)), NextCursor: next}
+	for _, it := range items {
+		out.Items = append(out.Items, view(it))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
 // compileDefinition validates a definition exactly as `rune validate` does:
 // malformed JSON is 400, every problem of an invalid one 422.
 func (s *Server) compileDefinition(body []byte) (*engine.Workflow, error) {
@@ -128,11 +137,7 @@ func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return storeInput(err, "cursor")
 	}
-	out := listView[workflowView]{Items: []workflowView{}, NextCursor: page.Next}
-	for _, wf := range page.Items {
-		out.Items = append(out.Items, viewWorkflow(wf))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeList(w, page.Items, page.Next, viewWorkflow)
 	return nil
 }
 
@@ -145,11 +150,7 @@ func (s *Server) listVersions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := listView[workflowView]{Items: []workflowView{}}
-	for _, wf := range vs {
-		out.Items = append(out.Items, viewWorkflow(wf))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeList(w, vs, "", viewWorkflow)
 	return nil
 }
 

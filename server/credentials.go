@@ -96,11 +96,7 @@ func (s *Server) listCredentials(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := listView[credentialView]{Items: []credentialView{}}
-	for _, c := range cs {
-		out.Items = append(out.Items, viewCredential(c))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeList(w, cs, "", viewCredential)
 	return nil
 }
 
