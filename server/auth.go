@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -103,4 +104,15 @@ func (s *Server) authenticate(r *http.Request) error {
 	}
 	s.tokens.add(h, now)
 	return nil
+}
+
+// CheckToken reports whether token is accepted by the API (nil) or not
+// (an error naming why, never the token): for the web console's login.
+func (s *Server) CheckToken(ctx context.Context, token string) error {
+	r, err := http.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
+	if err != nil {
+		return err
+	}
+	r.Header.Set("Authorization", "Bearer "+token)
+	return s.authenticate(r)
 }

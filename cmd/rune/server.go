@@ -15,6 +15,7 @@ import (
 
 	"github.com/rune-org/rune/broker"
 	"github.com/rune-org/rune/broker/amqp"
+	"github.com/rune-org/rune/console"
 	"github.com/rune-org/rune/embedded"
 	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/nodes"
@@ -157,12 +158,21 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 			log.Warn("executions left running by the previous server process were marked failed", "count", n)
 		}
 	}
-	return serveHTTP(ctx, log, *addr, s, distributedMode)
+	var dlq console.DeadLetters
+	mode := "embedded"
+	if distributedMode {
+		dlq, mode = consoleDLQ{srv: &srv, log: log}, "distributed"
+	}
+	h, err := withConsole(s, st, eng, dlq, mode, log)
+	if err != nil {
+		return err
+	}
+	return serveHTTP(ctx, log, *addr, s, h, distributedMode)
 }
 
-// serveHTTP serves s's API on addr and runs its dispatcher and history
+// serveHTTP serves h (s's API and the console) on addr and runs its dispatcher and history
 // consumer until ctx is done, then shuts down gracefully.
-func serveHTTP(ctx context.Context, log *slog.Logger, addr string, s *server.Server, distributedMode bool) error {
+func serveHTTP(ctx context.Context, log *slog.Logger, addr string, s *server.Server, h http.Handler, distributedMode bool) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("--addr: %w", err)
@@ -172,7 +182,7 @@ func serveHTTP(ctx context.Context, log *slog.Logger, addr string, s *server.Ser
 	baseCtx, endStreams := context.WithCancel(context.Background())
 	defer endStreams()
 	hs := &http.Server{
-		Handler:           s.Handler(),
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      60 * time.Second, // streams clear theirs

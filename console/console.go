@@ -1,0 +1,292 @@
+// Package console is the web console of `rune server` (issue 16): a list of
+// executions, a live graph of each run, inspection and control, workflows
+// and dead letters. Pages are server-rendered html/template with a little
+// JavaScript for the live parts; every asset is embedded, so the console
+// works offline and no request leaves the machine.
+//
+// The console is a client of the server, like the CLI: it reads through the
+// store and performs every write (cancel, re-run, trigger) through the
+// server's own API handler with the user's token, so the API's rules
+// (validation, limits, halting a run) exist once. It lives apart from
+// package server so the API stays free of HTML.
+package console
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/rune-org/rune/store"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed assets
+var assetFS embed.FS
+
+// TokenChecker verifies an API token exactly as the API does.
+type TokenChecker interface {
+	// CheckToken returns nil when token is accepted by the API, an error
+	// (that may be shown to the user) when it is not.
+	CheckToken(ctx context.Context, token string) error
+}
+
+// DeadLetter is one message of the dead-letter queue as the console shows it.
+type DeadLetter struct {
+	ID, ExecutionID, Topic, Reason string
+	At                             time.Time
+	Body                           []byte
+}
+
+// DeadLetters is the dead-letter queue of a distributed server's broker.
+type DeadLetters interface {
+	// List returns up to limit dead letters, oldest first, and how many
+	// the queue holds. It takes nothing away.
+	List(ctx context.Context, limit int) ([]DeadLetter, int, error)
+	// Replay publishes the dead letters ids again where they came from and
+	// removes them from the queue; it returns the ids replayed.
+	Replay(ctx context.Context, ids []string) ([]string, error)
+	// Purge discards every dead letter; it returns how many there were.
+	Purge(ctx context.Context) (int, error)
+}
+
+// Config configures a Console. API, Store and Tokens are required.
+type Config struct {
+	// API is the server's HTTP API (server.Server.Handler); the console's
+	// writes and live streams go through it with the user's token. Required.
+	API http.Handler
+	// Store is read for the pages. Required.
+	Store store.Store
+	// Tokens verifies the token a user logs in with. Required.
+	Tokens TokenChecker
+	// Validate checks a workflow definition as `rune validate` does (nil
+	// or a workflow.Problems error). Defaults to nil: the workflow page then
+	// offers no check of an edited definition.
+	Validate func(def []byte) error
+	// DeadLetters is the broker's dead-letter queue. Defaults to nil (the
+	// embedded server has none): the page says so.
+	DeadLetters DeadLetters
+	// Mode names the server's mode in the page header ("embedded",
+	// "distributed"). Defaults to "".
+	Mode string
+	// Logger receives the console's logs. Defaults to slog.Default().
+	Logger *slog.Logger
+	// Now returns the current time. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// Console serves the web console.
+type Console struct {
+	cfg  Config
+	log  *slog.Logger
+	tmpl *template.Template
+	mux  *http.ServeMux
+}
+
+// cookieName holds the user's API token: HttpOnly, SameSite=Strict.
+const cookieName = "rune_session"
+
+// csrfHeader carries, on every console write, a value only a page of this
+// console can know (derived from the session token the page cannot read).
+const csrfHeader = "X-Rune-CSRF"
+
+// New builds a console from cfg.
+func New(cfg Config) (*Console, error) {
+	switch {
+	case cfg.API == nil:
+		return nil, errors.New("console: Config.API is required")
+	case cfg.Store == nil:
+		return nil, errors.New("console: Config.Store is required")
+	case cfg.Tokens == nil:
+		return nil, errors.New("console: Config.Tokens is required")
+	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	t, err := template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html")
+	if err != nil {
+		return nil, err
+	}
+	c := &Console{cfg: cfg, log: cfg.Logger, tmpl: t, mux: http.NewServeMux()}
+	assets, _ := fs.Sub(assetFS, "assets")
+	c.mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(assets)))
+	c.mux.HandleFunc("GET /login", c.loginPage)
+	c.mux.HandleFunc("POST /login", c.login)
+	c.mux.HandleFunc("POST /logout", c.session(c.logout))
+	c.mux.HandleFunc("GET /{$}", c.session(c.executionsPage))
+	c.mux.HandleFunc("GET /executions", c.session(c.executionsPage))
+	c.mux.HandleFunc("GET /executions/{id}", c.session(c.executionPage))
+	c.mux.HandleFunc("GET /workflows", c.session(c.workflowsPage))
+	c.mux.HandleFunc("GET /workflows/{id}", c.session(c.workflowPage))
+	c.mux.HandleFunc("POST /workflows/{id}/check", c.session(c.checkWorkflow))
+	c.mux.HandleFunc("GET /dlq", c.session(c.dlqPage))
+	c.mux.HandleFunc("POST /dlq", c.session(c.dlqAction))
+	c.mux.HandleFunc("GET /ui/rows", c.session(c.executionRows))
+	c.mux.HandleFunc("GET /ui/executions/{id}/state", c.session(c.executionState))
+	c.mux.HandleFunc("GET /ui/executions/{id}/nodes/{node}", c.session(c.nodePanel))
+	c.mux.HandleFunc("/ui/api/", c.session(c.proxy))
+	return c, nil
+}
+
+// Handler returns the console's pages, assets and data endpoints.
+func (c *Console) Handler() http.Handler { return secureHeaders(c.mux) }
+
+// prefixes are the paths the console owns next to the API.
+var prefixes = []string{"GET /{$}", "/login", "/logout", "/executions", "/executions/", "/workflows", "/workflows/", "/dlq", "/assets/", "/ui/"}
+
+// Mount serves the console at / next to api: the console's paths go to
+// the console, every other path (/v1/..., /healthz, ...) to api.
+func Mount(api http.Handler, c *Console) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", api)
+	h := c.Handler()
+	for _, p := range prefixes {
+		mux.Handle(p, h)
+	}
+	return mux
+}
+
+// secureHeaders forbids what the console never needs: scripts, styles,
+// images or connections from anywhere but this server, and framing.
+func secureHeaders(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hd := w.Header()
+		hd.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("Referrer-Policy", "same-origin")
+		h.ServeHTTP(w, r)
+	})
+}
+
+// sessionKey is the request context key of the session token.
+type sessionKey struct{}
+
+// session runs h for a request with a valid session cookie; a page
+// request without one goes to the login form, a data request gets 401.
+// A write must carry the CSRF value and, when the browser sends one, an
+// Origin of this server.
+func (c *Console) session(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ck, err := r.Cookie(cookieName)
+		if err == nil && ck.Value != "" {
+			err = c.cfg.Tokens.CheckToken(r.Context(), ck.Value)
+		} else {
+			err = errors.New("not logged in")
+		}
+		if err != nil {
+			if r.Method == http.MethodGet && !strings.HasPrefix(r.URL.Path, "/ui/") {
+				http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				return
+			}
+			http.Error(w, "log in again: "+err.Error(), http.StatusUnauthorized)
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			if !sameOrigin(r) {
+				http.Error(w, "cross-origin request refused", http.StatusForbidden)
+				return
+			}
+			got := r.Header.Get(csrfHeader)
+			if got == "" {
+				got = r.PostFormValue("csrf")
+			}
+			want := csrfToken(ck.Value)
+			if subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+				http.Error(w, "missing or wrong CSRF token: reload the page", http.StatusForbidden)
+				return
+			}
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), sessionKey{}, ck.Value)))
+	}
+}
+
+// sameOrigin reports whether a request's Origin (when the browser sent
+// one) is this server.
+func sameOrigin(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true
+	}
+	u, err := url.Parse(o)
+	return err == nil && u.Host == r.Host
+}
+
+// csrfToken is the value a page sends with its writes: a hash of the
+// session token, which a page from another site can neither read nor compute.
+func csrfToken(session string) string {
+	h := sha256.Sum256([]byte("rune-console-csrf\x00" + session))
+	return hex.EncodeToString(h[:16])
+}
+
+func sessionOf(r *http.Request) string {
+	s, _ := r.Context().Value(sessionKey{}).(string)
+	return s
+}
+
+func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
+	c.render(w, r, "login", map[string]any{"Next": safeNext(r.URL.Query().Get("next"))})
+}
+
+// login checks the token and stores it in the session cookie.
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	if !sameOrigin(r) {
+		http.Error(w, "cross-origin request refused", http.StatusForbidden)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
+	token := strings.TrimSpace(r.PostFormValue("token"))
+	next := safeNext(r.PostFormValue("next"))
+	if err := c.cfg.Tokens.CheckToken(r.Context(), token); token == "" || err != nil {
+		w.WriteHeader(http.StatusUnauthorized)
+		c.render(w, r, "login", map[string]any{"Next": next, "Error": "That token is not valid (create one with `rune token create NAME`)."})
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: token, Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// safeNext keeps a post-login redirect on this server.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+		return "/"
+	}
+	return next
+}
+
+// proxy forwards /ui/api/<path> to the API's /v1/<path> with the session's
+// token as the bearer token: the console's writes and live streams.
+func (c *Console) proxy(w http.ResponseWriter, r *http.Request) {
+	rest := strings.TrimPrefix(r.URL.Path, "/ui/api/")
+	if !strings.HasPrefix(rest, "v1/") {
+		http.NotFound(w, r)
+		return
+	}
+	r2 := r.Clone(r.Context())
+	r2.URL.Path = "/" + rest
+	r2.URL.RawPath = ""
+	r2.RequestURI = r2.URL.RequestURI()
+	r2.Header.Del("Cookie")
+	r2.Header.Del(csrfHeader)
+	r2.Header.Set("Authorization", "Bearer "+sessionOf(r))
+	c.cfg.API.ServeHTTP(w, r2)
+}

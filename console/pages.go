@@ -1,0 +1,530 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/rune-org/rune/store"
+	"github.com/rune-org/rune/workflow"
+)
+
+// statuses are the execution statuses the list filters by.
+var statuses = []string{store.StatusEnqueued, store.StatusProcessing, store.StatusWaiting,
+	store.StatusCompleted, store.StatusFailed, store.StatusHalted, store.StatusCancelled}
+
+var funcs = template.FuncMap{
+	"when": func(t any) string {
+		switch v := t.(type) {
+		case time.Time:
+			if v.IsZero() {
+				return ""
+			}
+			return v.UTC().Format("2006-01-02 15:04:05")
+		case *time.Time:
+			if v == nil {
+				return ""
+			}
+			return v.UTC().Format("2006-01-02 15:04:05.000")
+		}
+		return ""
+	},
+	"pretty": prettyJSON,
+	"join":   strings.Join,
+	"num":    thousands,
+	"add":    func(a, b int) int { return a + b },
+	"half":   func(a int) int { return a / 2 },
+}
+
+// prettyJSON indents a JSON value for display ("" for none).
+func prettyJSON(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// render executes template name with data, plus what every page needs.
+func (c *Console) render(w http.ResponseWriter, r *http.Request, name string, data map[string]any) {
+	if data == nil {
+		data = map[string]any{}
+	}
+	data["Mode"] = c.cfg.Mode
+	if s := sessionOf(r); s != "" {
+		data["CSRF"] = csrfToken(s)
+		data["LoggedIn"] = true
+	}
+	var b bytes.Buffer
+	if err := c.tmpl.ExecuteTemplate(&b, name, data); err != nil {
+		c.log.Error("console: render", "page", name, "err", err)
+		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(b.Bytes())
+}
+
+// fail answers a page's error: 404 for what does not exist, else 500
+// (logged; the message shown is generic).
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, what string, err error) {
+	if errors.Is(err, store.ErrNotFound) {
+		w.WriteHeader(http.StatusNotFound)
+		c.render(w, r, "error", map[string]any{"Title": "Not found", "Message": what + " does not exist."})
+		return
+	}
+	if errors.Is(err, store.ErrInvalid) {
+		w.WriteHeader(http.StatusBadRequest)
+		c.render(w, r, "error", map[string]any{"Title": "Bad request", "Message": err.Error()})
+		return
+	}
+	c.log.Error("console: read failed", "what", what, "err", err)
+	w.WriteHeader(http.StatusInternalServerError)
+	c.render(w, r, "error", map[string]any{"Title": "Error", "Message": "Reading " + what + " failed; see the server log."})
+}
+
+// row is an execution as the list shows it.
+type row struct {
+	*store.Execution
+	Started  time.Time
+	Duration string
+}
+
+func (c *Console) row(x *store.Execution) row {
+	start := x.CreatedAt
+	if x.DispatchedAt != nil {
+		start = *x.DispatchedAt
+	}
+	end := c.cfg.Now()
+	if x.FinishedAt != nil {
+		end = *x.FinishedAt
+	}
+	d := ""
+	if x.DispatchedAt != nil || x.FinishedAt != nil {
+		d = end.Sub(start).Round(time.Millisecond).String()
+	}
+	return row{Execution: x, Started: start, Duration: d}
+}
+
+// listQuery reads the list's filters: workflow, status, created after and
+// before (datetime-local or RFC 3339), q (an execution id or idempotency
+// key) and cursor.
+type listQuery struct {
+	Workflow, Status, After, Before, Q, Cursor string
+}
+
+func parseListQuery(r *http.Request) listQuery {
+	v := r.URL.Query()
+	return listQuery{Workflow: v.Get("workflow"), Status: v.Get("status"), After: v.Get("after"),
+		Before: v.Get("before"), Q: strings.TrimSpace(v.Get("q")), Cursor: v.Get("cursor")}
+}
+
+func parseWhen(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02"} {
+		if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%w: %q is not a time (want 2006-01-02T15:04 in UTC)", store.ErrInvalid, s)
+}
+
+// Values renders the filters as a query string (without the cursor).
+func (q listQuery) Values() string {
+	v := url.Values{}
+	for k, s := range map[string]string{"workflow": q.Workflow, "status": q.Status, "after": q.After, "before": q.Before, "q": q.Q} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	return v.Encode()
+}
+
+// listPage reads one page of executions for q. A q naming an execution id
+// shows that execution; otherwise q is an idempotency key.
+func (c *Console) listPage(ctx context.Context, q listQuery) ([]row, string, error) {
+	if q.Status != "" && !contains(statuses, q.Status) {
+		return nil, "", fmt.Errorf("%w: status %q is not one of %v", store.ErrInvalid, q.Status, statuses)
+	}
+	if q.Q != "" {
+		x, err := c.cfg.Store.GetExecution(ctx, q.Q)
+		if err == nil {
+			return []row{c.row(x)}, "", nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return nil, "", err
+		}
+	}
+	after, err := parseWhen(q.After)
+	if err != nil {
+		return nil, "", err
+	}
+	before, err := parseWhen(q.Before)
+	if err != nil {
+		return nil, "", err
+	}
+	page, err := c.cfg.Store.ListExecutions(ctx, store.ExecutionFilter{WorkflowID: q.Workflow, Status: q.Status,
+		IdempotencyKey: q.Q, CreatedAfter: after, CreatedBefore: before, Limit: 50, Cursor: q.Cursor})
+	if err != nil {
+		return nil, "", err
+	}
+	rows := make([]row, len(page.Items))
+	for i, x := range page.Items {
+		rows[i] = c.row(x)
+	}
+	return rows, page.Next, nil
+}
+
+func (c *Console) executionsPage(w http.ResponseWriter, r *http.Request) {
+	q := parseListQuery(r)
+	// The stream starts after the newest event, read before the page: no
+	// change between the read and the stream is missed.
+	last, err := latestEventID(r.Context(), c.cfg.Store, "")
+	if err != nil {
+		c.fail(w, r, "the event log", err)
+		return
+	}
+	rows, next, err := c.listPage(r.Context(), q)
+	if err != nil {
+		c.fail(w, r, "the executions", err)
+		return
+	}
+	c.render(w, r, "executions", map[string]any{"Title": "Executions", "Rows": rows, "Next": next, "Q": q,
+		"Statuses": statuses, "LastEvent": last, "Live": q.Cursor == ""})
+}
+
+// executionRows is the list's table body alone, for the live refresh.
+func (c *Console) executionRows(w http.ResponseWriter, r *http.Request) {
+	rows, _, err := c.listPage(r.Context(), parseListQuery(r))
+	if err != nil {
+		c.fail(w, r, "the executions", err)
+		return
+	}
+	c.render(w, r, "rows", map[string]any{"Rows": rows})
+}
+
+// latestEventID finds the id of the newest event (of execution execID, or
+// of all) without a store method for it: "is there an event after x" is
+// monotone in x, so a doubling then a bisection of one-row reads finds it
+// in about 2·log2(id) reads.
+func latestEventID(ctx context.Context, st store.Store, execID string) (int64, error) {
+	exists := func(after int64) (bool, error) {
+		evs, err := st.Events(ctx, store.EventFilter{ExecutionID: execID, AfterID: after, Limit: 1})
+		return len(evs) > 0, err
+	}
+	lo, hi := int64(0), int64(1) // an event exists after lo; none after hi, once found
+	if ok, err := exists(0); err != nil || !ok {
+		return 0, err
+	}
+	for {
+		ok, err := exists(hi)
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			break
+		}
+		lo, hi = hi, hi*2
+	}
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		ok, err := exists(mid)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return hi, nil
+}
+
+// executionData is what the execution page and its live state read.
+type executionData struct {
+	X      *store.Execution
+	Runs   []*store.NodeRun
+	Graph  *graph
+	States map[string]nodeState
+}
+
+func (c *Console) loadExecution(ctx context.Context, id string) (*executionData, error) {
+	x, err := c.cfg.Store.GetExecution(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	runs, err := c.cfg.Store.NodeRuns(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	splits, err := c.cfg.Store.Splits(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	wf, err := c.cfg.Store.GetWorkflow(ctx, x.WorkflowID, x.Version)
+	if err != nil {
+		return nil, err
+	}
+	d := &executionData{X: x, Runs: runs, States: nodeStates(runs, splits)}
+	def, err := workflow.Decode(wf.Definition)
+	if err != nil {
+		return nil, fmt.Errorf("workflow %s version %d: %w", x.WorkflowID, x.Version, err)
+	}
+	d.Graph = layout(def)
+	d.Graph.apply(d.States)
+	return d, nil
+}
+
+func (c *Console) executionPage(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	last, err := latestEventID(r.Context(), c.cfg.Store, id)
+	if err != nil {
+		c.fail(w, r, "the event log", err)
+		return
+	}
+	d, err := c.loadExecution(r.Context(), id)
+	if err != nil {
+		c.fail(w, r, "execution "+id, err)
+		return
+	}
+	c.render(w, r, "execution", map[string]any{"Title": "Execution " + id, "D": d, "Row": c.row(d.X),
+		"Final": store.Final(d.X.Status), "LastEvent": last, "Input": prettyJSON(d.X.Input)})
+}
+
+// executionState is the live part of the execution page: each node's
+// state and the summary, re-read after events arrive.
+func (c *Console) executionState(w http.ResponseWriter, r *http.Request) {
+	d, err := c.loadExecution(r.Context(), r.PathValue("id"))
+	if err != nil {
+		http.Error(w, "execution not readable", http.StatusNotFound)
+		return
+	}
+	var b bytes.Buffer
+	if err := c.tmpl.ExecuteTemplate(&b, "summary", map[string]any{"D": d, "Row": c.row(d.X), "Final": store.Final(d.X.Status)}); err != nil {
+		c.log.Error("console: render summary", "err", err)
+		http.Error(w, "render failed", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(map[string]any{"status": d.X.Status, "final": store.Final(d.X.Status),
+		"nodes": d.States, "summary": b.String()})
+}
+
+// panelRunsMax bounds the runs a node's panel lists (a node inside a
+// 10,000-item split has 10,000).
+const panelRunsMax = 200
+
+// nodePanel shows a node's runs (one per split branch), and one run in
+// full: its input context, output, error, attempts and times.
+func (c *Console) nodePanel(w http.ResponseWriter, r *http.Request) {
+	d, err := c.loadExecution(r.Context(), r.PathValue("id"))
+	if err != nil {
+		http.Error(w, "execution not readable", http.StatusNotFound)
+		return
+	}
+	node := r.PathValue("node")
+	status := r.URL.Query().Get("status")
+	var all, shown []*store.NodeRun
+	counts := map[string]int{}
+	for _, run := range d.Runs {
+		if run.NodeID != node {
+			continue
+		}
+		all = append(all, run)
+		counts[run.Status]++
+		if (status == "" || run.Status == status) && len(shown) < panelRunsMax {
+			shown = append(shown, run)
+		}
+	}
+	var sel *store.NodeRun
+	if b, ok := r.URL.Query()["branch"]; ok {
+		for _, run := range all {
+			if run.Branch == b[0] {
+				sel = run
+			}
+		}
+	} else if len(all) == 1 {
+		sel = all[0]
+	}
+	data := map[string]any{"X": d.X, "Node": node, "Runs": shown, "Total": len(all), "Counts": counts, "Status": status, "Sel": sel}
+	for _, n := range d.Graph.Nodes {
+		if n != nil && n.ID == node {
+			data["G"] = n
+		}
+	}
+	if sel != nil {
+		data["Context"] = prettyJSON(inputContext(d, sel))
+	}
+	c.render(w, r, "panel", data)
+}
+
+// inputContext rebuilds what a run saw: the trigger payload and the output
+// of every earlier node on its branch (the run's own branch or one it was
+// split from), by node id as expressions name them.
+func inputContext(d *executionData, run *store.NodeRun) json.RawMessage {
+	ctx := map[string]json.RawMessage{"trigger": d.X.Input}
+	for _, o := range d.Runs {
+		if o == run || o.NodeID == run.NodeID || len(o.Output) == 0 {
+			continue
+		}
+		if o.Branch != run.Branch && !strings.HasPrefix(run.Branch, o.Branch+"/") && o.Branch != "" {
+			continue
+		}
+		if o.FinishedAt == nil || run.StartedAt == nil || o.FinishedAt.After(*run.StartedAt) {
+			continue
+		}
+		ctx[o.NodeID] = o.Output
+	}
+	b, _ := json.Marshal(ctx)
+	return b
+}
+
+func (c *Console) workflowsPage(w http.ResponseWriter, r *http.Request) {
+	page, err := c.cfg.Store.ListWorkflows(r.Context(), 100, r.URL.Query().Get("cursor"))
+	if err != nil {
+		c.fail(w, r, "the workflows", err)
+		return
+	}
+	c.render(w, r, "workflows", map[string]any{"Title": "Workflows", "Items": page.Items, "Next": page.Next})
+}
+
+// workflowPage shows a workflow's versions, one version's graph and
+// definition, and the trigger form.
+func (c *Console) workflowPage(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	version := 0
+	if v := r.URL.Query().Get("version"); v != "" {
+		if _, err := fmt.Sscan(v, &version); err != nil || version < 1 {
+			c.fail(w, r, "version "+v, fmt.Errorf("%w: version %q is not a positive number", store.ErrInvalid, v))
+			return
+		}
+	}
+	wf, err := c.cfg.Store.GetWorkflow(r.Context(), id, version)
+	if err != nil {
+		c.fail(w, r, "workflow "+id, err)
+		return
+	}
+	versions, err := c.cfg.Store.ListVersions(r.Context(), id)
+	if err != nil {
+		c.fail(w, r, "workflow "+id, err)
+		return
+	}
+	c.renderWorkflow(w, r, wf, versions, wf.Definition, nil)
+}
+
+func (c *Console) renderWorkflow(w http.ResponseWriter, r *http.Request, wf *store.Workflow, versions []*store.Workflow, def []byte, problems []workflow.Problem) {
+	data := map[string]any{"Title": "Workflow " + wf.ID, "W": wf, "Versions": versions,
+		"Definition": prettyJSON(def), "CanCheck": c.cfg.Validate != nil, "Checked": problems != nil}
+	if d, err := workflow.Decode(def); err == nil {
+		g := layout(d)
+		g.markProblems(problems)
+		data["Graph"] = g
+	} else {
+		data["DecodeError"] = err.Error()
+	}
+	c.render(w, r, "workflow", data)
+}
+
+// checkWorkflow validates an edited definition and shows its problems on
+// its graph; storing it is the API's PUT, from the page.
+func (c *Console) checkWorkflow(w http.ResponseWriter, r *http.Request) {
+	if c.cfg.Validate == nil {
+		http.NotFound(w, r)
+		return
+	}
+	id := r.PathValue("id")
+	wf, err := c.cfg.Store.GetWorkflow(r.Context(), id, 0)
+	if err != nil {
+		c.fail(w, r, "workflow "+id, err)
+		return
+	}
+	versions, err := c.cfg.Store.ListVersions(r.Context(), id)
+	if err != nil {
+		c.fail(w, r, "workflow "+id, err)
+		return
+	}
+	def := []byte(r.PostFormValue("definition"))
+	problems := []workflow.Problem{}
+	if err := c.cfg.Validate(def); err != nil {
+		var ps workflow.Problems
+		if errors.As(err, &ps) {
+			problems = ps
+		} else {
+			problems = append(problems, workflow.Problem{Message: err.Error()})
+		}
+	}
+	c.renderWorkflow(w, r, wf, versions, def, problems)
+}
+
+func (c *Console) dlqPage(w http.ResponseWriter, r *http.Request) {
+	data := map[string]any{"Title": "Dead letters", "Enabled": c.cfg.DeadLetters != nil, "Done": r.URL.Query().Get("done")}
+	if c.cfg.DeadLetters != nil {
+		dls, total, err := c.cfg.DeadLetters.List(r.Context(), 200)
+		if err != nil {
+			c.log.Error("console: dead letters", "err", err)
+			data["Error"] = "Reading the dead-letter queue failed; see the server log."
+		}
+		data["Items"], data["Total"] = dls, total
+	}
+	c.render(w, r, "dlq", data)
+}
+
+// dlqAction replays the selected dead letters, or purges the queue.
+func (c *Console) dlqAction(w http.ResponseWriter, r *http.Request) {
+	if c.cfg.DeadLetters == nil {
+		http.NotFound(w, r)
+		return
+	}
+	ids := r.PostForm["id"]
+	var done string
+	switch r.PostFormValue("action") {
+	case "replay":
+		got, err := c.cfg.DeadLetters.Replay(r.Context(), ids)
+		if err != nil {
+			c.log.Error("console: replay dead letters", "err", err)
+			done = "replay failed: " + err.Error()
+		} else {
+			done = fmt.Sprintf("replayed %d", len(got))
+		}
+	case "purge":
+		if r.PostFormValue("confirm") != "yes" {
+			done = "purge not done: tick the confirmation box"
+			break
+		}
+		n, err := c.cfg.DeadLetters.Purge(r.Context())
+		if err != nil {
+			c.log.Error("console: discard dead letters", "err", err)
+			done = "discard failed: " + err.Error()
+		} else {
+			done = fmt.Sprintf("discarded %d", n)
+		}
+	default:
+		http.Error(w, "action must be replay or purge", http.StatusBadRequest)
+		return
+	}
+	http.Redirect(w, r, "/dlq?done="+url.QueryEscape(done), http.StatusSeeOther)
+}
+
+func contains(set []string, s string) bool {
+	for _, v := range set {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
