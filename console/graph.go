@@ -21,9 +21,9 @@ const (
 
 // Box sizes of the laid-out graph, in SVG user units.
 const (
-	boxW   = 170
+	boxW   = 150
 	boxH   = 54
-	colGap = 70
+	colGap = 46
 	rowGap = 22
 	margin = 16
 )
