@@ -33,7 +33,7 @@ type target struct {
 // embeddedTarget starts the embedded default in this process: SQLite in a
 // temporary directory, the in-process worker and scheduler, the API and the
 // console on an httptest server.
-func embeddedTarget(t *testing.T) *target {
+func embeddedTarget(t *testing.T, opts ...func(*console.Config)) *target {
 	ctx := context.Background()
 	dir := t.TempDir()
 	st, err := sqlite.Open(ctx, filepath.Join(dir, "rune.db"))
@@ -53,8 +53,12 @@ func embeddedTarget(t *testing.T) *target {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := console.New(console.Config{API: s.Handler(), Store: st, Tokens: s, Mode: "embedded", Logger: log,
-		Validate: func(def []byte) error { _, err := rt.Engine.Compile(def); return err }})
+	cfg := console.Config{API: s.Handler(), Store: st, Tokens: s, Mode: "embedded", Logger: log,
+		Validate: func(def []byte) error { _, err := rt.Engine.Compile(def); return err }}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	c, err := console.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
