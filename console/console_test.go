@@ -177,7 +177,11 @@ func (f *fakeDLQ) Replay(_ context.Context, ids []string) ([]string, error) {
 	f.items = keep
 	return ids, nil
 }
-func (f *fakeDLQ) Purge(context.Context) (int, error) { n := len(f.items); f.items = nil; return n, nil }
+func (f *fakeDLQ) Purge(context.Context) (int, error) {
+	n := len(f.items)
+	f.items = nil
+	return n, nil
+}
 
 func contains(s []string, v string) bool {
 	for _, x := range s {
