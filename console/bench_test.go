@@ -173,7 +173,6 @@ func BenchmarkConsoleList100k(b *testing.B) {
 	wg.Wait()
 	b.Logf("stored %d executions in %v", n, time.Since(start).Round(time.Millisecond))
 	get := benchConsole(b, st)
-	first := ""
 	for _, c := range []struct{ name, path string }{
 		{"first-page", "/executions"},
 		{"status-filter", "/executions?status=enqueued"},
@@ -185,5 +184,4 @@ func BenchmarkConsoleList100k(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) { timeGets(b, get, c.path) })
 	}
-	_ = first
 }
