@@ -271,10 +271,9 @@ func (c *Console) loadExecution(ctx context.Context, id string) (*executionData,
 	if err != nil {
 		return nil, err
 	}
-	splits, err := c.cfg.Store.Splits(ctx, id)
-	if err != nil {
-		return nil, err
-	}
+	// Splits derive from the runs (store.SplitsOf, as both stores compute
+	// them): one read of the history, not two.
+	splits := store.SplitsOf(runs)
 	wf, err := c.cfg.Store.GetWorkflow(ctx, x.WorkflowID, x.Version)
 	if err != nil {
 		return nil, err
