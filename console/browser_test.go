@@ -168,8 +168,10 @@ func TestBrowserConsole(t *testing.T) {
 	shots := os.Getenv("RUNE_CONSOLE_SCREENSHOTS")
 	tg.mustAPI(t, 201, "POST", "/v1/workflows", flowDef("orders", flaky(t)))
 	tg.mustAPI(t, 201, "POST", "/v1/workflows", cancelDef)
-	pause, items := "3", "[1,2,3]" // long enough for a loaded machine to show the wait
-	if shots != "" {               // long enough to photograph the run mid-way
+	// The wait lasts long enough for a loaded machine to show it, and
+	// longer for a photograph of the run mid-way.
+	pause, items := "3", "[1,2,3]"
+	if shots != "" {
 		pause, items = "4", "[1,2,3,4,5,6,7,8,9,10,11,12]"
 	}
 
