@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -170,7 +171,7 @@ func (f *fakeDLQ) List(context.Context, int) ([]console.DeadLetter, int, error) 
 func (f *fakeDLQ) Replay(_ context.Context, ids []string) ([]string, error) {
 	var keep []console.DeadLetter
 	for _, d := range f.items {
-		if !contains(ids, d.ID) {
+		if !slices.Contains(ids, d.ID) {
 			keep = append(keep, d)
 		}
 	}
@@ -181,15 +182,6 @@ func (f *fakeDLQ) Purge(context.Context) (int, error) {
 	n := len(f.items)
 	f.items = nil
 	return n, nil
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // TestDeadLetters: the embedded server says it has no queue; with one, the

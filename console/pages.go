@@ -9,6 +9,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -156,7 +157,7 @@ func (q listQuery) Values() string {
 // listPage reads one page of executions for q. A q naming an execution id
 // shows that execution; otherwise q is an idempotency key.
 func (c *Console) listPage(ctx context.Context, q listQuery) ([]row, string, error) {
-	if q.Status != "" && !contains(statuses, q.Status) {
+	if q.Status != "" && !slices.Contains(statuses, q.Status) {
 		return nil, "", fmt.Errorf("%w: status %q is not one of %v", store.ErrInvalid, q.Status, statuses)
 	}
 	if q.Q != "" {
@@ -517,13 +518,4 @@ func (c *Console) dlqAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.Redirect(w, r, "/dlq?done="+url.QueryEscape(done), http.StatusSeeOther)
-}
-
-func contains(set []string, s string) bool {
-	for _, v := range set {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
