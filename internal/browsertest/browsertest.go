@@ -1,0 +1,174 @@
+// Package browsertest drives Debian's headless chromium from tests through
+// github.com/chromedp/chromedp (the web console's browser tests): one
+// browser per test binary, a tab per test, every request the tab makes
+// recorded so a test can check that none left the machine.
+package browsertest
+
+import (
+	"context"
+	"net/url"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+
+	"github.com/rune-org/rune/internal/testinfra"
+)
+
+// Timeout bounds one step of a test, sized for a loaded machine.
+const Timeout = 90 * time.Second
+
+var browser struct {
+	once   sync.Once
+	ctx    context.Context
+	cancel context.CancelFunc
+	err    error
+}
+
+// Shutdown stops the browser, if one started; call it from TestMain after m.Run.
+func Shutdown() {
+	if browser.cancel != nil {
+		browser.cancel()
+	}
+}
+
+// Tab is one browser tab of a test.
+type Tab struct {
+	t   *testing.T
+	ctx context.Context
+	mu  sync.Mutex
+	req []string
+}
+
+// NewTab opens a tab, starting the browser on first use: RUNE_CHROMIUM or
+// /usr/bin/chromium, headless, without sandbox, GPU, background
+// networking, component updates or sync, in a fresh user-data-dir. Without
+// chromium the test skips, or fails under CI=true.
+func NewTab(t *testing.T) *Tab {
+	t.Helper()
+	path := testinfra.Env("RUNE_CHROMIUM", "/usr/bin/chromium")
+	if _, err := os.Stat(path); err != nil {
+		testinfra.Unavailable(t, "chromium not found at %s: %v (.ci/run installs Debian's chromium)", path, err)
+	}
+	browser.once.Do(func() {
+		dir, err := os.MkdirTemp("", "rune-chromium-")
+		if err != nil {
+			browser.err = err
+			return
+		}
+		opts := append(chromedp.DefaultExecAllocatorOptions[:],
+			chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+			chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+			chromedp.Flag("disable-sync", true), chromedp.NoFirstRun, chromedp.UserDataDir(dir),
+			chromedp.WindowSize(1400, 900))
+		alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+		ctx, cancelCtx := chromedp.NewContext(alloc)
+		browser.err = chromedp.Do(ctx) // starts the browser, for the test binary's life
+		browser.ctx = ctx
+		browser.cancel = func() { cancelCtx(); cancelAlloc(); os.RemoveAll(dir) }
+	})
+	if browser.err != nil {
+		t.Fatalf("start chromium: %v", browser.err)
+	}
+	ctx, cancel := chromedp.NewContext(browser.ctx)
+	t.Cleanup(cancel)
+	tab := &Tab{t: t, ctx: ctx}
+	err := chromedp.Listen(ctx, func(ev any) {
+		if e, ok := ev.(*network.EventRequestWillBeSent); ok && e.Request != nil {
+			tab.mu.Lock()
+			tab.req = append(tab.req, e.Request.URL)
+			tab.mu.Unlock()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tab
+}
+
+// Context is the tab's chromedp context.
+func (b *Tab) Context() context.Context { return b.ctx }
+
+// Requests returns the URL of every request the tab made so far.
+func (b *Tab) Requests() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.req...)
+}
+
+// CheckLocal fails the test for every request the tab made to a host
+// other than host (data: URLs aside), and when it saw fewer than min
+// requests (the listener would not be working).
+func (b *Tab) CheckLocal(host string, min int) {
+	b.t.Helper()
+	reqs := b.Requests()
+	if len(reqs) < min {
+		b.t.Fatalf("recorded only %d requests, want at least %d: the network listener is not working", len(reqs), min)
+	}
+	for _, u := range reqs {
+		p, err := url.Parse(u)
+		if err != nil || (p.Scheme != "data" && p.Host != host) {
+			b.t.Errorf("request to another host: %s", u)
+		}
+	}
+}
+
+// Do runs steps, failing the test on the first error.
+func (b *Tab) Do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, Timeout)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		b.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// Get runs one action that returns a value.
+func Get[T any](b *Tab, what string, a chromedp.Action[T]) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, Timeout)
+	defer cancel()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		b.t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+// Until waits for a JavaScript condition on the page.
+func (b *Tab) Until(what, cond string) {
+	b.t.Helper()
+	Get(b, what, chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(Timeout-time.Second)))
+}
+
+// Text is the text content of the first element sel matches.
+func (b *Tab) Text(sel string) string {
+	b.t.Helper()
+	return Get(b, "text of "+sel, chromedp.TextContent(chromedp.CSS(sel)))
+}
+
+// Eval evaluates a JavaScript expression.
+func Eval[T any](b *Tab, expr string) T {
+	b.t.Helper()
+	return Get(b, expr, chromedp.Evaluate[T](expr))
+}
+
+// Location is the tab's URL.
+func (b *Tab) Location() string {
+	b.t.Helper()
+	return Get(b, "location", chromedp.Location())
+}
+
+// Login logs in to the console at base through its form with token.
+func (b *Tab) Login(base, path, token string) {
+	b.t.Helper()
+	b.Do("log in",
+		chromedp.Navigate(base+path),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), token),
+		chromedp.Click(chromedp.ID("login")),
+		chromedp.WaitNotPresent(chromedp.ID("token")))
+}
