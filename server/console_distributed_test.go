@@ -8,15 +8,19 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/rune-org/rune/internal/browsertest"
 )
 
 // TestConsoleDistributed: the web console (issue 16) served by the
 // distributed master, a `rune server` process on PostgreSQL, RabbitMQ and
 // Redis with a worker and a scheduler: log in, the list, an execution's
 // page with its graph coloured by the run, a node's output, a write
-// through the console, and the dead-letter page reading the broker's queue.
-// The browser test of the same pages runs against the embedded default
-// (console/browser_test.go).
+// through the console, the dead-letter page reading the broker's queue; and
+// in a browser, a run watched live to its end. The full browser test runs
+// against the embedded default (console/browser_test.go).
 func TestConsoleDistributed(t *testing.T) {
 	d := newDeployment(t)
 	d.worker()
@@ -83,6 +87,22 @@ func TestConsoleDistributed(t *testing.T) {
 	if dlq := get("/dlq"); !strings.Contains(dlq, "The dead-letter queue is empty.") {
 		t.Errorf("the dead-letter page does not show the (empty) queue:\n%s", between(dlq, "<main>", "</main>"))
 	}
+
+	// The same pages in a browser: log in, watch an execution with a wait
+	// reach completed without a reload, and no request leaves the machine.
+	a.pushWorkflow(`{"id":"napper","nodes":[{"id":"start","type":"trigger","trigger":true},
+	 {"id":"nap","type":"wait","parameters":{"amount":3,"unit":"seconds"}},{"id":"after","type":"log","parameters":{"message":"woke"}}],
+	 "edges":[{"id":"e1","src":"start","dst":"nap"},{"id":"e2","src":"nap","dst":"after"}]}`)
+	tab := browsertest.NewTab(t)
+	tab.Login(tg.url, "/workflows/napper", tg.token)
+	tab.Do("trigger", chromedp.Click(chromedp.ID("trigger")), chromedp.WaitVisible(chromedp.ID("execution")))
+	browsertest.Eval[any](tab, `window.__sameDocument = true`)
+	tab.Until("the run complete", `document.getElementById('status').textContent === 'completed' &&
+		[...document.querySelectorAll('#graph .node')].every(n => n.classList.contains('st-success'))`)
+	if !browsertest.Eval[bool](tab, `window.__sameDocument === true`) {
+		t.Error("the execution page reloaded; it must update live")
+	}
+	tab.CheckLocal(srv.addr, 8)
 }
 
 func between(s, a, b string) string {

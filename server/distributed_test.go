@@ -18,6 +18,7 @@ import (
 
 	"github.com/rune-org/rune/broker/amqp"
 	"github.com/rune-org/rune/distributed"
+	"github.com/rune-org/rune/internal/browsertest"
 	"github.com/rune-org/rune/internal/testinfra"
 	"github.com/rune-org/rune/store/postgres"
 	"github.com/rune-org/rune/store/storetest"
@@ -41,6 +42,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	browsertest.Shutdown() // the console's browser test (console_distributed_test.go)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
