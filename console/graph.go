@@ -53,6 +53,8 @@ type graph struct {
 	Nodes         []*graphNode
 	Edges         []graphEdge
 	Width, Height int
+	// BoxW and BoxH are a node box's size, for the template.
+	BoxW, BoxH int
 	// Problems not tied to one node (e.g. a cycle, a missing trigger).
 	Problems []string
 }
@@ -62,7 +64,7 @@ type graph struct {
 // predecessors to keep edges short. A cycle (an invalid definition being
 // checked) does not stop it: nodes left on a cycle go after the rest.
 func layout(d *workflow.Definition) *graph {
-	g := &graph{}
+	g := &graph{BoxW: boxW, BoxH: boxH}
 	idx := make(map[string]int, len(d.Nodes))
 	for i, n := range d.Nodes {
 		if _, dup := idx[n.ID]; !dup {
