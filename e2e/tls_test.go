@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -113,5 +114,28 @@ func TestRedisTLS(t *testing.T) {
 	_, stderr, code = runCLI(t, 60*time.Second, append([]string{"start", "../examples/hello.json"}, args...)...)
 	if code == 0 || !strings.Contains(stderr, "certificate") {
 		t.Errorf("without the CA: exit %d, stderr %q; want a certificate error", code, stderr)
+	}
+}
+
+// testAMQPS: amqps:// works as docs/operations.md says, on the private
+// RabbitMQ node of TestFaultBrokerRestart (its TLS listener has a
+// certificate of a self-signed CA). A worker given the CA in its URL
+// (cacertfile=) and `rune start --wait` given it through SSL_CERT_FILE run
+// a workflow over TLS only; without the CA the certificate is refused.
+func testAMQPS(t *testing.T, node *privateRabbit) {
+	c := newClusterOn(t, node.url, "") // the prefix and its cleanup
+	ca := filepath.Join(node.dir, "ca.pem")
+	rest := []string{"--redis", c.redisURL, "--prefix", c.prefix}
+	w := startProc(t, "worker over amqps", append([]string{"worker", "--amqp", node.tlsURL + "?cacertfile=" + url.QueryEscape(ca)}, rest...)...)
+	w.waitLog(t, "worker started", 60*time.Second)
+
+	start := append([]string{"start", "../examples/hello.json", "--input", "@../examples/hello.input.json", "--amqp", node.tlsURL}, rest...)
+	stdout, stderr, code := runCLIEnv(t, 60*time.Second, []string{"SSL_CERT_FILE=" + ca}, append(start, "--wait", "--json", "--quiet")...)
+	if code != 0 || !strings.Contains(stdout, `"status": "completed"`) {
+		t.Fatalf("rune start --wait over amqps://: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	_, stderr, code = runCLI(t, 60*time.Second, start...)
+	if code == 0 || !strings.Contains(stderr, "certificate") {
+		t.Errorf("amqps:// without the CA: exit %d, stderr %q; want a certificate error", code, stderr)
 	}
 }
