@@ -71,3 +71,39 @@ func TestCompletionIsPublishedOnceRecorded(t *testing.T) {
 		}
 	}
 }
+
+// A redelivered completer whose first completion was never recorded asks
+// Config.CompletionRouted: when the broker took it (its confirm was lost
+// with the connection), it publishes no completion and records it, so that
+// later redeliveries do not ask again; when not, it publishes it again.
+func TestCompletionRoutedIsNotPublishedAgain(t *testing.T) {
+	t.Parallel()
+	for _, routed := range []bool{true, false} {
+		var asked []string
+		h := newHarnessWith(t, twoEndsDef, func(c *engine.Config) {
+			c.CompletionRouted = func(_ context.Context, exec string) (bool, error) {
+				asked = append(asked, exec)
+				return routed, nil
+			}
+		})
+		h.start(nil)
+		completer := h.queue[1].Msg
+		h.drain()
+		if len(asked) != 0 {
+			t.Fatalf("asked the broker %v on the first delivery", asked)
+		}
+		again := handleAgain(t, h, completer)
+		if got := strings.Join(asked, " "); got != "exec_test" {
+			t.Fatalf("routed=%v: asked the broker about %q, want exec_test once", routed, got)
+		}
+		if routed != (again.Completion == nil) {
+			t.Fatalf("routed=%v: the redelivered completer published a completion: %v", routed, again.Completion != nil)
+		}
+		if !routed {
+			continue
+		}
+		if f := handleAgain(t, h, completer); f.Completion != nil || len(asked) != 1 {
+			t.Fatalf("a second redelivery after the broker said it was out: completion %v, asked %d times; want none, once", f.Completion != nil, len(asked))
+		}
+	}
+}
