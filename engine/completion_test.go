@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/message"
@@ -105,5 +106,42 @@ func TestCompletionRoutedIsNotPublishedAgain(t *testing.T) {
 		if f := handleAgain(t, h, completer); f.Completion != nil || len(asked) != 1 {
 			t.Fatalf("a second redelivery after the broker said it was out: completion %v, asked %d times; want none, once", f.Completion != nil, len(asked))
 		}
+	}
+}
+
+// A redelivered completer waits a moment before asking the broker; when the
+// first delivery's worker records the completion as published meanwhile
+// (it was slow, not dead), it publishes none and does not ask.
+func TestCompletionRecordedWhileRedeliveryWaits(t *testing.T) {
+	t.Parallel()
+	asked := make(chan string, 1)
+	h := newHarnessWith(t, twoEndsDef, func(c *engine.Config) {
+		c.CompletionRouted = func(_ context.Context, exec string) (bool, error) {
+			asked <- exec
+			return false, nil
+		}
+	})
+	h.start(nil)
+	completer := h.queue[1].Msg
+	h.drain()
+	c := h.completion()
+	again := make(chan *engine.Effects, 1)
+	go func() {
+		var f engine.Effects
+		if err := h.eng.Handle(context.Background(), completer, &f); err != nil {
+			t.Errorf("redeliver: %v", err)
+		}
+		again <- &f
+	}()
+	// The redelivery's Finish comes at once; its wait lasts a second.
+	time.Sleep(200 * time.Millisecond)
+	h.eng.Completed(context.Background(), c)
+	if f := <-again; f.Completion != nil {
+		t.Fatal("the redelivered completer published the completion recorded while it waited")
+	}
+	select {
+	case exec := <-asked:
+		t.Fatalf("asked the broker about %s although the record came first", exec)
+	default:
 	}
 }

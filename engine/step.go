@@ -608,7 +608,11 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
 				at = first.FinishedAt
 			}
 		}
-		if s.e.completionRouted(ctx, s.m.ExecutionID, at) {
+		published := func() bool { // Finish again: a duplicate changes nothing
+			o, err := s.e.cfg.Coord.Finish(ctx, s.m.ExecutionID, s.m.MessageID, coord.Finish{Record: rec})
+			return err == nil && o.Published
+		}
+		if s.e.completionRouted(ctx, s.m.ExecutionID, at, published) {
 			return nil
 		}
 		// The one window left (docs/dsl.md, "Delivery and idempotency"):
@@ -627,10 +631,11 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
 const receiptHold = time.Second
 
 // completionRouted reports whether exec's completion, first published
-// around finished by a delivery that did not live to record it, reached
-// the broker after all (Config.CompletionRouted); it then records it as
-// published, as Completed would have.
-func (e *Engine) completionRouted(ctx context.Context, exec string, finished time.Time) bool {
+// around finished by a delivery that did not live to record it, is out
+// after all: recorded as published meanwhile (published), or found in the
+// broker (Config.CompletionRouted), which it then records as Completed
+// would have.
+func (e *Engine) completionRouted(ctx context.Context, exec string, finished time.Time, published func() bool) bool {
 	if e.cfg.CompletionRouted == nil {
 		return false
 	}
@@ -640,6 +645,10 @@ func (e *Engine) completionRouted(ctx context.Context, exec string, finished tim
 			return false
 		case <-time.After(wait):
 		}
+	}
+	if published() {
+		e.log.Debug("completion recorded as published while this redelivery waited", "execution_id", exec)
+		return true
 	}
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
