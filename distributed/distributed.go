@@ -101,12 +101,17 @@ func Connect(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.Nodes.Effects == nil { // sends recorded once for every worker
 		cfg.Nodes.Effects = coordredis.NewEffects(rc, coordredis.EffectOptions{Prefix: kprefix})
 	}
+	var routed func(context.Context, string) (bool, error)
+	if cfg.Role != amqp.RoleMaster { // a master never replays a completer
+		routed = b.CompletionRouted
+	}
 	r.Engine, err = engine.New(engine.Config{
-		Registry: nodes.NewRegistry(cfg.Nodes),
-		Coord:    r.Coord,
-		Barriers: r.Barriers,
-		Timers:   r.Timers,
-		Blobs:    coordredis.NewBlobs(rc, coordredis.BlobOptions{Prefix: kprefix}),
+		CompletionRouted: routed,
+		Registry:         nodes.NewRegistry(cfg.Nodes),
+		Coord:            r.Coord,
+		Barriers:         r.Barriers,
+		Timers:           r.Timers,
+		Blobs:            coordredis.NewBlobs(rc, coordredis.BlobOptions{Prefix: kprefix}),
 		// Definitions outlive the longest wait; there are few of them.
 		Definitions: coordredis.NewBlobs(rc, coordredis.BlobOptions{Prefix: kprefix, TTL: 400 * 24 * time.Hour}),
 		Secrets:     cfg.Secrets,

@@ -299,7 +299,7 @@ func (c *cluster) purge() {
 	p := c.prefix + "."
 	// Delay queues other than the examples' retry queues (merge timeouts,
 	// say) are not listed here: they expire by themselves (x-expires).
-	queues := []string{"workflow.execution", "workflow.node.status", "workflow.completion", "workflow.timeout.process", "workflow.dlq",
+	queues := []string{"workflow.execution", "workflow.node.status", "workflow.completion", "workflow.completion.receipts", "workflow.timeout.process", "workflow.dlq",
 		"workflow.execution.retry.200", "workflow.execution.retry.400"}
 	for _, q := range queues {
 		if ch, err := conn.Channel(); err == nil {

@@ -1,17 +1,27 @@
 package e2e
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
+	"fmt"
+	"io"
 	"math/big"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -113,5 +123,156 @@ func TestRedisTLS(t *testing.T) {
 	_, stderr, code = runCLI(t, 60*time.Second, append([]string{"start", "../examples/hello.json"}, args...)...)
 	if code == 0 || !strings.Contains(stderr, "certificate") {
 		t.Errorf("without the CA: exit %d, stderr %q; want a certificate error", code, stderr)
+	}
+}
+
+// testAMQPS: amqps:// works as docs/operations.md says, on the private
+// RabbitMQ node of TestFaultBrokerRestart (its TLS listener has a
+// certificate of a self-signed CA). A worker given the CA in its URL
+// (cacertfile=) and `rune start --wait` given it through SSL_CERT_FILE run
+// a workflow over TLS only; without the CA the certificate is refused.
+func testAMQPS(t *testing.T, node *privateRabbit) {
+	c := newClusterOn(t, node.url, "") // the prefix and its cleanup
+	ca := filepath.Join(node.dir, "ca.pem")
+	rest := []string{"--redis", c.redisURL, "--prefix", c.prefix}
+	w := startProc(t, "worker over amqps", append([]string{"worker", "--amqp", node.tlsURL + "?cacertfile=" + url.QueryEscape(ca)}, rest...)...)
+	w.waitLog(t, "worker started", 60*time.Second)
+
+	start := append([]string{"start", "../examples/hello.json", "--input", "@../examples/hello.input.json", "--amqp", node.tlsURL}, rest...)
+	stdout, stderr, code := runCLIEnv(t, 60*time.Second, []string{"SSL_CERT_FILE=" + ca}, append(start, "--wait", "--json", "--quiet")...)
+	if code != 0 || !strings.Contains(stdout, `"status": "completed"`) {
+		t.Fatalf("rune start --wait over amqps://: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	_, stderr, code = runCLI(t, 60*time.Second, start...)
+	if code == 0 || !strings.Contains(stderr, "certificate") {
+		t.Errorf("amqps:// without the CA: exit %d, stderr %q; want a certificate error", code, stderr)
+	}
+}
+
+// PostgreSQL sslmode as docs/operations.md says, against a private
+// PostgreSQL (initdb into a temporary directory, ssl=on with a certificate
+// of a self-signed CA, a port of its own, pg_hba accepting TCP connections
+// over TLS only): `rune server --postgres` with sslmode=verify-full and
+// sslrootcert= starts and stores and reads a workflow; sslmode=disable is
+// refused by the server, verify-full without the CA by rune. A few seconds.
+func TestPostgresTLS(t *testing.T) {
+	t.Parallel()
+	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
+	if len(bins) == 0 {
+		testinfra.Unavailable(t, "no /usr/lib/postgresql/*/bin/initdb")
+	}
+	slices.Sort(bins)
+	bin := filepath.Dir(bins[len(bins)-1])
+	// PostgreSQL refuses to run as root: then as the postgres OS user, in a
+	// directory it owns.
+	dir, err := os.MkdirTemp("", "rune-pgtls-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	writeCerts(t, dir)
+	var as []string
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			testinfra.Unavailable(t, "running as root and no postgres OS user to run PostgreSQL as: %v", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		for _, f := range []string{"", "ca.pem", "server.pem", "server.key"} {
+			if err := os.Chown(filepath.Join(dir, f), uid, gid); err != nil {
+				t.Fatal(err)
+			}
+		}
+		as = []string{"runuser", "-u", "postgres", "--"}
+	}
+	pg := func(name string, args ...string) {
+		t.Helper()
+		argv := append(append(slices.Clone(as), filepath.Join(bin, name)), args...)
+		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out)
+		}
+	}
+	data := filepath.Join(dir, "data")
+	pg("initdb", "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "-N")
+	port := freePort(t)
+	conf := fmt.Sprintf("port = %s\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '%s'\nfsync = off\n"+
+		"ssl = on\nssl_cert_file = '%s'\nssl_key_file = '%s'\n",
+		port, dir, filepath.Join(dir, "server.pem"), filepath.Join(dir, "server.key"))
+	appendFile(t, filepath.Join(data, "postgresql.conf"), conf)
+	// hostssl only: a TCP connection without TLS has no pg_hba entry.
+	if err := os.WriteFile(filepath.Join(data, "pg_hba.conf"), []byte("local all all trust\nhostssl all all 127.0.0.1/32 trust\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pg("pg_ctl", "-D", data, "-l", filepath.Join(dir, "log"), "-w", "-t", "60", "start")
+	t.Cleanup(func() {
+		argv := append(slices.Clone(as), filepath.Join(bin, "pg_ctl"), "-D", data, "-m", "immediate", "stop")
+		_ = exec.Command(argv[0], argv[1:]...).Run()
+	})
+
+	c := newCluster(t, "")
+	base := "postgres://postgres@127.0.0.1:" + port + "/postgres?"
+	ca := filepath.Join(dir, "ca.pem")
+	env := []string{"RUNE_SECRET_KEY=3q2+7wAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", "RUNE_API_TOKEN=tls-test-token"}
+	server := func(pgURL string) []string {
+		return append([]string{"server", "--addr", "127.0.0.1:0", "--postgres", pgURL}, c.serverArgs()...)
+	}
+
+	srv := startProcEnv(t, "server", env, server(base+"sslmode=verify-full&sslrootcert="+url.QueryEscape(ca))...)
+	srv.waitLog(t, "server listening", 60*time.Second)
+	m := regexp.MustCompile(`msg="server listening" addr=(\S+)`).FindStringSubmatch(srv.stderr.String())
+	if m == nil {
+		t.Fatalf("no listening address in the server's log:\n%s", srv.stderr.String())
+	}
+	def, err := os.ReadFile("../examples/hello.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(method, path string, body []byte, want int) {
+		t.Helper()
+		req, _ := http.NewRequest(method, "http://"+m[1]+path, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer tls-test-token")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("%s %s over a verify-full store: %d %s, want %d", method, path, resp.StatusCode, b, want)
+		}
+	}
+	var wf struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(def, &wf); err != nil || wf.ID == "" {
+		t.Fatalf("examples/hello.json has no id: %v", err)
+	}
+	call("POST", "/v1/workflows", def, http.StatusCreated)
+	call("GET", "/v1/workflows/"+wf.ID, nil, http.StatusOK)
+
+	for _, refused := range []struct{ query, want string }{
+		{"sslmode=disable", "no encryption"},
+		{"sslmode=verify-full", "certificate"},
+	} {
+		_, stderr, code := runCLIEnv(t, 60*time.Second, env, server(base+refused.query)...)
+		if code == 0 || !strings.Contains(stderr, refused.want) {
+			t.Errorf("rune server --postgres …?%s against a server requiring TLS of a private CA: exit %d, stderr %q; want refused (%q)",
+				refused.query, code, tail(stderr, 2<<10), refused.want)
+		}
+	}
+}
+
+func appendFile(t *testing.T, path, text string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(text); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

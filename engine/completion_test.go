@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/message"
@@ -69,5 +70,78 @@ func TestCompletionIsPublishedOnceRecorded(t *testing.T) {
 		if got := strings.Join(sts, " "); got != wantSts {
 			t.Fatalf("redelivered %s after the record: statuses %q, want %q", m.CurrentNode, got, wantSts)
 		}
+	}
+}
+
+// A redelivered completer whose first completion was never recorded asks
+// Config.CompletionRouted: when the broker took it (its confirm was lost
+// with the connection), it publishes no completion and records it, so that
+// later redeliveries do not ask again; when not, it publishes it again.
+func TestCompletionRoutedIsNotPublishedAgain(t *testing.T) {
+	t.Parallel()
+	for _, routed := range []bool{true, false} {
+		var asked []string
+		h := newHarnessWith(t, twoEndsDef, func(c *engine.Config) {
+			c.CompletionRouted = func(_ context.Context, exec string) (bool, error) {
+				asked = append(asked, exec)
+				return routed, nil
+			}
+		})
+		h.start(nil)
+		completer := h.queue[1].Msg
+		h.drain()
+		if len(asked) != 0 {
+			t.Fatalf("asked the broker %v on the first delivery", asked)
+		}
+		again := handleAgain(t, h, completer)
+		if got := strings.Join(asked, " "); got != "exec_test" {
+			t.Fatalf("routed=%v: asked the broker about %q, want exec_test once", routed, got)
+		}
+		if routed != (again.Completion == nil) {
+			t.Fatalf("routed=%v: the redelivered completer published a completion: %v", routed, again.Completion != nil)
+		}
+		if !routed {
+			continue
+		}
+		if f := handleAgain(t, h, completer); f.Completion != nil || len(asked) != 1 {
+			t.Fatalf("a second redelivery after the broker said it was out: completion %v, asked %d times; want none, once", f.Completion != nil, len(asked))
+		}
+	}
+}
+
+// A redelivered completer waits a moment before asking the broker; when the
+// first delivery's worker records the completion as published meanwhile
+// (it was slow, not dead), it publishes none and does not ask.
+func TestCompletionRecordedWhileRedeliveryWaits(t *testing.T) {
+	t.Parallel()
+	asked := make(chan string, 1)
+	h := newHarnessWith(t, twoEndsDef, func(c *engine.Config) {
+		c.CompletionRouted = func(_ context.Context, exec string) (bool, error) {
+			asked <- exec
+			return false, nil
+		}
+	})
+	h.start(nil)
+	completer := h.queue[1].Msg
+	h.drain()
+	c := h.completion()
+	again := make(chan *engine.Effects, 1)
+	go func() {
+		var f engine.Effects
+		if err := h.eng.Handle(context.Background(), completer, &f); err != nil {
+			t.Errorf("redeliver: %v", err)
+		}
+		again <- &f
+	}()
+	// The redelivery's Finish comes at once; its wait lasts a second.
+	time.Sleep(200 * time.Millisecond)
+	h.eng.Completed(context.Background(), c)
+	if f := <-again; f.Completion != nil {
+		t.Fatal("the redelivered completer published the completion recorded while it waited")
+	}
+	select {
+	case exec := <-asked:
+		t.Fatalf("asked the broker about %s although the record came first", exec)
+	default:
 	}
 }

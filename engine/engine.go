@@ -65,6 +65,13 @@ type Config struct {
 	// Metrics records node runs, halts, splits and completions; nil records
 	// nothing.
 	Metrics *metrics.Recorder
+	// CompletionRouted, when set, reports whether the broker took a
+	// completion of exec whose publish was never confirmed (its connection
+	// was lost with the confirm on its way): amqp.Broker.CompletionRouted.
+	// A redelivered completer asks it before publishing the completion
+	// again, and publishes none when the first is out. Nil: it publishes
+	// again.
+	CompletionRouted func(ctx context.Context, exec string) (bool, error)
 }
 
 // Sink receives the effects of handling one message, in order. The runtime

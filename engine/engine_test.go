@@ -57,12 +57,22 @@ type harness struct {
 
 func newHarness(t *testing.T, def string) *harness {
 	t.Helper()
+	return newHarnessWith(t, def, nil)
+}
+
+// newHarnessWith is newHarness with tweak applied to the engine's Config.
+func newHarnessWith(t *testing.T, def string, tweak func(*engine.Config)) *harness {
+	t.Helper()
 	reg := nodes.NewRegistry(nodes.Options{})
 	reg.Register("test", testType{})
 	co := coordmem.New(coordmem.Options{})
 	t.Cleanup(func() { co.Close() })
 	timers := coordmem.NewTimers()
-	eng, err := engine.New(engine.Config{Registry: reg, Coord: co, Timers: timers, Barriers: coordmem.NewBarriers()})
+	cfg := engine.Config{Registry: reg, Coord: co, Timers: timers, Barriers: coordmem.NewBarriers()}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	eng, err := engine.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -600,11 +600,6 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
 	}
 	at := rec.FinishedAt
 	if out.Duplicate && out.Last {
-		// The one window left (docs/dsl.md, "Delivery and idempotency"):
-		// the first delivery may have published the completion without
-		// living to record it. Logged, so that a fault test can tell these
-		// copies from a bug.
-		s.e.log.Info(RepublishLog, "execution_id", s.m.ExecutionID, "message_id", s.m.MessageID)
 		// Another delivery of this message finished it first (they ran at
 		// once): report its completion time, so both completions are equal.
 		if b, err := s.e.cfg.Coord.Begin(ctx, s.m.ExecutionID, s.m.MessageID); err == nil && b.State == coord.Replay {
@@ -613,10 +608,66 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
 				at = first.FinishedAt
 			}
 		}
+		published := func() bool { // Finish again: a duplicate changes nothing
+			o, err := s.e.cfg.Coord.Finish(ctx, s.m.ExecutionID, s.m.MessageID, coord.Finish{Record: rec})
+			return err == nil && o.Published
+		}
+		if s.e.completionRouted(ctx, s.m.ExecutionID, at, published) {
+			return nil
+		}
+		// The one window left (docs/dsl.md, "Delivery and idempotency"):
+		// the first delivery may have published the completion without
+		// living to record it. Logged, so that a fault test can tell these
+		// copies from a bug.
+		s.e.log.Info(RepublishLog, "execution_id", s.m.ExecutionID, "message_id", s.m.MessageID)
 	}
 	s.complete(ctx, out, at)
 	return nil
 }
+
+// receiptHold is how long after the first delivery finished a redelivered
+// completer waits before it asks the broker whether the first completion
+// is out: a publisher that is alive but slow has then published it.
+const receiptHold = time.Second
+
+// completionRouted reports whether exec's completion, first published
+// around finished by a delivery that did not live to record it, is out
+// after all: recorded as published meanwhile (published), or found in the
+// broker (Config.CompletionRouted), which it then records as Completed
+// would have.
+func (e *Engine) completionRouted(ctx context.Context, exec string, finished time.Time, published func() bool) bool {
+	if e.cfg.CompletionRouted == nil {
+		return false
+	}
+	if wait := receiptHold - e.cfg.Now().Sub(finished); wait > 0 {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(wait):
+		}
+	}
+	if published() {
+		e.log.Debug("completion recorded as published while this redelivery waited", "execution_id", exec)
+		return true
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	routed, err := e.cfg.CompletionRouted(rctx, exec)
+	if err != nil {
+		e.log.Warn("could not ask the broker whether the completion is out; publishing it again", "execution_id", exec, "err", err)
+		return false
+	}
+	if !routed {
+		return false
+	}
+	e.log.Info(RoutedLog, "execution_id", exec)
+	e.Completed(ctx, &message.Completion{ExecutionID: exec})
+	return true
+}
+
+// RoutedLog is what the engine logs when a redelivered completer finds the
+// first completion in the broker and publishes none.
+const RoutedLog = "completion not recorded as published, but the broker took it: not publishing it again"
 
 // RepublishLog is what the engine logs when it publishes an execution's
 // completion again because no record says the first was published.

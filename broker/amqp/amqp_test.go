@@ -167,6 +167,7 @@ func TestTopology(t *testing.T) {
 		{n.completion, true, amqp091.Table{"x-message-ttl": int64(7 * 24 * 3600 * 1000), "x-max-priority": int32(10)}},
 		{n.timeoutProcess, true, nil},
 		{n.dlq, true, nil},
+		{n.receipts, false, amqp091.Table{"x-message-ttl": int64(30 * 1000), "x-max-length": int32(10000)}},
 	}
 	for _, w := range want {
 		if _, err := ch.QueueDeclare(w.queue, w.durable, false, false, false, versioned(w.args)); err != nil {

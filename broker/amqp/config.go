@@ -146,7 +146,12 @@ func (c Config) withDefaults() (Config, error) {
 //     read workflow.execution.
 //   - scheduler: write workflow.execution (resumed branches), statuses and
 //     completions (workflow.events) and delayed timeouts (workflow.timeout.x
-//     through its delay queues). It reads no queue.
+//     through its delay queues). It reads no queue but
+//     workflow.completion.receipts.
+//
+// Workers and masters also declare workflow.completion.receipts, and every
+// role may read it (Broker.CompletionRouted; never acknowledged, so reading
+// it takes nothing from anyone).
 //
 // In RabbitMQ publishing needs write on the exchange, consuming read on the
 // queue, binding write on the queue and read on the exchange, and declaring a
@@ -164,17 +169,19 @@ func PermissionsFor(role, prefix string) (configure, write, read string) {
 	follow := q(n.followPrefix) + ".+"
 	switch role {
 	case RoleWorker:
-		all := []string{q(n.execX), q(n.execution), execRetry, q(n.eventsX), q(n.status), q(n.completion),
+		all := []string{q(n.execX), q(n.execution), execRetry, q(n.eventsX), q(n.status), q(n.completion), q(n.receipts),
 			q(n.timeoutX), timeoutDelay, q(n.timeoutProcess), q(n.dlx), q(n.dlq)}
 		configure = alt(all...)
 		write = alt(all...)
-		read = alt(q(n.execX), q(n.execution), execRetry, q(n.eventsX),
+		// workflow.completion.receipts: read (never acknowledged) by
+		// CompletionRouted.
+		read = alt(q(n.execX), q(n.execution), execRetry, q(n.eventsX), q(n.receipts),
 			q(n.timeoutX), timeoutDelay, q(n.timeoutProcess), q(n.dlx))
 	case RoleMaster:
-		configure = alt(q(n.execX), q(n.eventsX), q(n.status), q(n.completion), q(n.dlx), q(n.dlq), follow)
+		configure = alt(q(n.execX), q(n.eventsX), q(n.status), q(n.completion), q(n.receipts), q(n.dlx), q(n.dlq), follow)
 		// workflow.events: the trigger's status (and the completion of a
 		// trigger without successors) is the master's to publish.
-		write = alt(q(n.execX), q(n.eventsX), q(n.status), q(n.completion), q(n.dlx), q(n.dlq), follow)
+		write = alt(q(n.execX), q(n.eventsX), q(n.status), q(n.completion), q(n.receipts), q(n.dlx), q(n.dlq), follow)
 		read = alt(q(n.eventsX), q(n.status), q(n.completion), q(n.dlx), follow)
 	case RoleScheduler:
 		// Exchanges it declares; delay queues of timeouts (and of retries,
@@ -183,7 +190,7 @@ func PermissionsFor(role, prefix string) (configure, write, read string) {
 		// dead-letter exchange needs read on the queue.
 		configure = alt(q(n.execX), q(n.eventsX), q(n.dlx), q(n.timeoutX), timeoutDelay, execRetry)
 		write = alt(q(n.execX), q(n.eventsX), q(n.dlx), q(n.timeoutX), timeoutDelay, execRetry)
-		read = alt(q(n.execX), q(n.timeoutX), timeoutDelay, execRetry)
+		read = alt(q(n.execX), q(n.timeoutX), timeoutDelay, execRetry, q(n.receipts))
 	case RoleAdmin:
 		all := "^" + q(prefix) + ".*$"
 		return all, all, all

@@ -26,6 +26,9 @@ import (
 //	                                      non-durable, TTL 1h, max-priority 10
 //	  "completion.#"                   → queue workflow.completion
 //	                                      durable, TTL 7 days, max-priority 10
+//	  "receipt" (a completion's BCC)   → queue workflow.completion.receipts
+//	                                      non-durable, TTL 30 s, at most 10,000
+//	                                      (see CompletionRouted)
 //	  "status.<key>", "completion.<key>" → queue workflow.follow.<random> (one per Follow)
 //	exchange workflow.timeout.x (direct)
 //	  "workflow.timeout.process"       → queue workflow.timeout.process (durable)
@@ -50,6 +53,7 @@ type names struct {
 	eventsX        string
 	status         string
 	completion     string
+	receipts       string
 	timeoutX       string
 	timeoutPrefix  string // + <ms>
 	timeoutProcess string
@@ -67,6 +71,7 @@ func newNames(prefix string) names {
 		eventsX:        prefix + "workflow.events",
 		status:         prefix + "workflow.node.status",
 		completion:     prefix + "workflow.completion",
+		receipts:       prefix + "workflow.completion.receipts",
 		timeoutX:       prefix + "workflow.timeout.x",
 		timeoutPrefix:  prefix + "workflow.timeout.",
 		timeoutProcess: prefix + "workflow.timeout.process",
@@ -94,6 +99,17 @@ const (
 	routingKeyMax     = 255
 	statusRKPrefix    = "status."
 	complRKPrefix     = "completion."
+	// receiptKey is the BCC routing key of every completion: RabbitMQ
+	// routes the completion to workflow.completion.receipts in the same
+	// step as to workflow.completion, and strips the BCC header, so
+	// consumers see the same message.
+	receiptKey = "receipt"
+	// receiptTTL and receiptMax bound what the receipts queue holds: a
+	// replay must come within receiptTTL of the first publish to be told by
+	// it (a closed connection's or a killed worker's redelivery comes
+	// within seconds).
+	receiptTTL = 30 * time.Second
+	receiptMax = 10000
 )
 
 func executionArgs(n names) amqp091.Table {
@@ -310,6 +326,8 @@ func (n names) declare(d *declarer, role string) error {
 		{n.completion, true, amqp091.Table{"x-message-ttl": completionTTL.Milliseconds(), "x-max-priority": int32(maxPriority)},
 			[][2]string{{n.eventsX, complRKPrefix + "#"}}},
 		{n.dlq, true, nil, [][2]string{{n.dlx, ""}}},
+		{n.receipts, false, amqp091.Table{"x-message-ttl": receiptTTL.Milliseconds(), "x-max-length": int32(receiptMax)},
+			[][2]string{{n.eventsX, receiptKey}}},
 	}
 	if role == RoleScheduler {
 		// It publishes, and consumes nothing: the exchanges are all it needs.

@@ -544,7 +544,7 @@ func purgeDeployment(env *cliEnv, srv *servers) {
 		errs = append(errs, err)
 	} else {
 		p := srv.prefix + "."
-		for _, q := range []string{"workflow.execution", "workflow.node.status", "workflow.completion", "workflow.timeout.process", "workflow.dlq"} {
+		for _, q := range []string{"workflow.execution", "workflow.node.status", "workflow.completion", "workflow.completion.receipts", "workflow.timeout.process", "workflow.dlq"} {
 			if ch, err := conn.Channel(); err == nil {
 				if _, err := ch.QueueDelete(p+q, false, false, false); err != nil {
 					errs = append(errs, err)

@@ -1,0 +1,108 @@
+package amqp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/rune-org/rune/broker"
+)
+
+// receiptsBusyPause is how long CompletionRouted waits before trying again
+// while another process reads the receipts queue.
+const receiptsBusyPause = 50 * time.Millisecond
+
+// CompletionRouted reports whether RabbitMQ routed a completion with key
+// (its execution id) within the last receiptTTL, whether or not its
+// publisher got the confirm: every completion is routed, in the same step,
+// to workflow.completion and (by its BCC header) to
+// workflow.completion.receipts, so a completion whose confirm was lost
+// with its connection is known to be out when its copy is in the receipts
+// queue. The engine asks before it publishes a completion again
+// (engine.Config.CompletionRouted).
+//
+// It reads the queue as an exclusive consumer (RabbitMQ refuses a second
+// one, so two readers never split the queue between them: a refused reader
+// waits and tries again until ctx is done) and acknowledges nothing: closing
+// its channel puts every receipt back. A receipt counts only with a valid
+// signature when this broker verifies. A missing queue (a scheduler-only
+// deployment before any worker declared it, or a RabbitMQ restart since)
+// means false.
+func (b *Broker) CompletionRouted(ctx context.Context, key string) (bool, error) {
+	for {
+		found, busy, err := b.scanReceipts(ctx, key)
+		if !busy {
+			return found, err
+		}
+		select {
+		case <-ctx.Done():
+			return false, fmt.Errorf("amqp broker: read %s: another reader holds it: %w", b.n.receipts, ctx.Err())
+		case <-time.After(jitter(receiptsBusyPause)):
+		}
+	}
+}
+
+// scanReceipts is one attempt of CompletionRouted; busy says another
+// exclusive reader held the queue.
+func (b *Broker) scanReceipts(ctx context.Context, key string) (found, busy bool, err error) {
+	if b.isClosed() {
+		return false, false, ErrClosed
+	}
+	ch, _, err := b.sub.channel(ctx)
+	if err != nil {
+		return false, false, err
+	}
+	defer ch.Close() // puts back every receipt read
+	q, err := ch.QueueDeclarePassive(b.n.receipts, false, false, false, false, nil)
+	if isNotFound(err) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("amqp broker: inspect %s: %w", b.n.receipts, err)
+	}
+	if q.Consumers > 0 {
+		// Another reader holds some of them (unacknowledged, so not
+		// counted in Messages).
+		return false, true, nil
+	}
+	if q.Messages == 0 {
+		return false, false, nil
+	}
+	if err := ch.Qos(min(q.Messages, 1000), 0, false); err != nil {
+		return false, false, fmt.Errorf("amqp broker: read %s: %w", b.n.receipts, err)
+	}
+	ds, err := ch.ConsumeWithContext(ctx, b.n.receipts, "", false, true, false, false, nil)
+	var ae *amqp091.Error
+	if errors.As(err, &ae) && ae.Code == amqp091.AccessRefused && strings.Contains(ae.Reason, "exclusive") {
+		return false, true, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("amqp broker: read %s: %w", b.n.receipts, err)
+	}
+	// The receipts there when it looked: a completion published since is
+	// not the one asked about (its publisher is alive and will record it).
+	idle := time.NewTimer(time.Second)
+	defer idle.Stop()
+	for range q.Messages {
+		select {
+		case d, ok := <-ds:
+			if !ok {
+				return false, false, fmt.Errorf("amqp broker: read %s: channel closed", b.n.receipts)
+			}
+			if d.CorrelationId == key && b.verify(&d, broker.Completion) == nil {
+				return true, false, nil
+			}
+			idle.Reset(time.Second)
+		case <-idle.C:
+			// Some expired meanwhile.
+			return false, false, nil
+		case <-ctx.Done():
+			return false, false, ctx.Err()
+		}
+	}
+	return false, false, nil
+}
