@@ -63,15 +63,15 @@ type scheduleInput struct {
 
 // plan is a parsed schedule: its slots in its zone.
 type plan struct {
-	cfg    scheduleSettings
-	sched  cron.Schedule
-	loc    *time.Location
-	every  time.Duration // @every's interval (0 for cron expressions)
+	cfg   scheduleSettings
+	sched cron.Schedule
+	loc   *time.Location
+	every time.Duration // @every's interval (0 for cron expressions)
 	// fixedHours: the expression fires at chosen hours, not every hour, so
 	// the second occurrence of a wall time repeated by a DST fall-back is
 	// not a slot (a daily 01:30 runs once on that day).
 	fixedHours bool
-	jitter time.Duration
+	jitter     time.Duration
 }
 
 // parsePlan validates settings; errors name the field.
