@@ -21,6 +21,7 @@ const (
 	CodeInvalidWorkflow  = "invalid_workflow"
 	CodeTooLarge         = "too_large"
 	CodeConflict         = "conflict"
+	CodeRateLimited      = "rate_limited"
 	CodeUnavailable      = "unavailable"
 	CodeInternal         = "internal"
 )

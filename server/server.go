@@ -168,6 +168,8 @@ type Server struct {
 	tokens tokenCache
 	defs   defCache
 	vars   varCache
+	// hookLimits are the webhooks' rate limits on this replica.
+	hookLimits rateLimits
 }
 
 // New builds a server from cfg.
