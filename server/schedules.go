@@ -137,12 +137,16 @@ func parsePlan(cfg scheduleSettings) (*plan, error) {
 // first returns the first slot at or after t (and at or after StartAt),
 // nil when there is none before EndAt.
 func (p *plan) first(t time.Time) *time.Time {
+	if p.every > 0 {
+		// @every counts from start_at (its first slot), else from t, in
+		// whole seconds.
+		if p.cfg.StartAt != nil && !p.cfg.StartAt.Before(t) {
+			return p.bound(p.cfg.StartAt.Truncate(time.Second))
+		}
+		return p.bound(t.Truncate(time.Second).Add(p.every))
+	}
 	if p.cfg.StartAt != nil && p.cfg.StartAt.After(t) {
 		t = *p.cfg.StartAt
-	}
-	if p.every > 0 {
-		// @every counts from the anchor, in whole seconds.
-		return p.bound(t.Truncate(time.Second).Add(p.every))
 	}
 	return p.bound(p.after(t.Add(-time.Nanosecond)))
 }
@@ -298,7 +302,7 @@ func (s *Server) fireSchedules(ctx context.Context, started time.Time) error {
 			continue
 		}
 		if len(xs) > 0 {
-			s.log.Debug("schedule fired", "schedule", sc.ID, "workflow", sc.WorkflowID, "executions", len(xs))
+			s.log.Debug("schedule fired", "server", s.cfg.ID, "schedule", sc.ID, "workflow", sc.WorkflowID, "executions", len(xs))
 			s.wakeDispatcher()
 		}
 	}
