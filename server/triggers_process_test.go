@@ -132,9 +132,9 @@ func TestScheduleTwoServers(t *testing.T) {
 			var sc scheduleView
 			api.want(http.StatusCreated, "POST", "/v1/workflows/ticker/schedules", []byte(fmt.Sprintf(
 				`{"cron":"@every 1s","start_at":%q,"end_at":%q}`, start.Format(time.RFC3339), end.Format(time.RFC3339))), &sc)
-			slots := r.waitSlots("ticker", sc.ID, "30 slots", 90*time.Second, func(s map[time.Time]int) bool { return len(s) >= 30 })
+			r.waitSlots("ticker", sc.ID, "30 slots", 90*time.Second, func(s map[time.Time]int) bool { return len(s) >= 30 })
 			time.Sleep(2 * time.Second) // a late second fire of a slot would show now
-			slots = r.slots("ticker", sc.ID)
+			slots := r.slots("ticker", sc.ID)
 			got := sortedSlots(slots)
 			if len(got) != 30 || !got[0].Equal(start) || !got[29].Equal(end) {
 				t.Fatalf("%d slots %v … %v, want 30 from %v to %v", len(got), got[0], got[len(got)-1], start, end)
