@@ -387,6 +387,14 @@ type hookPayload struct {
 	ReceivedAt time.Time           `json:"received_at"`
 }
 
+// loggedPath is r's path for logs: a hook's URL secret is left out.
+func loggedPath(r *http.Request) string {
+	if strings.HasPrefix(r.URL.Path, "/v1/hooks/") {
+		return "/v1/hooks/{secret}"
+	}
+	return r.URL.Path
+}
+
 var errNoHook = notFound("no such hook (or it is disabled)")
 
 // receiveHook is POST /v1/hooks/{secret}: no bearer token; the secret in

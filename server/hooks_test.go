@@ -265,6 +265,22 @@ func testWebhooks(t *testing.T, tg *target) {
 			t.Fatal("a hook secret appears in the server's logs")
 		}
 	}
+	// A server-side failure on a delivery (a signing secret sealed with a
+	// key the server no longer has) is logged without the URL's secret.
+	stored, err := tg.store.GetHook(context.Background(), hk.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored.SigningKeyID = "retired-key"
+	if err := tg.store.UpdateHook(context.Background(), stored); err != nil {
+		t.Fatal(err)
+	}
+	if r := a.deliver(rot.URL, body, sign(hk.SigningSecret, time.Now(), body)...); r.status != http.StatusInternalServerError {
+		t.Fatalf("delivery with an unusable signing secret: %d %s, want 500", r.status, r.body)
+	}
+	if out := tg.output(); !strings.Contains(out, "/v1/hooks/{secret}") || strings.Contains(out, rot.Secret) {
+		t.Fatalf("the failed delivery's log line must name the route, not the secret:\n%s", out)
+	}
 	a.want(http.StatusNoContent, "DELETE", "/v1/workflows/"+wf+"/hooks/"+limited.ID, nil, nil)
 	if r := a.deliver(limited.URL, body); r.status != http.StatusNotFound {
 		t.Fatalf("deleted hook: %d, want 404", r.status)
