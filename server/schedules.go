@@ -10,6 +10,9 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	// Schedules name IANA zones: embedded, so a container without
+	// /usr/share/zoneinfo keeps them working.
+	_ "time/tzdata"
 
 	cron "github.com/netresearch/go-cron"
 
