@@ -261,32 +261,48 @@ func rawOrEmpty(r json.RawMessage) json.RawMessage {
 }
 
 // runSchedules fires due schedule slots until ctx is done. Every replica
-// runs it; FireSchedule's compare-and-set lets one fire each slot.
+// runs it; FireSchedule's compare-and-set lets one fire each slot. It
+// sleeps until the next slot it saw or SchedulePoll, whichever is first, so
+// slots fire on time and replicas race for them at the same instant.
 func (s *Server) runSchedules(ctx context.Context) error {
 	started := s.cfg.Now()
-	tick := time.NewTicker(s.cfg.SchedulePoll)
-	defer tick.Stop()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
 	for {
-		if err := s.fireSchedules(ctx, started); err != nil && ctx.Err() == nil {
-			s.log.Warn("schedules: firing failed; retrying", "err", err)
-		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-tick.C:
+		case <-timer.C:
 		}
+		next, err := s.fireSchedules(ctx, started)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("schedules: firing failed; retrying", "err", err)
+		}
+		wait := s.cfg.SchedulePoll
+		if !next.IsZero() {
+			wait = min(wait, max(next.Sub(s.cfg.Now()), 0))
+		}
+		timer.Reset(wait)
 	}
 }
 
-// fireSchedules fires every schedule due now once.
-func (s *Server) fireSchedules(ctx context.Context, started time.Time) error {
+// fireSchedules fires every schedule due now once, and returns the
+// earliest slot due within the next SchedulePoll (zero when none).
+func (s *Server) fireSchedules(ctx context.Context, started time.Time) (time.Time, error) {
 	now := s.cfg.Now()
-	due, err := s.store.DueSchedules(ctx, now, store.ListLimitMax)
+	due, err := s.store.DueSchedules(ctx, now.Add(s.cfg.SchedulePoll), store.ListLimitMax)
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
+	var next time.Time
 	var errs []error
 	for _, sc := range due {
+		if sc.NextAt.After(now) {
+			if next.IsZero() || sc.NextAt.Before(next) {
+				next = *sc.NextAt
+			}
+			continue
+		}
 		var cfg scheduleSettings
 		p, err := (*plan)(nil), json.Unmarshal(sc.Settings, &cfg)
 		if err == nil {
@@ -309,7 +325,7 @@ func (s *Server) fireSchedules(ctx context.Context, started time.Time) error {
 			s.wakeDispatcher()
 		}
 	}
-	return errors.Join(errs...)
+	return next, errors.Join(errs...)
 }
 
 // The API.

@@ -63,7 +63,7 @@ func (h *scheduleHarness) run(started, until time.Time, step time.Duration) {
 	h.t.Helper()
 	for now := h.clock.Now(); !now.After(until); now = now.Add(step) {
 		h.clock.Set(now)
-		if err := h.s.fireSchedules(context.Background(), started); err != nil {
+		if _, err := h.s.fireSchedules(context.Background(), started); err != nil {
 			h.t.Fatal(err)
 		}
 	}
