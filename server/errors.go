@@ -21,6 +21,7 @@ const (
 	CodeInvalidWorkflow  = "invalid_workflow"
 	CodeTooLarge         = "too_large"
 	CodeConflict         = "conflict"
+	CodeRateLimited      = "rate_limited"
 	CodeUnavailable      = "unavailable"
 	CodeInternal         = "internal"
 )
@@ -68,7 +69,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		if errors.As(err, &mbe) {
 			ae = errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "request body is over the limit of %d bytes", mbe.Limit)
 		} else {
-			s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+			s.log.Error("request failed", "method", r.Method, "path", loggedPath(r), "err", err)
 			ae = errorf(http.StatusInternalServerError, CodeInternal, "internal error; the server logged it")
 		}
 	}

@@ -41,6 +41,22 @@ func (s *Server) routes() []Route {
 		{Method: "GET", Path: "/v1/executions/{id}/events", Stream: true, handler: s.executionEvents},
 		{Method: "GET", Path: "/v1/events", Stream: true, handler: s.allEvents},
 
+		{Method: "POST", Path: "/v1/workflows/{id}/hooks", handler: s.createHook},
+		{Method: "GET", Path: "/v1/workflows/{id}/hooks", handler: s.listHooks},
+		{Method: "GET", Path: "/v1/workflows/{id}/hooks/{hook}", handler: s.getHook},
+		{Method: "PUT", Path: "/v1/workflows/{id}/hooks/{hook}", handler: s.updateHook},
+		{Method: "DELETE", Path: "/v1/workflows/{id}/hooks/{hook}", handler: s.deleteHook},
+		{Method: "POST", Path: "/v1/workflows/{id}/hooks/{hook}/rotate", handler: s.rotateHook},
+		{Method: "POST", Path: "/v1/hooks/{secret}", Open: true, handler: s.receiveHook},
+
+		{Method: "POST", Path: "/v1/workflows/{id}/schedules", handler: s.createSchedule},
+		{Method: "GET", Path: "/v1/workflows/{id}/schedules", handler: s.listSchedules},
+		{Method: "GET", Path: "/v1/workflows/{id}/schedules/{schedule}", handler: s.getSchedule},
+		{Method: "PUT", Path: "/v1/workflows/{id}/schedules/{schedule}", handler: s.updateSchedule},
+		{Method: "DELETE", Path: "/v1/workflows/{id}/schedules/{schedule}", handler: s.deleteSchedule},
+		{Method: "POST", Path: "/v1/workflows/{id}/schedules/{schedule}/pause", handler: s.pauseSchedule},
+		{Method: "POST", Path: "/v1/workflows/{id}/schedules/{schedule}/resume", handler: s.resumeSchedule},
+
 		{Method: "POST", Path: "/v1/credentials", handler: s.putCredential},
 		{Method: "GET", Path: "/v1/credentials", handler: s.listCredentials},
 		{Method: "DELETE", Path: "/v1/credentials/{name}", handler: s.deleteCredential},

@@ -37,6 +37,8 @@ const (
 	StreamPollDefault     = 100 * time.Millisecond
 	HeartbeatDefault      = 10 * time.Second
 	TokenCacheTTLDefault  = 2 * time.Second
+	SchedulePollDefault   = 200 * time.Millisecond
+	ScheduleGraceDefault  = time.Second
 	dispatchParallelism   = 32
 	historyConsumerFactor = 2
 )
@@ -89,6 +91,17 @@ type Config struct {
 	// asking the store again (a revoked token works at most this long).
 	// Defaults to TokenCacheTTLDefault.
 	TokenCacheTTL time.Duration
+	// SchedulePoll is how often the scheduler looks for due schedule slots.
+	// Defaults to SchedulePollDefault.
+	SchedulePoll time.Duration
+	// ScheduleGrace: a slot that came due more than this before this
+	// server's scheduler started was missed (no server ran it) and is
+	// handled by its schedule's policy; later slots always fire, however
+	// late. Defaults to ScheduleGraceDefault.
+	ScheduleGrace time.Duration
+	// NoSchedules turns the scheduler off (for benchmarks and tests of
+	// other parts). Defaults to false: every replica runs it.
+	NoSchedules bool
 	// Now returns the current time. Defaults to time.Now.
 	Now func() time.Time
 }
@@ -105,6 +118,8 @@ func (c Config) withDefaults() Config {
 	c.StreamPoll = cmp.Or(c.StreamPoll, StreamPollDefault)
 	c.Heartbeat = cmp.Or(c.Heartbeat, HeartbeatDefault)
 	c.TokenCacheTTL = cmp.Or(c.TokenCacheTTL, TokenCacheTTLDefault)
+	c.SchedulePoll = cmp.Or(c.SchedulePoll, SchedulePollDefault)
+	c.ScheduleGrace = cmp.Or(c.ScheduleGrace, ScheduleGraceDefault)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -153,6 +168,8 @@ type Server struct {
 	tokens tokenCache
 	defs   defCache
 	vars   varCache
+	// hookLimits are the webhooks' rate limits on this replica.
+	hookLimits rateLimits
 }
 
 // New builds a server from cfg.
@@ -196,6 +213,9 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	run("dispatcher", s.dispatch)
 	run("history", s.consumeHistory)
+	if !s.cfg.NoSchedules {
+		run("schedules", s.runSchedules)
+	}
 	wg.Wait()
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err

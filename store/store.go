@@ -365,6 +365,9 @@ type Store interface {
 	// RevokeToken revokes token name.
 	RevokeToken(ctx context.Context, name string, at time.Time) error
 
+	// TriggerStore: webhooks and schedules.
+	TriggerStore
+
 	// Close releases the store's connections.
 	Close() error
 }

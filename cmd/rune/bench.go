@@ -46,7 +46,7 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) error {
 	rawHops := fs.Int("raw-hops", 0, "distributed: hops of the raw RabbitMQ ceiling (default: as many as node executions; negative: skip)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	compareMetrics := fs.Int("compare-metrics", 0, "linear, embedded: run this many rounds with instrumentation off, metrics on, and metrics and spans on (no exporter), in turn, and report node rate and CPU per node of each (0: off)")
-	mode := fs.String("mode", "linear", "linear (executions of set nodes), fanout (one split over --items items), timers (distributed: --executions waiting --wait each, started --start-rate per second, then a backlog of --pending timers), server (rune server on --postgres: triggers accepted per second over HTTP, trigger → first node latency, statuses persisted per second), or chaos (distributed: --executions of an http, split, aggregator and wait workflow on --spawn-workers workers and a scheduler, with a fault of --faults every --fault-every)")
+	mode := fs.String("mode", "linear", "linear (executions of set nodes), fanout (one split over --items items), timers (distributed: --executions waiting --wait each, started --start-rate per second, then a backlog of --pending timers), server (rune server on --postgres: triggers accepted per second over HTTP, trigger → first node latency, statuses persisted per second), webhooks (rune server on --postgres: signed webhook requests accepted per second into executions, replays starting none), or chaos (distributed: --executions of an http, split, aggregator and wait workflow on --spawn-workers workers and a scheduler, with a fault of --faults every --fault-every)")
 	postgresURL := fs.String("postgres", env.getenv("RUNE_POSTGRES_URL"), "server: PostgreSQL URL (env RUNE_POSTGRES_URL); the bench uses a fresh schema of its own")
 	clients := fs.Int("clients", 32, "server: HTTP clients triggering at once")
 	faults := fs.String("faults", strings.Join(chaosFaults, ","), "chaos: the faults to inject, in turn")
@@ -103,6 +103,12 @@ the nodes).`)
 		}
 		return benchServer(ctx, env, &srv, serverBench{postgresURL: *postgresURL, executions: *execs, clients: max(*clients, 1),
 			idle: *idle, nodes: *nodes, concurrency: *concurrency, asJSON: *asJSON})
+	case "webhooks":
+		if *execs == 0 {
+			*execs = 5000
+		}
+		return benchWebhooks(ctx, env, &srv, serverBench{postgresURL: *postgresURL, executions: *execs, clients: max(*clients, 1),
+			nodes: *nodes, concurrency: *concurrency, asJSON: *asJSON})
 	case "timers":
 		if *execs == 0 {
 			*execs = 10000
@@ -121,7 +127,7 @@ the nodes).`)
 		}
 		return benchChaos(ctx, env, &srv, chaosBench{executions: *execs, workers: *spawn, faults: list, every: *faultEvery, stopFor: *stopFor, asJSON: *asJSON})
 	default:
-		return usagef("--mode %q: want linear, fanout, timers, server or chaos", *mode)
+		return usagef("--mode %q: want linear, fanout, timers, server, webhooks or chaos", *mode)
 	}
 	if srv.amqpURL != "" {
 		if *execs == 0 {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -18,6 +19,7 @@ import (
 	"github.com/rune-org/rune/bench"
 	"github.com/rune-org/rune/broker/amqp"
 	"github.com/rune-org/rune/scheduler"
+	"github.com/rune-org/rune/secrets"
 	"github.com/rune-org/rune/server"
 	"github.com/rune-org/rune/store"
 	"github.com/rune-org/rune/store/postgres"
@@ -35,6 +37,9 @@ type serverBench struct {
 	nodes       int
 	concurrency int
 	asJSON      bool
+	mode        string
+	// keys encrypt hook signing secrets (webhooks mode).
+	keys *secrets.Keyring
 }
 
 // ServerBenchResult is what `rune bench --mode server` reports.
@@ -52,79 +57,132 @@ type ServerBenchResult struct {
 	Schema             string  `json:"schema"`
 }
 
-func benchServer(ctx context.Context, env *cliEnv, srv *servers, b serverBench) error {
+// benchRig is a server on a fresh PostgreSQL schema with a worker and a
+// scheduler in this process, and an HTTP client with a token for its API.
+type benchRig struct {
+	st   *postgres.Store
+	tag  string
+	base string
+	tok  string
+	hc   *http.Client
+}
+
+// post sends body to path with the rig's token, wants status want and
+// returns the answer's id.
+func (r *benchRig) post(ctx context.Context, path string, body []byte, want int) (string, error) {
+	var x struct{ ID string }
+	_, err := r.send(ctx, path, body, true, &x, want)
+	return x.ID, err
+}
+
+// send posts body to path (with the rig's token when auth), fails unless
+// the status is one of want, decodes the answer into out (when not nil)
+// and returns the status.
+func (r *benchRig) send(ctx context.Context, path string, body []byte, auth bool, out any, want ...int) (int, error) {
+	return r.sendWith(ctx, path, body, auth, out, nil, want...)
+}
+
+func (r *benchRig) sendWith(ctx context.Context, path string, body []byte, auth bool, out any, header http.Header, want ...int) (int, error) {
+	req, _ := http.NewRequestWithContext(ctx, "POST", r.base+path, bytes.NewReader(body))
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	if auth {
+		req.Header.Set("Authorization", "Bearer "+r.tok)
+	}
+	resp, err := r.hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if !slices.Contains(want, resp.StatusCode) {
+		return resp.StatusCode, fmt.Errorf("POST %s: %d %s", path, resp.StatusCode, data)
+	}
+	if out != nil {
+		_ = json.Unmarshal(data, out)
+	}
+	return resp.StatusCode, nil
+}
+
+// startBenchServer starts a benchRig; stop ends it (and its processes' goroutines).
+func startBenchServer(ctx context.Context, env *cliEnv, srv *servers, b serverBench) (rig *benchRig, stop func(), err error) {
 	if b.postgresURL == "" {
-		return usagef("--mode server needs --postgres (or RUNE_POSTGRES_URL), --amqp and --redis")
+		return nil, nil, usagef("--mode %s needs --postgres (or RUNE_POSTGRES_URL), --amqp and --redis", b.mode)
 	}
 	if err := srv.check(true); err != nil {
-		return err
+		return nil, nil, err
 	}
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
 	var rb [4]byte
 	_, _ = rand.Read(rb[:])
 	tag := "bench_" + hex.EncodeToString(rb[:])
 	if srv.prefix == "" {
 		srv.prefix = strings.ReplaceAll(tag, "_", "-")
-		defer purgeDeployment(env, srv)
+		stops = append(stops, func() { purgeDeployment(env, srv) })
 	}
 	log := cliLogger(env)
 	st, err := postgres.Open(ctx, b.postgresURL, tag)
 	if err != nil {
-		return fmt.Errorf("open PostgreSQL schema %s: %w", tag, err)
+		return nil, nil, fmt.Errorf("open PostgreSQL schema %s: %w", tag, err)
 	}
-	defer st.Close()
+	stops = append(stops, func() { st.Close() })
 	rt, err := srv.connect(ctx, log, amqp.RoleAdmin)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer rt.Close()
+	stops = append(stops, rt.Close)
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
+	stops = append(stops, func() { cancel(); wg.Wait() })
 	wg.Go(func() {
 		_ = worker.Run(ctx, worker.Config{Broker: rt.Broker, Engine: rt.Engine, Concurrency: b.concurrency, Logger: log})
 	})
 	wg.Go(func() {
 		_ = scheduler.Run(ctx, scheduler.Config{Timers: rt.Timers, Broker: rt.Broker, Engine: rt.Engine, Logger: log})
 	})
-	s, err := server.New(server.Config{Store: st, Broker: rt.Broker, Engine: rt.Engine, Logger: log})
+	s, err := server.New(server.Config{Store: st, Broker: rt.Broker, Engine: rt.Engine, Logger: log, Keys: b.keys})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	wg.Go(func() { _ = s.Run(ctx) })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	hs := &http.Server{Handler: s.Handler()}
 	wg.Go(func() { _ = hs.Serve(ln) })
-	defer hs.Close()
-	base := "http://" + ln.Addr().String()
+	stops = append(stops, func() { hs.Close() })
 	tok, rec, err := server.NewToken("bench", time.Now())
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := st.CreateToken(ctx, rec); err != nil {
+		return nil, nil, err
+	}
+	return &benchRig{st: st, tag: tag, base: "http://" + ln.Addr().String(), tok: tok,
+		hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: b.clients * 2}}}, stop, nil
+}
+
+func benchServer(ctx context.Context, env *cliEnv, srv *servers, b serverBench) error {
+	b.mode = "server"
+	rig, stop, err := startBenchServer(ctx, env, srv, b)
 	if err != nil {
 		return err
 	}
-	if err := st.CreateToken(ctx, rec); err != nil {
-		return err
-	}
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: b.clients * 2}}
-	post := func(path string, body []byte) (string, error) {
-		req, _ := http.NewRequestWithContext(ctx, "POST", base+path, strings.NewReader(string(body)))
-		req.Header.Set("Authorization", "Bearer "+tok)
-		resp, err := hc.Do(req)
-		if err != nil {
-			return "", err
-		}
-		defer resp.Body.Close()
-		data, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusCreated {
-			return "", fmt.Errorf("POST %s: %d %s", path, resp.StatusCode, data)
-		}
-		var x struct{ ID string }
-		_ = json.Unmarshal(data, &x)
-		return x.ID, nil
-	}
+	defer stop()
+	st, tag := rig.st, rig.tag
+	post := func(path string, body []byte) (string, error) { return rig.post(ctx, path, body, http.StatusCreated) }
 	if _, err := post("/v1/workflows", bench.LinearWorkflow(b.nodes)); err != nil {
 		return err
 	}
@@ -234,14 +292,20 @@ func waitFinal(ctx context.Context, st store.Store, id string) (*store.Execution
 }
 
 func countCompleted(ctx context.Context, st store.Store) (int, error) {
-	n, cursor := 0, ""
+	return countExecutions(ctx, st, store.ExecutionFilter{Status: store.StatusCompleted})
+}
+
+// countExecutions counts the executions f selects.
+func countExecutions(ctx context.Context, st store.Store, f store.ExecutionFilter) (int, error) {
+	n := 0
+	f.Limit = 500
 	for {
-		page, err := st.ListExecutions(ctx, store.ExecutionFilter{Status: store.StatusCompleted, Limit: 500, Cursor: cursor})
+		page, err := st.ListExecutions(ctx, f)
 		if err != nil {
 			return 0, err
 		}
 		n += len(page.Items)
-		if cursor = page.Next; cursor == "" {
+		if f.Cursor = page.Next; f.Cursor == "" {
 			return n, nil
 		}
 	}

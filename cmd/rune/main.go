@@ -53,6 +53,8 @@ func commands() []command {
 		{"token", "create, list or revoke API tokens of a server's store", cmdToken},
 		{"workflows", "push or list workflows on a server", cmdWorkflows},
 		{"executions", "list, get, follow or cancel executions on a server", cmdExecutions},
+		{"hooks", "create, list, rotate, disable or delete a workflow's webhooks on a server", cmdHooks},
+		{"schedules", "create, list, pause, resume or delete a workflow's cron schedules on a server", cmdSchedules},
 
 		{"permissions", "print the RabbitMQ and Redis commands that give a role what it needs", cmdPermissions},
 		{"dlq", "list, show, replay or purge dead letters (distributed runtime)", cmdDLQ},

@@ -313,43 +313,50 @@ func (s *Store) CreateExecution(ctx context.Context, in store.ExecutionInput) (*
 	}
 	created := true
 	err = s.tx(ctx, "create execution", func(tx *sql.Tx) error {
-		if x.IdempotencyKey != "" {
-			old, err := scanExecution(tx.QueryRowContext(ctx, queries["execution_by_key"], x.WorkflowID, x.IdempotencyKey))
-			if err == nil {
-				x, created = old, false
-				return nil
-			}
-			if !errors.Is(err, sql.ErrNoRows) {
-				return err
-			}
-		}
-		var latest int
-		var deleted sql.NullInt64
-		err := tx.QueryRowContext(ctx, queries["workflow_head"], x.WorkflowID).Scan(&latest, &deleted)
-		if errors.Is(err, sql.ErrNoRows) || deleted.Valid {
-			return fmt.Errorf("execution %s: workflow %s: %w", x.ID, x.WorkflowID, store.ErrNotFound)
-		}
-		if err != nil {
-			return err
-		}
-		if x.Version == 0 {
-			x.Version = latest
-		} else if x.Version > latest {
-			return fmt.Errorf("execution %s: workflow %s version %d: %w", x.ID, x.WorkflowID, x.Version, store.ErrNotFound)
-		}
-		res, err := tx.ExecContext(ctx, queries["execution_insert"], executionArgs(x)...)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("execution %s: %w: the id exists", x.ID, store.ErrConflict)
-		}
-		return nil
+		var err error
+		x, created, err = createExecution(ctx, tx, x)
+		return err
 	})
 	if err != nil {
 		return nil, false, err
 	}
 	return x, created, nil
+}
+
+// createExecution inserts x in tx, or returns the execution that has its
+// idempotency key and false.
+func createExecution(ctx context.Context, tx *sql.Tx, x *store.Execution) (*store.Execution, bool, error) {
+	if x.IdempotencyKey != "" {
+		old, err := scanExecution(tx.QueryRowContext(ctx, queries["execution_by_key"], x.WorkflowID, x.IdempotencyKey))
+		if err == nil {
+			return old, false, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return nil, false, err
+		}
+	}
+	var latest int
+	var deleted sql.NullInt64
+	err := tx.QueryRowContext(ctx, queries["workflow_head"], x.WorkflowID).Scan(&latest, &deleted)
+	if errors.Is(err, sql.ErrNoRows) || deleted.Valid {
+		return nil, false, fmt.Errorf("execution %s: workflow %s: %w", x.ID, x.WorkflowID, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if x.Version == 0 {
+		x.Version = latest
+	} else if x.Version > latest {
+		return nil, false, fmt.Errorf("execution %s: workflow %s version %d: %w", x.ID, x.WorkflowID, x.Version, store.ErrNotFound)
+	}
+	res, err := tx.ExecContext(ctx, queries["execution_insert"], executionArgs(x)...)
+	if err != nil {
+		return nil, false, err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return nil, false, fmt.Errorf("execution %s: %w: the id exists", x.ID, store.ErrConflict)
+	}
+	return x, true, nil
 }
 
 func (s *Store) ClaimExecutions(ctx context.Context, c store.Claim) ([]*store.Execution, error) {

@@ -66,6 +66,9 @@ func Exercise(ctx context.Context, t *testing.T, open func(t *testing.T) store.S
 		{"EventsConcurrent", testEventsConcurrent},
 		{"Credentials", testCredentials},
 		{"Tokens", testTokens},
+		{"Hooks", testHooks},
+		{"Schedules", testSchedules},
+		{"ScheduleFireConcurrent", testScheduleFireConcurrent},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

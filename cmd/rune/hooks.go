@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// triggerCmd is what `rune hooks` and `rune schedules` share: a resource
+// under a workflow (/v1/workflows/{id}/<kind>/{rid}) reached through a server.
+type triggerCmd struct {
+	env  *cliEnv
+	c    apiClient
+	kind string // "hooks" or "schedules"
+}
+
+func (tc *triggerCmd) path(wf string, rest ...string) string {
+	p := "/v1/workflows/" + url.PathEscape(wf) + "/" + tc.kind
+	for _, r := range rest {
+		p += "/" + url.PathEscape(r)
+	}
+	return p
+}
+
+// do sends body (nil: none) and prints the answer as JSON.
+func (tc *triggerCmd) do(ctx context.Context, method, path string, body []byte) error {
+	var out json.RawMessage
+	if _, err := tc.c.call(ctx, method, path, body, &out); err != nil {
+		return err
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	var v any
+	_ = json.Unmarshal(out, &v)
+	return printJSON(tc.env, v)
+}
+
+// list prints each item of the workflow's list with line.
+func (tc *triggerCmd) list(ctx context.Context, wf string, line func(item map[string]any) string) error {
+	var page struct {
+		Items []map[string]any `json:"items"`
+	}
+	if _, err := tc.c.call(ctx, "GET", tc.path(wf), nil, &page); err != nil {
+		return err
+	}
+	for _, it := range page.Items {
+		fmt.Fprintln(tc.env.stdout, line(it))
+	}
+	return nil
+}
+
+// settingsBody merges flag-given fields into the JSON object of --settings.
+func settingsBody(settings string, fields map[string]any) ([]byte, error) {
+	body := map[string]any{}
+	if settings != "" {
+		if err := json.Unmarshal([]byte(settings), &body); err != nil {
+			return nil, usagef("--settings: not a JSON object: %v", err)
+		}
+	}
+	for k, v := range fields {
+		body[k] = v
+	}
+	return json.Marshal(body)
+}
+
+// want checks the positional arguments of a subcommand.
+func want(pos []string, n int, usage string) error {
+	if len(pos) != n {
+		return usagef("%s: want %s", pos[0], usage)
+	}
+	return nil
+}
+
+func cmdHooks(ctx context.Context, env *cliEnv, args []string) error {
+	fs := flag.NewFlagSet("hooks", flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	tc := &triggerCmd{env: env, kind: "hooks"}
+	tc.c.flags(fs, env)
+	name := fs.String("name", "", "create: the hook's name")
+	signed := fs.Bool("signed", false, "create: verify an HMAC-SHA256 signature (a signing secret is generated and shown once)")
+	settings := fs.String("settings", "", `create, update: the hook's settings as JSON, e.g. {"headers":["X-GitHub-Event"],"rate_limit":{"per_second":10}} (docs/triggers.md)`)
+	rotateSigning := fs.Bool("signing-secret", false, "rotate: replace the signing secret too")
+	fs.Usage = func() {
+		fmt.Fprintln(env.stderr, `Usage: rune hooks create WORKFLOW [--name N] [--signed] [--settings JSON]
+       rune hooks list WORKFLOW | get WORKFLOW HOOK | delete WORKFLOW HOOK
+       rune hooks update WORKFLOW HOOK --settings JSON
+       rune hooks enable|disable WORKFLOW HOOK
+       rune hooks rotate WORKFLOW HOOK [--signing-secret]
+
+Webhooks start executions from POST <server>/v1/hooks/<secret> (docs/triggers.md).
+The URL's secret and the signing secret are shown once: by create and rotate.`)
+		fs.PrintDefaults()
+	}
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) < 2 {
+		return usagef("want a subcommand and a workflow id (rune hooks --help)")
+	}
+	wf := pos[1]
+	switch pos[0] {
+	case "create":
+		if err := want(pos, 2, "WORKFLOW"); err != nil {
+			return err
+		}
+		fields := map[string]any{}
+		if *name != "" {
+			fields["name"] = *name
+		}
+		if *signed {
+			fields["signature"] = map[string]any{}
+		}
+		body, err := settingsBody(*settings, fields)
+		if err != nil {
+			return err
+		}
+		return tc.do(ctx, "POST", tc.path(wf), body)
+	case "list":
+		if err := want(pos, 2, "WORKFLOW"); err != nil {
+			return err
+		}
+		return tc.list(ctx, wf, func(h map[string]any) string {
+			state := "enabled"
+			if h["disabled"] == true {
+				state = "disabled"
+			}
+			return fmt.Sprintf("%-26s %-8s signed=%-5v %s", h["id"], state, h["signed"], h["name"])
+		})
+	case "get", "delete":
+		if err := want(pos, 3, "WORKFLOW HOOK"); err != nil {
+			return err
+		}
+		return tc.do(ctx, strings.ToUpper(pos[0]), tc.path(wf, pos[2]), nil)
+	case "update":
+		if err := want(pos, 3, "WORKFLOW HOOK"); err != nil {
+			return err
+		}
+		if *settings == "" {
+			return usagef("update: want --settings JSON (the whole settings: what it omits is reset)")
+		}
+		return tc.do(ctx, "PUT", tc.path(wf, pos[2]), []byte(*settings))
+	case "enable", "disable":
+		if err := want(pos, 3, "WORKFLOW HOOK"); err != nil {
+			return err
+		}
+		var cur map[string]any
+		if _, err := tc.c.call(ctx, "GET", tc.path(wf, pos[2]), nil, &cur); err != nil {
+			return err
+		}
+		for _, k := range []string{"id", "workflow_id", "signed", "created_at", "updated_at"} {
+			delete(cur, k)
+		}
+		cur["disabled"] = pos[0] == "disable"
+		body, _ := json.Marshal(cur)
+		return tc.do(ctx, "PUT", tc.path(wf, pos[2]), body)
+	case "rotate":
+		if err := want(pos, 3, "WORKFLOW HOOK"); err != nil {
+			return err
+		}
+		p := tc.path(wf, pos[2], "rotate")
+		if *rotateSigning {
+			p += "?signing_secret=true"
+		}
+		return tc.do(ctx, "POST", p, nil)
+	}
+	return usagef("unknown subcommand %q: want create, list, get, update, enable, disable, rotate or delete", pos[0])
+}

@@ -1,0 +1,369 @@
+package server_test
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rune-org/rune/embedded"
+	"github.com/rune-org/rune/internal/testinfra"
+	"github.com/rune-org/rune/secrets"
+	"github.com/rune-org/rune/server"
+	"github.com/rune-org/rune/store"
+	"github.com/rune-org/rune/store/storetest"
+)
+
+// triggerTarget is a server on st with the in-process runtime, its API on
+// an httptest server: the triggers' tests run it on both stores.
+func triggerTarget(t *testing.T, st store.Store) *target {
+	t.Helper()
+	keys, err := secrets.LoadKeys("", filepath.Join(t.TempDir(), "secret.key"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &testinfra.Buffer{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	rt, err := embedded.New(embedded.Options{Logger: log, ConsumeEvents: true, Secrets: secrets.Store{Store: st, Keys: keys}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := server.New(server.Config{Store: st, Broker: rt.Broker, Engine: rt.Engine, Keys: keys, Logger: log,
+		SchedulePoll: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("server run: %v", err)
+		}
+		rt.Close()
+	})
+	return &target{url: hs.URL, token: newToken(t, st, "triggers"), store: st, output: logs.String}
+}
+
+func eachStore(t *testing.T, fn func(t *testing.T, tg *target)) {
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			var st store.Store
+			if kind == "sqlite" {
+				st = storetest.SQLite(t)
+			} else {
+				st = storetest.Postgres(t)
+			}
+			fn(t, triggerTarget(t, st))
+		})
+	}
+}
+
+type hookView struct {
+	ID            string `json:"id"`
+	URL           string `json:"url"`
+	Secret        string `json:"secret"`
+	SigningSecret string `json:"signing_secret"`
+	Signed        bool   `json:"signed"`
+	Disabled      bool   `json:"disabled"`
+}
+
+type hookAnswer struct {
+	ExecutionID string          `json:"execution_id"`
+	Status      string          `json:"status"`
+	Duplicate   bool            `json:"duplicate"`
+	Result      json.RawMessage `json:"result"`
+}
+
+// sign returns the signature headers of body at ts.
+func sign(secret string, ts time.Time, body string) []string {
+	t := strconv.FormatInt(ts.Unix(), 10)
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(t + "." + body))
+	return []string{"X-Rune-Timestamp", t, "X-Rune-Signature", "sha256=" + hex.EncodeToString(mac.Sum(nil))}
+}
+
+// deliver posts body to a hook URL without a bearer token.
+func (a *api) deliver(url, body string, header ...string) *response {
+	a.t.Helper()
+	h := map[string]string{"Authorization": "", "Content-Type": "application/json"}
+	for i := 0; i+1 < len(header); i += 2 {
+		h[header[i]] = header[i+1]
+	}
+	return a.do("POST", url, []byte(body), h)
+}
+
+func (a *api) executionsOf(workflowID string) []execution {
+	a.t.Helper()
+	var page struct {
+		Items []execution `json:"items"`
+	}
+	a.want(http.StatusOK, "GET", "/v1/executions?limit=500&workflow_id="+workflowID, nil, &page)
+	return page.Items
+}
+
+// TestWebhooks: a signed hook starts one execution per valid delivery; a
+// replayed delivery id, a bad signature, a stale timestamp, an oversized
+// body and a disabled hook start nothing (200 duplicate / 401 / 401 / 413
+// / 404); a burst over the rate limit gets 429 with Retry-After; rotation
+// retires the old URL; a reply hook answers the selected result.
+func TestWebhooks(t *testing.T) {
+	t.Parallel()
+	eachStore(t, testWebhooks)
+}
+
+func testWebhooks(t *testing.T, tg *target) {
+	a := newAPI(t, tg)
+	wf := "hooked"
+	a.pushWorkflow(wfDef(wf, `{"id":"s","type":"set","parameters":{"values":{"event":"{{ $trigger.body.event }}","agent":"{{ $trigger.headers['x-event'] }}"}}}`,
+		`{"id":"e1","src":"start","dst":"s"}`))
+	var hk hookView
+	a.want(http.StatusCreated, "POST", "/v1/workflows/"+wf+"/hooks", []byte(`{"name":"github","signature":{},
+		"headers":["X-Event"],"max_body":1024}`), &hk)
+	if !strings.HasPrefix(hk.URL, "/v1/hooks/rh_") || !hk.Signed || len(hk.SigningSecret) < 20 {
+		t.Fatalf("created hook %+v: want a URL and a generated signing secret", hk)
+	}
+
+	body := `{"event":"push"}`
+	now := time.Now()
+	r := a.deliver(hk.URL+"?ref=main", body, append(sign(hk.SigningSecret, now, body), "X-Request-Id", "d-1", "X-Event", "push-agent", "X-Secret-Header", "no")...)
+	if r.status != http.StatusAccepted {
+		t.Fatalf("valid delivery: %d %s, want 202", r.status, r.body)
+	}
+	var ans hookAnswer
+	r.decode(t, &ans)
+	done := a.waitStatus(ans.ExecutionID, "completed")
+	if done.Trigger != "hook:"+hk.ID || !strings.Contains(string(done.Completion), `"event":"push"`) ||
+		!strings.Contains(string(done.Completion), `"agent":"push-agent"`) {
+		t.Fatalf("execution trigger %q, completion %s: want the hook, the body and the allowed header", done.Trigger, done.Completion)
+	}
+	var full struct {
+		Input struct {
+			HookID     string              `json:"hook_id"`
+			DeliveryID string              `json:"delivery_id"`
+			Headers    map[string]string   `json:"headers"`
+			Query      map[string][]string `json:"query"`
+		} `json:"input"`
+	}
+	a.want(http.StatusOK, "GET", "/v1/executions/"+ans.ExecutionID, nil, &full)
+	if in := full.Input; in.HookID != hk.ID || in.DeliveryID != "d-1" || len(in.Headers) != 1 || in.Query["ref"][0] != "main" {
+		t.Fatalf("trigger payload %+v: want hook, delivery, only the allowed header, the query", in)
+	}
+
+	// A sender's retry (same delivery id, signed again): no second execution.
+	r = a.deliver(hk.URL, body, append(sign(hk.SigningSecret, time.Now(), body), "X-Request-Id", "d-1")...)
+	var dup hookAnswer
+	if r.decode(t, &dup); r.status != http.StatusOK || !dup.Duplicate || dup.ExecutionID != ans.ExecutionID {
+		t.Fatalf("replayed delivery: %d %s, want 200 duplicate of %s", r.status, r.body, ans.ExecutionID)
+	}
+	bad := sign(hk.SigningSecret, time.Now(), body)
+	bad[3] = "sha256=" + strings.Repeat("0", 64)
+	for _, c := range []struct {
+		name   string
+		status int
+		body   string
+		header []string
+	}{
+		{"bad signature", 401, body, append(bad, "X-Request-Id", "d-2")},
+		{"signed by another secret", 401, body, append(sign("whsec_not-the-secret", time.Now(), body), "X-Request-Id", "d-3")},
+		{"stale timestamp", 401, body, append(sign(hk.SigningSecret, time.Now().Add(-10*time.Minute), body), "X-Request-Id", "d-4")},
+		{"no signature", 401, body, []string{"X-Request-Id", "d-5"}},
+		{"oversized body", 413, `{"event":"` + strings.Repeat("x", 2000) + `"}`, nil},
+		{"unknown hook", 404, body, nil},
+	} {
+		url := hk.URL
+		if c.name == "unknown hook" {
+			url = "/v1/hooks/rh_" + strings.Repeat("A", 43)
+		}
+		hdr := c.header
+		if c.status == 413 {
+			hdr = sign(hk.SigningSecret, time.Now(), c.body)
+		}
+		r := a.deliver(url, c.body, hdr...)
+		var e errorBody
+		if r.decode(t, &e); r.status != c.status || e.Error.Message == "" {
+			t.Errorf("%s: %d %s, want %d with an error body", c.name, r.status, r.body, c.status)
+		}
+	}
+	// Disabled: 404, like an unknown hook.
+	a.want(http.StatusOK, "PUT", "/v1/workflows/"+wf+"/hooks/"+hk.ID, []byte(`{"name":"github","signature":{},"headers":["X-Event"],"max_body":1024,"disabled":true}`), nil)
+	if r := a.deliver(hk.URL, body, append(sign(hk.SigningSecret, time.Now(), body), "X-Request-Id", "d-6")...); r.status != http.StatusNotFound {
+		t.Fatalf("disabled hook: %d %s, want 404", r.status, r.body)
+	}
+	if xs := a.executionsOf(wf); len(xs) != 1 {
+		t.Fatalf("%d executions, want 1: a refused delivery started one", len(xs))
+	}
+
+	// Rotation: the old URL is gone at once, the new one works (the
+	// signing secret was kept).
+	a.want(http.StatusOK, "PUT", "/v1/workflows/"+wf+"/hooks/"+hk.ID, []byte(`{"name":"github","signature":{},"headers":["X-Event"],"max_body":1024}`), nil)
+	var rot hookView
+	a.want(http.StatusOK, "POST", "/v1/workflows/"+wf+"/hooks/"+hk.ID+"/rotate", nil, &rot)
+	if rot.URL == hk.URL || rot.SigningSecret != "" {
+		t.Fatalf("rotated %+v: want a new URL, the same signing secret (not shown)", rot)
+	}
+	if r := a.deliver(hk.URL, body, sign(hk.SigningSecret, time.Now(), body)...); r.status != http.StatusNotFound {
+		t.Fatalf("old URL after rotation: %d, want 404", r.status)
+	}
+	if r := a.deliver(rot.URL, body, sign(hk.SigningSecret, time.Now(), body)...); r.status != http.StatusAccepted {
+		t.Fatalf("new URL after rotation: %d %s, want 202", r.status, r.body)
+	}
+
+	// A burst over the rate limit: the burst passes, the rest get 429.
+	var limited hookView
+	a.want(http.StatusCreated, "POST", "/v1/workflows/"+wf+"/hooks", []byte(`{"name":"limited","rate_limit":{"per_second":0.2,"burst":3}}`), &limited)
+	codes := map[int]int{}
+	for i := range 10 {
+		r := a.deliver(limited.URL, fmt.Sprintf(`{"event":"burst-%d"}`, i))
+		codes[r.status]++
+		if r.status == http.StatusTooManyRequests {
+			if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra < 1 || ra > 5 {
+				t.Errorf("429 Retry-After %q, want 1–5 seconds", r.header.Get("Retry-After"))
+			}
+		}
+	}
+	if codes[http.StatusAccepted] != 3 || codes[http.StatusTooManyRequests] != 7 {
+		t.Fatalf("burst of 10 at 0.2/s with burst 3: %v, want 3×202 and 7×429", codes)
+	}
+
+	// A reply hook waits for the end and answers the selected result.
+	var reply hookView
+	a.want(http.StatusCreated, "POST", "/v1/workflows/"+wf+"/hooks", []byte(`{"name":"sync","headers":["X-Event"],"reply":{"timeout":"20s","select":"$s.event"}}`), &reply)
+	r = a.deliver(reply.URL, `{"event":"sync-call"}`, "X-Event", "e")
+	var res hookAnswer
+	if r.decode(t, &res); r.status != http.StatusOK || res.Status != "completed" || string(res.Result) != `"sync-call"` {
+		t.Fatalf("reply hook: %d %s, want 200 with result \"sync-call\"", r.status, r.body)
+	}
+	var list struct{ Items []hookView }
+	a.want(http.StatusOK, "GET", "/v1/workflows/"+wf+"/hooks", nil, &list)
+	if len(list.Items) != 3 {
+		t.Fatalf("%d hooks listed, want 3", len(list.Items))
+	}
+	// Secrets are shown once: never in a list, a get, a log line.
+	for _, secret := range []string{hk.Secret, hk.SigningSecret, rot.Secret} {
+		for _, h := range list.Items {
+			if h.Secret != "" || h.SigningSecret != "" || h.URL != "" {
+				t.Fatalf("listed hook shows a secret: %+v", h)
+			}
+		}
+		if strings.Contains(tg.output(), secret) {
+			t.Fatal("a hook secret appears in the server's logs")
+		}
+	}
+	// A server-side failure on a delivery (a signing secret sealed with a
+	// key the server no longer has) is logged without the URL's secret.
+	stored, err := tg.store.GetHook(context.Background(), hk.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored.SigningKeyID = "retired-key"
+	if err := tg.store.UpdateHook(context.Background(), stored); err != nil {
+		t.Fatal(err)
+	}
+	if r := a.deliver(rot.URL, body, sign(hk.SigningSecret, time.Now(), body)...); r.status != http.StatusInternalServerError {
+		t.Fatalf("delivery with an unusable signing secret: %d %s, want 500", r.status, r.body)
+	}
+	if out := tg.output(); !strings.Contains(out, "/v1/hooks/{secret}") || strings.Contains(out, rot.Secret) {
+		t.Fatalf("the failed delivery's log line must name the route, not the secret:\n%s", out)
+	}
+	a.want(http.StatusNoContent, "DELETE", "/v1/workflows/"+wf+"/hooks/"+limited.ID, nil, nil)
+	if r := a.deliver(limited.URL, body); r.status != http.StatusNotFound {
+		t.Fatalf("deleted hook: %d, want 404", r.status)
+	}
+}
+
+// TestSchedulesAPI: a schedule's next fire times are shown, its slots
+// start executions that record it as their trigger, pause stops them and
+// resume starts them again; invalid settings are 400.
+func TestSchedulesAPI(t *testing.T) {
+	t.Parallel()
+	eachStore(t, testSchedulesAPI)
+}
+
+type scheduleView struct {
+	ID            string      `json:"id"`
+	Cron          string      `json:"cron"`
+	Timezone      string      `json:"timezone"`
+	Policy        string      `json:"policy"`
+	Paused        bool        `json:"paused"`
+	NextAt        *time.Time  `json:"next_at"`
+	NextFireTimes []time.Time `json:"next_fire_times"`
+}
+
+func testSchedulesAPI(t *testing.T, tg *target) {
+	a := newAPI(t, tg)
+	wf := "clocked"
+	a.pushWorkflow(wfDef(wf, `{"id":"s","type":"set","parameters":{"values":{"slot":"{{ $trigger.slot }}","x":"{{ $trigger.input.x }}"}}}`, `{"id":"e1","src":"start","dst":"s"}`))
+	var sc scheduleView
+	a.want(http.StatusCreated, "POST", "/v1/workflows/"+wf+"/schedules", []byte(`{"name":"tick","cron":"@every 1s","input":{"x":7}}`), &sc)
+	if sc.Timezone != "UTC" || sc.Policy != "skip" || len(sc.NextFireTimes) != 5 || sc.NextAt == nil ||
+		!sc.NextFireTimes[0].Equal(*sc.NextAt) || sc.NextFireTimes[4].Sub(sc.NextFireTimes[0]) != 4*time.Second {
+		t.Fatalf("created schedule %+v: want UTC, skip and 5 next fire times 1 s apart", sc)
+	}
+	var daily scheduleView
+	a.want(http.StatusCreated, "POST", "/v1/workflows/"+wf+"/schedules", []byte(`{"cron":"0 9 * * 1-5","timezone":"Europe/Paris","paused":true}`), &daily)
+	if !daily.Paused || len(daily.NextFireTimes) != 0 {
+		t.Fatalf("paused schedule %+v: want no next fire times", daily)
+	}
+	a.want(http.StatusOK, "POST", "/v1/workflows/"+wf+"/schedules/"+daily.ID+"/resume", nil, &daily)
+	if len(daily.NextFireTimes) != 5 || daily.NextFireTimes[0].In(mustZone(t, "Europe/Paris")).Hour() != 9 {
+		t.Fatalf("resumed schedule %+v: want 5 fire times at 09:00 Paris", daily)
+	}
+	a.want(http.StatusNoContent, "DELETE", "/v1/workflows/"+wf+"/schedules/"+daily.ID, nil, nil)
+
+	// Two slots run, each recorded as started by the schedule.
+	deadline := time.Now().Add(60 * time.Second)
+	var xs []execution
+	for len(xs) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d executions after 60 s, want 2 slots", len(xs))
+		}
+		time.Sleep(100 * time.Millisecond)
+		xs = a.executionsOf(wf)
+	}
+	for _, x := range xs[:2] {
+		done := a.waitStatus(x.ID, "completed")
+		if done.Trigger != "schedule:"+sc.ID || !strings.Contains(string(done.Completion), `"x":7`) {
+			t.Fatalf("execution trigger %q completion %s: want the schedule and its input", done.Trigger, done.Completion)
+		}
+	}
+	a.want(http.StatusOK, "POST", "/v1/workflows/"+wf+"/schedules/"+sc.ID+"/pause", nil, &sc)
+	time.Sleep(300 * time.Millisecond) // a fire in flight when the pause committed
+	n := len(a.executionsOf(wf))
+	time.Sleep(2500 * time.Millisecond)
+	if m := len(a.executionsOf(wf)); m != n {
+		t.Fatalf("%d executions started while paused", m-n)
+	}
+	for _, bad := range []string{`{"cron":"* * *"}`, `{"cron":"@every 1m","timezone":"Nowhere/Land"}`,
+		`{"cron":"@daily","policy":"sometimes"}`, `{"cron":"@daily","start_at":"2027-01-02T00:00:00Z","end_at":"2027-01-01T00:00:00Z"}`} {
+		e := a.wantError(http.StatusBadRequest, "invalid_request", "POST", "/v1/workflows/"+wf+"/schedules", []byte(bad))
+		if !strings.Contains(e.Error.Message, "field ") {
+			t.Errorf("%s: error %q does not name the field", bad, e.Error.Message)
+		}
+	}
+	a.wantError(http.StatusNotFound, "not_found", "GET", "/v1/workflows/nope/schedules", nil)
+	a.wantError(http.StatusNotFound, "not_found", "GET", "/v1/workflows/"+wf+"/schedules/sch_nope", nil)
+}
+
+func mustZone(t *testing.T, name string) *time.Location {
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loc
+}

@@ -1,0 +1,179 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Hook is a webhook of a workflow: POST /v1/hooks/{secret} starts an
+// execution. The secret in the URL is the credential, so the store keeps
+// only its SHA-256; ID is the hook's public handle for management.
+type Hook struct {
+	ID         string
+	WorkflowID string
+	Name       string
+	// SecretHash is the SHA-256 of the URL's secret.
+	SecretHash []byte
+	// Settings is the server's configuration of the hook (verification,
+	// headers, limits, reply), opaque to the store.
+	Settings json.RawMessage
+	// SigningKeyID and SigningSecret are the request-signing secret sealed
+	// by the server's keyring; both empty when requests are not verified.
+	SigningKeyID  string
+	SigningSecret []byte
+	Disabled      bool
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+// Schedule is a cron schedule of a workflow. The store keeps the next slot
+// to fire (NextAt); replicas fire a slot through FireSchedule, whose
+// compare-and-set on NextAt lets exactly one of them fire it.
+type Schedule struct {
+	ID         string
+	WorkflowID string
+	Name       string
+	// Settings is the server's configuration of the schedule (expression,
+	// time zone, jitter, window, policy, input), opaque to the store.
+	Settings json.RawMessage
+	Paused   bool
+	// NextAt is the next slot to fire; nil once the schedule has ended.
+	NextAt *time.Time
+	// LastSlot is the newest slot decided (fired or skipped as missed).
+	LastSlot  *time.Time
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Fire is one decision of a schedule's slots: the slots from From (the
+// NextAt the caller read) up to LastSlot were fired (Executions, each with
+// its slot as idempotency key) or skipped; Next is the slot after them.
+type Fire struct {
+	ScheduleID string
+	From       time.Time
+	Next       *time.Time
+	LastSlot   time.Time
+	Executions []ExecutionInput
+	At         time.Time
+}
+
+// TriggerStore holds webhooks and schedules (issue 15). Every method is
+// safe for concurrent use, from several processes where the implementation
+// allows it.
+type TriggerStore interface {
+	// CreateHook stores h (ID, WorkflowID and SecretHash required; a taken
+	// ID or secret hash is ErrConflict).
+	CreateHook(ctx context.Context, h *Hook) error
+	// GetHook returns hook id.
+	GetHook(ctx context.Context, id string) (*Hook, error)
+	// HookBySecret returns the hook whose secret hashes to hash.
+	HookBySecret(ctx context.Context, hash []byte) (*Hook, error)
+	// ListHooks returns workflow id's hooks, oldest first.
+	ListHooks(ctx context.Context, workflowID string) ([]*Hook, error)
+	// UpdateHook replaces hook h.ID's name, secret hash, settings, signing
+	// secret and disabled flag.
+	UpdateHook(ctx context.Context, h *Hook) error
+	// DeleteHook removes hook id.
+	DeleteHook(ctx context.Context, id string) error
+
+	// CreateSchedule stores sc (ID and WorkflowID required; a taken ID is ErrConflict).
+	CreateSchedule(ctx context.Context, sc *Schedule) error
+	// GetSchedule returns schedule id.
+	GetSchedule(ctx context.Context, id string) (*Schedule, error)
+	// ListSchedules returns workflow id's schedules, oldest first.
+	ListSchedules(ctx context.Context, workflowID string) ([]*Schedule, error)
+	// UpdateSchedule replaces schedule sc.ID's name, settings, paused flag,
+	// NextAt and LastSlot.
+	UpdateSchedule(ctx context.Context, sc *Schedule) error
+	// DeleteSchedule removes schedule id.
+	DeleteSchedule(ctx context.Context, id string) error
+	// DueSchedules returns up to limit schedules that are not paused, whose
+	// workflow is not deleted and whose NextAt ≤ now, earliest first.
+	DueSchedules(ctx context.Context, now time.Time, limit int) ([]*Schedule, error)
+	// FireSchedule applies f in one transaction: when the schedule's NextAt
+	// is still f.From and it is not paused, it moves NextAt to f.Next and
+	// LastSlot to f.LastSlot and enqueues f.Executions (one whose
+	// idempotency key exists is skipped); it returns those it enqueued.
+	// Otherwise (another replica fired the slot, or the schedule was
+	// paused or changed) it is ErrConflict and nothing changes.
+	FireSchedule(ctx context.Context, f Fire) ([]*Execution, error)
+}
+
+// CheckHook validates h and fills in its times.
+func CheckHook(h *Hook) error {
+	switch {
+	case h.ID == "":
+		return invalid("hook id: missing")
+	case h.WorkflowID == "":
+		return invalid("hook %s: workflow id: missing", h.ID)
+	case len(h.SecretHash) == 0:
+		return invalid("hook %s: secret hash: missing", h.ID)
+	case len(h.Settings) > 0 && !json.Valid(h.Settings):
+		return invalid("hook %s: settings: not valid JSON", h.ID)
+	}
+	h.UpdatedAt = Micro(orNow(h.UpdatedAt))
+	if h.CreatedAt.IsZero() {
+		h.CreatedAt = h.UpdatedAt
+	}
+	h.CreatedAt = Micro(h.CreatedAt)
+	return nil
+}
+
+// CheckSchedule validates sc and fills in its times.
+func CheckSchedule(sc *Schedule) error {
+	switch {
+	case sc.ID == "":
+		return invalid("schedule id: missing")
+	case sc.WorkflowID == "":
+		return invalid("schedule %s: workflow id: missing", sc.ID)
+	case len(sc.Settings) > 0 && !json.Valid(sc.Settings):
+		return invalid("schedule %s: settings: not valid JSON", sc.ID)
+	}
+	sc.UpdatedAt = Micro(orNow(sc.UpdatedAt))
+	if sc.CreatedAt.IsZero() {
+		sc.CreatedAt = sc.UpdatedAt
+	}
+	sc.CreatedAt = Micro(sc.CreatedAt)
+	sc.NextAt, sc.LastSlot = microPtr(sc.NextAt), microPtr(sc.LastSlot)
+	return nil
+}
+
+// CheckFire validates f and returns the executions it enqueues.
+func CheckFire(f *Fire) ([]*Execution, error) {
+	if f.ScheduleID == "" {
+		return nil, invalid("fire: schedule id: missing")
+	}
+	f.At = Micro(orNow(f.At))
+	f.From, f.LastSlot, f.Next = Micro(f.From), Micro(f.LastSlot), microPtr(f.Next)
+	xs := make([]*Execution, 0, len(f.Executions))
+	for _, in := range f.Executions {
+		if in.IdempotencyKey == "" {
+			return nil, invalid("fire %s: execution %s: idempotency key: missing (the slot)", f.ScheduleID, in.ID)
+		}
+		if in.At.IsZero() {
+			in.At = f.At
+		}
+		x, err := NewExecution(in)
+		if err != nil {
+			return nil, err
+		}
+		xs = append(xs, x)
+	}
+	return xs, nil
+}
+
+func orNow(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Now()
+	}
+	return t
+}
+
+func microPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	m := Micro(*t)
+	return &m
+}
