@@ -18,10 +18,10 @@ import (
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/rune-org/rune/bench"
 	"github.com/rune-org/rune/broker/amqp"
+	coordredis "github.com/rune-org/rune/coord/redis"
 	"github.com/rune-org/rune/embedded"
 )
 
@@ -525,16 +525,8 @@ func purgeDeployment(env *cliEnv, srv *servers) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var errs []error
-	if opts, err := goredis.ParseURL(srv.redisURL); err == nil {
-		rc := goredis.NewClient(opts)
-		iter := rc.Scan(ctx, 0, srv.prefix+":*", 1000).Iterator()
-		for iter.Next(ctx) {
-			if err := rc.Del(ctx, iter.Val()).Err(); err != nil {
-				errs = append(errs, err)
-				break
-			}
-		}
-		if err := iter.Err(); err != nil {
+	if rc := srv.redisClient(); rc != nil {
+		if err := coordredis.DeleteKeys(ctx, rc, srv.prefix+":*"); err != nil {
 			errs = append(errs, err)
 		}
 		rc.Close()

@@ -17,6 +17,7 @@ import (
 	"github.com/rune-org/rune/broker/sign"
 	"github.com/rune-org/rune/client"
 	"github.com/rune-org/rune/coord"
+	coordredis "github.com/rune-org/rune/coord/redis"
 	"github.com/rune-org/rune/distributed"
 	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/metrics"
@@ -40,7 +41,7 @@ type servers struct {
 func (s *servers) flags(fs *flag.FlagSet, env *cliEnv, needRedis bool) {
 	fs.StringVar(&s.amqpURL, "amqp", env.getenv("RUNE_AMQP_URL"), "RabbitMQ URL (env RUNE_AMQP_URL), e.g. amqp://guest:guest@127.0.0.1:5672/")
 	if needRedis {
-		fs.StringVar(&s.redisURL, "redis", env.getenv("RUNE_REDIS_URL"), "Redis URL (env RUNE_REDIS_URL), e.g. redis://127.0.0.1:6379/0")
+		fs.StringVar(&s.redisURL, "redis", env.getenv("RUNE_REDIS_URL"), "Redis URL (env RUNE_REDIS_URL), e.g. redis://127.0.0.1:6379/0; a Redis Cluster: redis://host1:6379,host2:6379?shards=16 or ?cluster=true")
 	}
 	fs.StringVar(&s.prefix, "prefix", env.getenv("RUNE_PREFIX"), "prefix of every queue, exchange and Redis key (env RUNE_PREFIX); isolates deployments sharing servers")
 	s.signingKeys = env.getenv(sign.EnvVar)
@@ -57,12 +58,12 @@ func (s *servers) check(needRedis bool) error {
 }
 
 // redisClient opens a client of --redis, nil when the URL does not parse.
-func (s *servers) redisClient() *goredis.Client {
-	opts, err := goredis.ParseURL(s.redisURL)
+func (s *servers) redisClient() goredis.UniversalClient {
+	conn, err := coordredis.Open(s.redisURL)
 	if err != nil {
 		return nil
 	}
-	return goredis.NewClient(opts)
+	return conn.Client
 }
 
 // connect connects to the servers in role; nodes resolve credentials from
@@ -74,9 +75,11 @@ func (s *servers) connect(ctx context.Context, log *slog.Logger, role string) (*
 // connectWith is connect with the credentials resolver sec and metrics
 // recorded by rec (nil: none).
 func (s *servers) connectWith(ctx context.Context, log *slog.Logger, role string, sec node.Secrets, rec *metrics.Recorder) (*distributed.Runtime, error) {
-	if _, err := goredis.ParseURL(s.redisURL); err != nil {
+	conn, err := coordredis.Open(s.redisURL)
+	if err != nil {
 		return nil, usagef("--redis: %v", err)
 	}
+	conn.Client.Close() // only checked: Connect opens its own
 	var keys *sign.Keyring
 	if s.signingKeys != "" {
 		var err error

@@ -47,6 +47,13 @@ func RedisClusterAddrs(t testing.TB) []string {
 	return cluster.addrs
 }
 
+// RedisClusterURL is a Redis URL of the cluster of RedisClusterAddrs, in
+// the form coord/redis.Open reads: its hosts comma-separated.
+func RedisClusterURL(t testing.TB) string {
+	t.Helper()
+	return "redis://" + strings.Join(RedisClusterAddrs(t), ",")
+}
+
 // StopRedisCluster shuts down the cluster RedisClusterAddrs started, if
 // any, and removes its files. Call it from TestMain after m.Run.
 func StopRedisCluster() {
