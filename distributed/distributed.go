@@ -52,6 +52,11 @@ type Config struct {
 	// unsigned or badly signed ones (amqp.Config.Signing). Default nil:
 	// no signing.
 	Signing *sign.Keyring
+	// QueueType and ExecutionQueues are amqp.Config's: the type of the
+	// durable queues and how many execution queues there are. Defaults
+	// classic and 1.
+	QueueType       string
+	ExecutionQueues int
 	// Metrics records what the engine does; nil records nothing. The
 	// worker and scheduler take it in their own Config.
 	Metrics *metrics.Recorder
@@ -90,7 +95,8 @@ func Connect(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.Prefix != "" {
 		qprefix, kprefix = cfg.Prefix+".", cfg.Prefix
 	}
-	b, err := amqp.New(ctx, amqp.Config{URL: cfg.AMQPURL, Prefix: qprefix, Role: cfg.Role, Logger: cfg.Logger, Name: "rune " + cfg.Role, Signing: cfg.Signing})
+	b, err := amqp.New(ctx, amqp.Config{URL: cfg.AMQPURL, Prefix: qprefix, Role: cfg.Role, Logger: cfg.Logger, Name: "rune " + cfg.Role, Signing: cfg.Signing,
+		QueueType: cfg.QueueType, ExecutionQueues: cfg.ExecutionQueues})
 	if err != nil {
 		rc.Close()
 		return nil, fmt.Errorf("connect to RabbitMQ: %w (is it running? check the AMQP URL)", err)

@@ -214,7 +214,7 @@ func benchDistributed(ctx context.Context, env *cliEnv, srv *servers, o distribu
 	defer cancel(nil)
 	var workers *workerGroup
 	if o.spawn > 0 {
-		wargs := append([]string{"worker", "--amqp", srv.amqpURL, "--redis", srv.redisURL, "--prefix", srv.prefix},
+		wargs := append(append([]string{"worker"}, srv.args()...),
 			"--concurrency", strconv.Itoa(conc))
 		if o.prefetch > 0 {
 			wargs = append(wargs, "--prefetch", strconv.Itoa(o.prefetch))
@@ -536,7 +536,11 @@ func purgeDeployment(env *cliEnv, srv *servers) {
 		errs = append(errs, err)
 	} else {
 		p := srv.prefix + "."
-		for _, q := range []string{"workflow.execution", "workflow.node.status", "workflow.completion", "workflow.timeout.process", "workflow.dlq"} {
+		queues := []string{"workflow.execution", "workflow.node.status", "workflow.completion", "workflow.timeout.process", "workflow.dlq"}
+		for i := 1; i < srv.executionQueues; i++ {
+			queues = append(queues, "workflow.execution.shard."+strconv.Itoa(i))
+		}
+		for _, q := range queues {
 			if ch, err := conn.Channel(); err == nil {
 				if _, err := ch.QueueDelete(p+q, false, false, false); err != nil {
 					errs = append(errs, err)

@@ -52,7 +52,7 @@ func benchFanout(ctx context.Context, env *cliEnv, srv *servers, n, spawn, concu
 		ctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
 		if spawn > 0 {
-			args := []string{"worker", "--amqp", srv.amqpURL, "--redis", srv.redisURL, "--prefix", srv.prefix}
+			args := append([]string{"worker"}, srv.args()...)
 			if concurrency > 0 {
 				args = append(args, "--concurrency", strconv.Itoa(concurrency))
 			}
@@ -115,7 +115,7 @@ func benchTimers(ctx context.Context, env *cliEnv, srv *servers, o timerBench) e
 	defer cancel(nil)
 	var workers *workerGroup
 	if o.spawn > 0 {
-		args := []string{"worker", "--scheduler", "--amqp", srv.amqpURL, "--redis", srv.redisURL, "--prefix", srv.prefix}
+		args := append([]string{"worker", "--scheduler"}, srv.args()...)
 		if o.concurrency > 0 {
 			args = append(args, "--concurrency", strconv.Itoa(o.concurrency))
 		}
