@@ -43,8 +43,8 @@ const (
 // unacked (Redelivered set).
 //
 // With Config.ExecutionQueues n > 1, Consume(broker.Execution) reads all n
-// execution queues, each with Prefetch unacked messages, with Concurrency
-// handlers at once in all; it returns when all have stopped, and the first
+// execution queues, each with Prefetch/n unacked messages (at least
+// Concurrency), with Concurrency handlers at once in all; it returns when all have stopped, and the first
 // error stops the others.
 func (b *Broker) Consume(ctx context.Context, topic broker.Topic, opts broker.ConsumeOptions, h broker.Handler) error {
 	queues, err := b.n.queuesFor(topic)
@@ -54,10 +54,18 @@ func (b *Broker) Consume(ctx context.Context, topic broker.Topic, opts broker.Co
 	if len(queues) == 1 {
 		return b.consumeQueue(ctx, topic, queues[0], opts, h, nil)
 	}
-	// Every queue gets the whole Prefetch and Concurrency goroutines (one
-	// execution's messages are all in one queue), and a shared semaphore
-	// keeps the handlers running at once to Concurrency in all.
-	sem := make(chan struct{}, max(opts.Concurrency, 1))
+	// Every queue gets Concurrency goroutines (one execution's messages are
+	// all in one queue, which must be able to feed every handler) and a
+	// shared semaphore keeps the handlers running at once to Concurrency in
+	// all. Prefetch is shared out, but a queue keeps at least Concurrency:
+	// the whole Prefetch on each held twice as many messages back from
+	// other workers and doubled the bench's hop p50 (docs/benchmarks.md).
+	conc := max(opts.Concurrency, 1)
+	if opts.Prefetch <= 0 {
+		opts.Prefetch = 2 * conc
+	}
+	opts.Prefetch = max((opts.Prefetch+len(queues)-1)/len(queues), conc)
+	sem := make(chan struct{}, conc)
 	qctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make([]error, len(queues))
