@@ -309,13 +309,20 @@ func versioned(args amqp091.Table) amqp091.Table {
 }
 
 // quorumArgs returns args for a quorum queue: x-queue-type quorum, and no
-// x-max-priority (see the topology above).
+// x-max-priority (see the topology above). A queue that dead-letters does it
+// at least once (RabbitMQ 3.10+; quorum queues default to at most once,
+// which could lose a delayed retry or timeout to a node failure), which
+// needs overflow reject-publish.
 func quorumArgs(args amqp091.Table) amqp091.Table {
 	q := amqp091.Table{"x-queue-type": QueueQuorum}
 	for k, a := range args {
 		if k != "x-max-priority" {
 			q[k] = a
 		}
+	}
+	if _, ok := q["x-dead-letter-exchange"]; ok {
+		q["x-dead-letter-strategy"] = "at-least-once"
+		q["x-overflow"] = "reject-publish"
 	}
 	return q
 }
