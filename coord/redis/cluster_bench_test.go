@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,9 +25,14 @@ import (
 // (4 claimers, Claim 500 then Done each), and reports the rates, the
 // latency percentiles of Schedule and Claim, and per master its keys, its
 // used_memory growth and the commands it served. Run it with
-// -benchtime=1x: one iteration is the whole 100,000.
+// -benchtime=1x: one iteration is the whole 100,000. RUNE_BENCH_TIMERS
+// sets another count.
 func BenchmarkClusterTimers(b *testing.B) {
-	const n, shards = 100_000, 16
+	const shards = 16
+	n := int64(100_000)
+	if v, err := strconv.ParseInt(os.Getenv("RUNE_BENCH_TIMERS"), 10, 64); err == nil && v > 0 {
+		n = v
+	}
 	for range b.N {
 		prefix := testinfra.Name(b)
 		client := newClusterClient(b, prefix)
