@@ -99,12 +99,6 @@ func TestClusterConformance(t *testing.T) {
 			})
 		})
 	}
-	t.Run("timers/shards=4,buckets=4", func(t *testing.T) {
-		coordtest.RunTimers(t, func(t *testing.T) coord.Timers {
-			prefix := testinfra.Name(t)
-			return redis.NewTimersBuckets(newClusterClient(t, prefix), redis.TimerOptions{Prefix: prefix, Shards: 4}, 4)
-		})
-	})
 }
 
 // TestClusterSpread: with 16 shards, timers and the definitions' blobs
