@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -26,7 +27,10 @@ import (
 type Config struct {
 	// AMQPURL is RabbitMQ's URL. Required.
 	AMQPURL string
-	// RedisURL is Redis's URL. Required.
+	// RedisURL is Redis's URL, or a Redis Cluster's (coordredis.Open:
+	// "?cluster=true" or several comma-separated hosts; "&shards=N" spreads
+	// the timers and the definitions over N hash tags, default 16 on a
+	// cluster). Required.
 	RedisURL string
 	// Prefix isolates deployments (and tests) sharing servers: queues and
 	// exchanges are named "<Prefix>.workflow.execution" and so on, Redis keys
@@ -48,6 +52,11 @@ type Config struct {
 	// unsigned or badly signed ones (amqp.Config.Signing). Default nil:
 	// no signing.
 	Signing *sign.Keyring
+	// QueueType and ExecutionQueues are amqp.Config's: the type of the
+	// durable queues and how many execution queues there are. Defaults
+	// classic and 1.
+	QueueType       string
+	ExecutionQueues int
 	// Metrics records what the engine does; nil records nothing. The
 	// worker and scheduler take it in their own Config.
 	Metrics *metrics.Recorder
@@ -56,7 +65,7 @@ type Config struct {
 // Runtime is a connected distributed runtime.
 type Runtime struct {
 	Broker   *amqp.Broker
-	Redis    *goredis.Client
+	Redis    goredis.UniversalClient
 	Engine   *engine.Engine
 	Timers   *coordredis.Timers
 	Coord    *coordredis.Coordinator
@@ -71,22 +80,23 @@ func Connect(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.Role == "" {
 		cfg.Role = amqp.RoleWorker
 	}
-	opts, err := goredis.ParseURL(cfg.RedisURL)
+	conn, err := coordredis.Open(cfg.RedisURL)
 	if err != nil {
-		return nil, fmt.Errorf("redis URL: %w", err)
+		return nil, err
 	}
-	rc := goredis.NewClient(opts)
+	rc := conn.Client
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := rc.Ping(pctx).Err(); err != nil {
 		rc.Close()
-		return nil, fmt.Errorf("connect to Redis at %s: %w (is it running? check the Redis URL)", opts.Addr, err)
+		return nil, fmt.Errorf("connect to Redis at %s: %w (is it running? check the Redis URL)", strings.Join(conn.Addrs, ","), err)
 	}
 	qprefix, kprefix := "", coordredis.DefaultPrefix
 	if cfg.Prefix != "" {
 		qprefix, kprefix = cfg.Prefix+".", cfg.Prefix
 	}
-	b, err := amqp.New(ctx, amqp.Config{URL: cfg.AMQPURL, Prefix: qprefix, Role: cfg.Role, Logger: cfg.Logger, Name: "rune " + cfg.Role, Signing: cfg.Signing})
+	b, err := amqp.New(ctx, amqp.Config{URL: cfg.AMQPURL, Prefix: qprefix, Role: cfg.Role, Logger: cfg.Logger, Name: "rune " + cfg.Role, Signing: cfg.Signing,
+		QueueType: cfg.QueueType, ExecutionQueues: cfg.ExecutionQueues})
 	if err != nil {
 		rc.Close()
 		return nil, fmt.Errorf("connect to RabbitMQ: %w (is it running? check the AMQP URL)", err)
@@ -96,7 +106,7 @@ func Connect(ctx context.Context, cfg Config) (*Runtime, error) {
 		Redis:    rc,
 		Coord:    coordredis.New(rc, coordredis.Options{Prefix: kprefix}),
 		Barriers: coordredis.NewBarriers(rc, coordredis.BarrierOptions{Prefix: kprefix}),
-		Timers:   coordredis.NewTimers(rc, coordredis.TimerOptions{Prefix: kprefix}),
+		Timers:   coordredis.NewTimers(rc, coordredis.TimerOptions{Prefix: kprefix, Shards: conn.Shards}),
 	}
 	if cfg.Nodes.Effects == nil { // sends recorded once for every worker
 		cfg.Nodes.Effects = coordredis.NewEffects(rc, coordredis.EffectOptions{Prefix: kprefix})
@@ -113,7 +123,8 @@ func Connect(ctx context.Context, cfg Config) (*Runtime, error) {
 		Timers:           r.Timers,
 		Blobs:            coordredis.NewBlobs(rc, coordredis.BlobOptions{Prefix: kprefix}),
 		// Definitions outlive the longest wait; there are few of them.
-		Definitions: coordredis.NewBlobs(rc, coordredis.BlobOptions{Prefix: kprefix, TTL: 400 * 24 * time.Hour}),
+		// On a cluster they are spread over its masters (conn.Shards).
+		Definitions: coordredis.NewBlobs(rc, coordredis.BlobOptions{Prefix: kprefix, TTL: 400 * 24 * time.Hour, Shards: conn.Shards}),
 		Secrets:     cfg.Secrets,
 		Logger:      cfg.Logger,
 		Metrics:     cfg.Metrics,
@@ -134,11 +145,7 @@ func (r *Runtime) DurabilityWarnings(ctx context.Context) ([]string, error) {
 // keys: tests and benchmarks with a prefix of their own clean up with it.
 func (r *Runtime) DeleteTopology(ctx context.Context, prefix string) error {
 	err := r.Broker.DeleteTopology(ctx)
-	iter := r.Redis.Scan(ctx, 0, prefix+":*", 1000).Iterator()
-	for iter.Next(ctx) {
-		r.Redis.Unlink(ctx, iter.Val())
-	}
-	return errors.Join(err, iter.Err())
+	return errors.Join(err, coordredis.DeleteKeys(ctx, r.Redis, prefix+":*"))
 }
 
 // Close releases the connections.

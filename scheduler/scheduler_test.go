@@ -22,6 +22,7 @@ import (
 	"github.com/rune-org/rune/client"
 	"github.com/rune-org/rune/coord"
 	coordmem "github.com/rune-org/rune/coord/memory"
+	coordredis "github.com/rune-org/rune/coord/redis"
 	"github.com/rune-org/rune/distributed"
 	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/internal/testinfra"
@@ -46,8 +47,14 @@ var quiet = slog.New(slog.DiscardHandler)
 // which several runtimes of one test share.
 func connect(t *testing.T, prefix string) *distributed.Runtime {
 	t.Helper()
+	return connectRedis(t, prefix, testinfra.RedisURL(t))
+}
+
+// connectRedis is connect on the Redis (or Redis Cluster) of redisURL.
+func connectRedis(t *testing.T, prefix, redisURL string) *distributed.Runtime {
+	t.Helper()
 	rt, err := distributed.Connect(context.Background(), distributed.Config{
-		AMQPURL: testinfra.AMQPURL(t), RedisURL: testinfra.RedisURL(t), Prefix: prefix, Role: amqp.RoleAdmin, Logger: quiet,
+		AMQPURL: testinfra.AMQPURL(t), RedisURL: redisURL, Prefix: prefix, Role: amqp.RoleAdmin, Logger: quiet,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -61,12 +68,10 @@ func connect(t *testing.T, prefix string) *distributed.Runtime {
 }
 
 // dropKeys removes the Redis keys of prefix when t ends.
-func dropKeys(t *testing.T, rc *goredis.Client, prefix string) {
+func dropKeys(t *testing.T, rc goredis.UniversalClient, prefix string) {
 	t.Cleanup(func() {
-		ctx := context.Background()
-		iter := rc.Scan(ctx, 0, prefix+":*", 1000).Iterator()
-		for iter.Next(ctx) {
-			rc.Unlink(ctx, iter.Val())
+		if err := coordredis.DeleteKeys(context.Background(), rc, prefix+":*"); err != nil {
+			t.Errorf("delete keys %s:*: %v", prefix, err)
 		}
 	})
 }
@@ -244,16 +249,27 @@ func runWorker(t *testing.T, rt *distributed.Runtime) {
 	})
 }
 
-// TestTwoSchedulersFireEachTimerOnce runs 10,000 executions that each wait
+// TestTwoSchedulersFireEachTimerOnce runs 2,000 executions that each wait
 // one second under two schedulers, each with its own connections: every
 // timer is claimed once in all, each wait fires once, each node after a
 // wait runs once, each execution completes once.
 func TestTwoSchedulersFireEachTimerOnce(t *testing.T) {
 	// Enough for both schedulers to claim many batches of 100 at once; 10,000
 	// took two minutes of CI on a busy machine and showed nothing more.
-	const n = 2000
+	twoSchedulers(t, testinfra.RedisURL(t), 2000)
+}
+
+// TestTwoSchedulersOnRedisCluster is the same with 500 executions on a
+// three-master Redis Cluster, the timers in 16 shards. (Not a subtest:
+// startAll puts the test's name, which would then hold a '/', in the
+// execution ids.)
+func TestTwoSchedulersOnRedisCluster(t *testing.T) {
+	twoSchedulers(t, testinfra.RedisClusterURL(t), 500)
+}
+
+func twoSchedulers(t *testing.T, redisURL string, n int) {
 	prefix := testinfra.Name(t)
-	rt1, rt2 := connect(t, prefix), connect(t, prefix)
+	rt1, rt2 := connectRedis(t, prefix, redisURL), connectRedis(t, prefix, redisURL)
 	dropKeys(t, rt1.Redis, prefix)
 	l := follow(t, rt1.Broker)
 	runWorker(t, rt1)
@@ -275,7 +291,7 @@ func TestTwoSchedulersFireEachTimerOnce(t *testing.T) {
 	// give the consumers a moment to deliver what is still in flight.
 	time.Sleep(500 * time.Millisecond)
 	l.checkOnce(t, ids)
-	if c0, c1 := claimed[0].Load(), claimed[1].Load(); c0+c1 != n || c0 == 0 || c1 == 0 {
+	if c0, c1 := claimed[0].Load(), claimed[1].Load(); c0+c1 != int64(n) || c0 == 0 || c1 == 0 {
 		t.Errorf("schedulers claimed %d and %d timers, want %d in all, and both some", c0, c1, n)
 	}
 	st, err := rt1.Timers.Stats(context.Background())
@@ -285,6 +301,12 @@ func TestTwoSchedulersFireEachTimerOnce(t *testing.T) {
 	if st.Scheduled != 0 || st.Claimed != 0 {
 		t.Errorf("timers left behind: %+v", st)
 	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testinfra.StopRedisCluster()
+	os.Exit(code)
 }
 
 // buildRune builds the rune command into a temporary directory.

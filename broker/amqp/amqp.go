@@ -79,7 +79,7 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 	b := &Broker{
 		cfg:         cfg,
 		log:         cfg.Logger,
-		n:           newNames(cfg.Prefix),
+		n:           newNames(cfg.Prefix).sharded(cfg.ExecutionQueues, cfg.QueueType == QueueQuorum),
 		redactedURL: redacted,
 		delays:      make(map[string]time.Time),
 		declared:    make(map[string]bool),
@@ -109,7 +109,7 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 
 // declareTopology declares the static topology on a fresh connection.
 func (b *Broker) declareTopology(conn *amqp091.Connection) error {
-	d := &declarer{conn: conn, log: b.log}
+	d := &declarer{conn: conn, log: b.log, quorum: b.n.quorum}
 	defer d.close()
 	return b.n.declare(d, b.cfg.Role)
 }
@@ -140,7 +140,7 @@ func (b *Broker) ensureDelay(ctx context.Context, d *delayQueue) error {
 		if b.declarer != nil {
 			b.declarer.close()
 		}
-		b.declarer, b.declareGen = &declarer{conn: conn, log: b.log}, gen
+		b.declarer, b.declareGen = &declarer{conn: conn, log: b.log, quorum: b.n.quorum}, gen
 	}
 	if err := declareDelay(b.declarer, d); err != nil {
 		return fmt.Errorf("amqp broker: %w", err)

@@ -761,3 +761,122 @@ func BenchmarkHop(b *testing.B) {
 		})
 	}
 }
+
+// TestConformanceScaled runs the suite with four execution queues and
+// quorum queues.
+func TestConformanceScaled(t *testing.T) {
+	brokertest.Run(t, func(t *testing.T) broker.Broker {
+		cfg := testConfig(t)
+		cfg.ExecutionQueues, cfg.QueueType = 4, QueueQuorum
+		return open(t, cfg)
+	})
+}
+
+// TestShardedExecutionQueues: with four execution queues, executions spread
+// over all four by id (QueueDepths sees each), one execution's messages stay
+// in one queue and in order, a retry comes back through its own queue's
+// delay queue, and one Consume reads them all.
+func TestShardedExecutionQueues(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.ExecutionQueues = 4
+	b := open(t, cfg)
+	const execs, each = 40, 5
+	var msgs []broker.Message
+	for i := range execs {
+		for j := range each {
+			msgs = append(msgs, execMessage(fmt.Sprintf("m%02d-%d", i, j), fmt.Sprintf("exec-%02d", i)))
+		}
+	}
+	mustPublish(t, b, msgs...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var depths map[string]int
+	for {
+		var err error
+		if depths, err = b.QueueDepths(ctx); err != nil {
+			t.Fatal(err)
+		}
+		sum := 0
+		for _, q := range b.n.execQueues {
+			sum += depths[strings.TrimPrefix(q, cfg.Prefix)]
+		}
+		if sum == execs*each {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("execution queues hold %d messages (%v), want %d", sum, depths, execs*each)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for i, q := range b.n.execQueues {
+		want := "workflow.execution"
+		if i > 0 {
+			want += ".shard." + strconv.Itoa(i)
+		}
+		if d := depths[strings.TrimPrefix(q, cfg.Prefix)]; d == 0 || strings.TrimPrefix(q, cfg.Prefix) != want {
+			t.Fatalf("queue %s (want %s) holds %d messages, want some (depths %v)", q, want, d, depths)
+		}
+	}
+	retry := execMessage("retried", "exec-07")
+	retry.Delay = 300 * time.Millisecond
+	mustPublish(t, b, retry)
+
+	got := consumeAll(t, b, broker.Execution, broker.ConsumeOptions{Concurrency: 1})
+	seen := map[string]int{}
+	for range execs*each + 1 {
+		d := next(t, got, "execution message")
+		if d.ID == "retried" {
+			continue
+		}
+		var i, j int
+		if _, err := fmt.Sscanf(d.ID, "m%02d-%d", &i, &j); err != nil {
+			t.Fatalf("unexpected message %q", d.ID)
+		}
+		if k := fmt.Sprintf("exec-%02d", i); seen[k] != j {
+			t.Fatalf("message %s of %s arrived after %d of its execution's, want in order", d.ID, k, seen[k])
+		}
+		seen[fmt.Sprintf("exec-%02d", i)]++
+	}
+	want := b.n.executionQueue("exec-07") + ".retry.300"
+	if _, err := rawChannel(t).QueueDeclarePassive(want, true, false, false, false, nil); err != nil {
+		t.Fatalf("retry of exec-07 did not go through its queue's delay queue %s: %v", want, err)
+	}
+}
+
+// TestQuorumTopology: with QueueType quorum the durable queues are quorum
+// queues (declaring one as classic is refused) without x-max-priority, and
+// the non-durable status queue stays classic.
+func TestQuorumTopology(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.QueueType = QueueQuorum
+	b := open(t, cfg)
+	n := b.n
+	ch := rawChannel(t)
+	for _, q := range []struct {
+		name string
+		args amqp091.Table
+	}{
+		{n.execution, amqp091.Table{"x-message-ttl": int64(24 * 3600 * 1000), "x-dead-letter-exchange": n.dlx}},
+		{n.completion, amqp091.Table{"x-message-ttl": int64(7 * 24 * 3600 * 1000)}},
+		{n.timeoutProcess, nil},
+		{n.dlq, nil},
+	} {
+		if _, err := ch.QueueDeclare(q.name, true, false, false, false, quorumArgs(q.args)); err != nil {
+			t.Fatalf("queue %s is not a quorum queue with %v: %v", q.name, q.args, err)
+		}
+	}
+	_, err := ch.QueueDeclare(n.dlq, true, false, false, false, versioned(nil))
+	var aerr *amqp091.Error
+	if !errors.As(err, &aerr) || aerr.Code != amqp091.PreconditionFailed {
+		t.Fatalf("redeclaring %s as a classic queue: %v, want PRECONDITION_FAILED", n.dlq, err)
+	}
+	ch = rawChannel(t)
+	if _, err := ch.QueueDeclare(n.status, false, false, false, false, versioned(amqp091.Table{"x-message-ttl": int64(3600 * 1000), "x-max-priority": int32(10)})); err != nil {
+		t.Fatalf("status queue is not the classic one: %v", err)
+	}
+	if _, err := New(context.Background(), Config{URL: cfg.URL, QueueType: "stream"}); err == nil {
+		t.Fatal("QueueType stream: no error")
+	}
+}

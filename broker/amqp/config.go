@@ -36,6 +36,12 @@ const (
 	RoleAdmin = "admin"
 )
 
+// Queue types of Config.QueueType.
+const (
+	QueueClassic = "classic"
+	QueueQuorum  = "quorum"
+)
+
 // Config configures a Broker. Only URL is required; every other field has the
 // default its comment states.
 type Config struct {
@@ -87,6 +93,18 @@ type Config struct {
 	// neither signed nor checked. All processes of a deployment must share
 	// a key (sign.EnvVar).
 	Signing *sign.Keyring
+	// ExecutionQueues is how many execution queues there are (see the
+	// topology in topology.go): messages go to the queue of their execution
+	// id, and Consume(broker.Execution) reads all of them, with at least
+	// one handler each. Default 1 (the queue workflow.execution alone). All
+	// processes of a deployment must agree on it; lowering it strands the
+	// messages of the queues dropped.
+	ExecutionQueues int
+	// QueueType is QueueClassic or QueueQuorum, the type of the durable
+	// queues Rune declares. Default QueueClassic. A queue cannot change type
+	// in place: switching needs new queues (another Prefix, or the old ones
+	// drained and deleted).
+	QueueType string
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -100,6 +118,17 @@ func (c Config) withDefaults() (Config, error) {
 	default:
 		return c, fmt.Errorf("amqp broker: unknown role %q (want %q, %q, %q or %q)", c.Role, RoleWorker, RoleMaster, RoleScheduler, RoleAdmin)
 	}
+	switch c.QueueType {
+	case "":
+		c.QueueType = QueueClassic
+	case QueueClassic, QueueQuorum:
+	default:
+		return c, fmt.Errorf("amqp broker: Config.QueueType %q: want %q or %q", c.QueueType, QueueClassic, QueueQuorum)
+	}
+	if c.ExecutionQueues < 0 {
+		return c, fmt.Errorf("amqp broker: Config.ExecutionQueues is %d, want at least 1", c.ExecutionQueues)
+	}
+	c.ExecutionQueues = max(c.ExecutionQueues, 1)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -164,18 +193,21 @@ func PermissionsFor(role, prefix string) (configure, write, read string) {
 	q := regexp.QuoteMeta
 	alt := func(names ...string) string { return "^(" + strings.Join(names, "|") + ")$" }
 	digits := "[0-9]+"
-	execRetry := q(n.execution+".retry.") + digits
+	// The execution queues and their delay queues, however many there are
+	// (Config.ExecutionQueues).
+	exec := q(n.execution) + "(" + q(executionShard) + digits + ")?"
+	execRetry := exec + q(".retry.") + digits
 	timeoutDelay := q(n.timeoutPrefix) + digits
 	follow := q(n.followPrefix) + ".+"
 	switch role {
 	case RoleWorker:
-		all := []string{q(n.execX), q(n.execution), execRetry, q(n.eventsX), q(n.status), q(n.completion), q(n.receipts),
+		all := []string{q(n.execX), exec, execRetry, q(n.eventsX), q(n.status), q(n.completion), q(n.receipts),
 			q(n.timeoutX), timeoutDelay, q(n.timeoutProcess), q(n.dlx), q(n.dlq)}
 		configure = alt(all...)
 		write = alt(all...)
 		// workflow.completion.receipts: read (never acknowledged) by
 		// CompletionRouted.
-		read = alt(q(n.execX), q(n.execution), execRetry, q(n.eventsX), q(n.receipts),
+		read = alt(q(n.execX), exec, execRetry, q(n.eventsX), q(n.receipts),
 			q(n.timeoutX), timeoutDelay, q(n.timeoutProcess), q(n.dlx))
 	case RoleMaster:
 		configure = alt(q(n.execX), q(n.eventsX), q(n.status), q(n.completion), q(n.receipts), q(n.dlx), q(n.dlq), follow)

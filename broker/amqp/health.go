@@ -19,7 +19,8 @@ func (b *Broker) Ping(ctx context.Context) error {
 	return nil
 }
 
-// QueueDepths returns the messages ready in each of Rune's fixed queues, by
+// QueueDepths returns the messages ready in each of Rune's fixed queues
+// (every execution queue among them), by
 // name without Config.Prefix (the delay queues and followers' queues are
 // left out: they are many, and short-lived). It declares the queues
 // passively, so it never creates one; a queue that does not exist is left
@@ -28,7 +29,7 @@ func (b *Broker) QueueDepths(ctx context.Context) (map[string]int, error) {
 	n := b.n
 	out := map[string]int{}
 	var errs []error
-	for _, q := range []string{n.execution, n.status, n.completion, n.timeoutProcess, n.dlq} {
+	for _, q := range append([]string{n.status, n.completion, n.timeoutProcess, n.dlq}, n.execQueues...) {
 		ch, _, err := b.sub.channel(ctx)
 		if err != nil {
 			return out, err

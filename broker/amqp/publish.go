@@ -103,7 +103,7 @@ func (b *Broker) PublishRaw(ctx context.Context, topic broker.Topic, body []byte
 	var err error
 	switch topic {
 	case broker.Execution, broker.Status, broker.Completion, broker.Timeout:
-		r, err = b.n.routeFor(&broker.Message{Topic: topic})
+		r, err = b.n.routeFor(&broker.Message{Topic: topic, Key: b.n.rawKey(topic, body)})
 	default:
 		err = fmt.Errorf("amqp broker: cannot publish raw to topic %q", topic)
 	}

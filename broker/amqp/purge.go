@@ -21,7 +21,7 @@ func (b *Broker) DeleteTopology(ctx context.Context) error {
 	defer conn.Close()
 	n := b.n
 	b.delayMu.Lock()
-	queues := []string{n.execution, n.status, n.completion, n.receipts, n.timeoutProcess, n.dlq}
+	queues := append([]string{n.status, n.completion, n.receipts, n.timeoutProcess, n.dlq}, n.execQueues...)
 	for q := range b.declared {
 		queues = append(queues, q)
 	}

@@ -3,6 +3,7 @@ package amqp
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -37,6 +38,23 @@ import (
 //	                                      dead-letters to workflow.timeout.x "workflow.timeout.process"
 //	exchange workflow.execution.dlx (fanout) → queue workflow.dlq (durable)
 //
+// With Config.ExecutionQueues n > 1 there are n execution queues,
+// workflow.execution and workflow.execution.shard.<i> (i = 1..n-1), each
+// bound to workflow.execution.x with its own name as routing key; an
+// execution message goes to the queue of its execution id (FNV-1a modulo n,
+// so one execution's messages stay in one queue, in order), its retries
+// through per-queue delay queues (<queue>.retry.<ms>, which dead-letter
+// back to that queue), and every worker consumes all n queues. One queue is
+// one Erlang process, one core at most: n queues let RabbitMQ use n cores
+// (and, on a cluster, n nodes).
+//
+// With Config.QueueType "quorum" the durable queues (execution, completion,
+// timeout.process, dlq and the delay queues) are quorum queues: replicated
+// (Raft), without priorities (x-max-priority is not sent; RabbitMQ 3.10 to
+// 3.12 have none for quorum queues, 3.13 two levels) and without
+// x-queue-version. workflow.node.status stays classic: it is not durable.
+// docs/scaling.md says what else changes.
+//
 // Publishing goes through named exchanges, never the default one, because
 // RabbitMQ grants publishing per exchange: this is what lets PermissionsFor
 // give the master "write workflow.execution" without anything else.
@@ -61,7 +79,15 @@ type names struct {
 	dlq            string
 	followPrefix   string // + random
 	benchPrefix    string // + random, RawHopBenchmark's queues
+	// execQueues are the execution queues: execution, then
+	// execution.shard.<i> (Config.ExecutionQueues).
+	execQueues []string
+	quorum     bool // Config.QueueType is QueueQuorum
 }
+
+// executionShard is what comes between execution and the shard number in an
+// execution queue's name.
+const executionShard = ".shard."
 
 func newNames(prefix string) names {
 	return names{
@@ -79,7 +105,54 @@ func newNames(prefix string) names {
 		dlq:            prefix + "workflow.dlq",
 		followPrefix:   prefix + "workflow.follow.",
 		benchPrefix:    prefix + "workflow.bench.",
+		execQueues:     []string{prefix + "workflow.execution"},
 	}
+}
+
+// sharded returns n with queues execution queues (at least 1), quorum
+// queues when quorum.
+func (n names) sharded(queues int, quorum bool) names {
+	n.execQueues = []string{n.execution}
+	for i := 1; i < queues; i++ {
+		n.execQueues = append(n.execQueues, n.execution+executionShard+strconv.Itoa(i))
+	}
+	n.quorum = quorum
+	return n
+}
+
+// executionQueue is the execution queue of the execution whose id is key.
+func (n names) executionQueue(key string) string {
+	if len(n.execQueues) == 1 {
+		return n.execution
+	}
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return n.execQueues[h.Sum32()%uint32(len(n.execQueues))]
+}
+
+// rawKey is the execution id of a raw execution message that decodes, so
+// that PublishRaw sends it to its execution's queue; "" otherwise (and
+// with one execution queue, where it does not matter).
+func (n names) rawKey(topic broker.Topic, body []byte) string {
+	if topic != broker.Execution || len(n.execQueues) == 1 {
+		return ""
+	}
+	v, err := broker.Decode(topic, body)
+	if err != nil {
+		return ""
+	}
+	_, key := broker.IDs(v)
+	return key
+}
+
+// queuesFor are the queues Consume reads for topic: the execution queues,
+// or the one queue of queueFor.
+func (n names) queuesFor(topic broker.Topic) ([]string, error) {
+	if topic == broker.Execution {
+		return n.execQueues, nil
+	}
+	q, err := n.queueFor(topic)
+	return []string{q}, err
 }
 
 // Queue arguments of RFC 001 §8.
@@ -176,10 +249,11 @@ func (n names) routeFor(m *broker.Message) (route, error) {
 			if err != nil {
 				return route{}, err
 			}
-			name := n.execution + ".retry." + strconv.FormatInt(d.Milliseconds(), 10)
-			return route{exchange: n.execX, key: name, delayQueue: &delayQueue{name: name, exchange: n.execX, ttl: d, dlk: n.execution}}, nil
+			q := n.executionQueue(m.Key)
+			name := q + ".retry." + strconv.FormatInt(d.Milliseconds(), 10)
+			return route{exchange: n.execX, key: name, delayQueue: &delayQueue{name: name, exchange: n.execX, ttl: d, dlk: q}}, nil
 		}
-		return route{exchange: n.execX, key: n.execution}, nil
+		return route{exchange: n.execX, key: n.executionQueue(m.Key)}, nil
 	case broker.Timeout:
 		if m.Delay > 0 {
 			d, err := roundDelay(m.Delay)
@@ -223,7 +297,7 @@ func roundDelay(d time.Duration) (time.Duration, error) {
 // holds, for dead letters that arrive without our headers (x-death only).
 func (n names) topicOfQueue(q string) broker.Topic {
 	switch {
-	case q == n.execution || strings.HasPrefix(q, n.execution+".retry."):
+	case q == n.execution || strings.HasPrefix(q, n.execution+".retry.") || strings.HasPrefix(q, n.execution+executionShard):
 		return broker.Execution
 	case q == n.status:
 		return broker.Status
@@ -250,12 +324,32 @@ func versioned(args amqp091.Table) amqp091.Table {
 	return v
 }
 
+// quorumArgs returns args for a quorum queue: x-queue-type quorum, and no
+// x-max-priority (see the topology above). A queue that dead-letters does it
+// at least once (RabbitMQ 3.10+; quorum queues default to at most once,
+// which could lose a delayed retry or timeout to a node failure), which
+// needs overflow reject-publish.
+func quorumArgs(args amqp091.Table) amqp091.Table {
+	q := amqp091.Table{"x-queue-type": QueueQuorum}
+	for k, a := range args {
+		if k != "x-max-priority" {
+			q[k] = a
+		}
+	}
+	if _, ok := q["x-dead-letter-exchange"]; ok {
+		q["x-dead-letter-strategy"] = "at-least-once"
+		q["x-overflow"] = "reject-publish"
+	}
+	return q
+}
+
 // declarer declares queues on conn, reopening its channel after a refusal
 // (RabbitMQ closes the channel of a failed declaration).
 type declarer struct {
-	conn *amqp091.Connection
-	ch   *amqp091.Channel
-	log  *slog.Logger
+	conn   *amqp091.Connection
+	ch     *amqp091.Channel
+	log    *slog.Logger
+	quorum bool // durable queues are quorum queues (names.quorum)
 }
 
 func (d *declarer) channel() (*amqp091.Channel, error) {
@@ -284,7 +378,11 @@ func (d *declarer) queue(name string, durable bool, args amqp091.Table, binds ..
 	if err != nil {
 		return err
 	}
-	_, err = ch.QueueDeclare(name, durable, false, false, false, versioned(args))
+	if d.quorum && durable {
+		_, err = ch.QueueDeclare(name, durable, false, false, false, quorumArgs(args))
+	} else {
+		_, err = ch.QueueDeclare(name, durable, false, false, false, versioned(args))
+	}
 	var ae *amqp091.Error
 	if errors.As(err, &ae) && ae.Code == amqp091.PreconditionFailed && strings.Contains(ae.Reason, "x-queue-version") {
 		d.log.Warn("amqp broker: queue was declared without x-queue-version 2 (by an earlier Rune); keeping it as it is, but unless a policy sets queue-version 2 for it, it runs as the slower version 1: see docs/operations.md, \"Queue version\"",
@@ -337,9 +435,11 @@ func (n names) declare(d *declarer, role string) error {
 	if role != RoleMaster && role != RoleScheduler {
 		exchanges = append(exchanges, exchange{n.timeoutX, amqp091.ExchangeDirect})
 		queues = append(queues,
-			queue{n.execution, true, executionArgs(n), [][2]string{{n.execX, n.execution}}},
 			queue{n.timeoutProcess, true, nil, [][2]string{{n.timeoutX, n.timeoutProcess}}},
 		)
+		for _, q := range n.execQueues {
+			queues = append(queues, queue{q, true, executionArgs(n), [][2]string{{n.execX, q}}})
+		}
 	}
 	ch, err := d.channel()
 	if err != nil {

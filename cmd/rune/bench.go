@@ -18,10 +18,10 @@ import (
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/rune-org/rune/bench"
 	"github.com/rune-org/rune/broker/amqp"
+	coordredis "github.com/rune-org/rune/coord/redis"
 	"github.com/rune-org/rune/embedded"
 )
 
@@ -220,7 +220,7 @@ func benchDistributed(ctx context.Context, env *cliEnv, srv *servers, o distribu
 	defer cancel(nil)
 	var workers *workerGroup
 	if o.spawn > 0 {
-		wargs := append([]string{"worker", "--amqp", srv.amqpURL, "--redis", srv.redisURL, "--prefix", srv.prefix},
+		wargs := append(append([]string{"worker"}, srv.args()...),
 			"--concurrency", strconv.Itoa(conc))
 		if o.prefetch > 0 {
 			wargs = append(wargs, "--prefetch", strconv.Itoa(o.prefetch))
@@ -531,16 +531,8 @@ func purgeDeployment(env *cliEnv, srv *servers) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var errs []error
-	if opts, err := goredis.ParseURL(srv.redisURL); err == nil {
-		rc := goredis.NewClient(opts)
-		iter := rc.Scan(ctx, 0, srv.prefix+":*", 1000).Iterator()
-		for iter.Next(ctx) {
-			if err := rc.Del(ctx, iter.Val()).Err(); err != nil {
-				errs = append(errs, err)
-				break
-			}
-		}
-		if err := iter.Err(); err != nil {
+	if rc := srv.redisClient(); rc != nil {
+		if err := coordredis.DeleteKeys(ctx, rc, srv.prefix+":*"); err != nil {
 			errs = append(errs, err)
 		}
 		rc.Close()
@@ -550,7 +542,11 @@ func purgeDeployment(env *cliEnv, srv *servers) {
 		errs = append(errs, err)
 	} else {
 		p := srv.prefix + "."
-		for _, q := range []string{"workflow.execution", "workflow.node.status", "workflow.completion", "workflow.completion.receipts", "workflow.timeout.process", "workflow.dlq"} {
+		queues := []string{"workflow.execution", "workflow.node.status", "workflow.completion", "workflow.completion.receipts", "workflow.timeout.process", "workflow.dlq"}
+		for i := 1; i < srv.executionQueues; i++ {
+			queues = append(queues, "workflow.execution.shard."+strconv.Itoa(i))
+		}
+		for _, q := range queues {
 			if ch, err := conn.Channel(); err == nil {
 				if _, err := ch.QueueDelete(p+q, false, false, false); err != nil {
 					errs = append(errs, err)

@@ -113,7 +113,7 @@ func benchChaos(ctx context.Context, env *cliEnv, srv *servers, o chaosBench) er
 	}
 	defer ownPrefix(env, srv, o.workers)()
 	args := func(role string) []string {
-		return []string{role, "--amqp", srv.amqpURL, "--redis", srv.redisURL, "--prefix", srv.prefix}
+		return append([]string{role}, srv.args()...)
 	}
 	var (
 		mu         sync.Mutex

@@ -52,7 +52,7 @@ func benchFanout(ctx context.Context, env *cliEnv, srv *servers, n, spawn, concu
 		ctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
 		if spawn > 0 {
-			args := []string{"worker", "--amqp", srv.amqpURL, "--redis", srv.redisURL, "--prefix", srv.prefix}
+			args := append([]string{"worker"}, srv.args()...)
 			if concurrency > 0 {
 				args = append(args, "--concurrency", strconv.Itoa(concurrency))
 			}
@@ -115,7 +115,7 @@ func benchTimers(ctx context.Context, env *cliEnv, srv *servers, o timerBench) e
 	defer cancel(nil)
 	var workers *workerGroup
 	if o.spawn > 0 {
-		args := []string{"worker", "--scheduler", "--amqp", srv.amqpURL, "--redis", srv.redisURL, "--prefix", srv.prefix}
+		args := append([]string{"worker", "--scheduler"}, srv.args()...)
 		if o.concurrency > 0 {
 			args = append(args, "--concurrency", strconv.Itoa(o.concurrency))
 		}
@@ -146,8 +146,13 @@ func benchTimers(ctx context.Context, env *cliEnv, srv *servers, o timerBench) e
 		// Redis), and its keys go at the end.
 		var b [6]byte
 		_, _ = rand.Read(b[:])
-		timers := coordredis.NewTimers(rt.Redis, coordredis.TimerOptions{Prefix: "bench-backlog-" + hex.EncodeToString(b[:])})
-		defer rt.Redis.Unlink(context.WithoutCancel(ctx), timers.Keys()...)
+		// As many shards as the deployment's timers (a Redis Cluster's).
+		timers := coordredis.NewTimers(rt.Redis, coordredis.TimerOptions{Prefix: "bench-backlog-" + hex.EncodeToString(b[:]), Shards: rt.Timers.Shards()})
+		defer func() {
+			for i := range timers.Shards() { // one slot per UNLINK on a cluster
+				rt.Redis.Unlink(context.WithoutCancel(ctx), timers.ShardKeys(i)...)
+			}
+		}()
 		fmt.Fprintf(env.stderr, "rune bench: a backlog of %d pending timers, %d/s coming due\n", o.pending, o.rate)
 		backlog, err := bench.TimerBacklog(ctx, bench.TimerBacklogConfig{Timers: timers, Redis: rt.Redis, Pending: o.pending, Rate: o.rate, Progress: env.stderr})
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/rune-org/rune/broker/sign"
 	"github.com/rune-org/rune/client"
 	"github.com/rune-org/rune/coord"
+	coordredis "github.com/rune-org/rune/coord/redis"
 	"github.com/rune-org/rune/distributed"
 	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/metrics"
@@ -30,6 +32,10 @@ import (
 // servers holds the connection flags shared by the distributed commands.
 type servers struct {
 	amqpURL, redisURL, prefix string
+	// queueType and executionQueues are amqp.Config's QueueType and
+	// ExecutionQueues (--queue-type, --execution-queues).
+	queueType       string
+	executionQueues int
 	// signingKeys is RUNE_SIGNING_KEY: from the environment only, since
 	// flags show in process listings.
 	signingKeys string
@@ -40,10 +46,28 @@ type servers struct {
 func (s *servers) flags(fs *flag.FlagSet, env *cliEnv, needRedis bool) {
 	fs.StringVar(&s.amqpURL, "amqp", env.getenv("RUNE_AMQP_URL"), "RabbitMQ URL (env RUNE_AMQP_URL), e.g. amqp://guest:guest@127.0.0.1:5672/")
 	if needRedis {
-		fs.StringVar(&s.redisURL, "redis", env.getenv("RUNE_REDIS_URL"), "Redis URL (env RUNE_REDIS_URL), e.g. redis://127.0.0.1:6379/0")
+		fs.StringVar(&s.redisURL, "redis", env.getenv("RUNE_REDIS_URL"), "Redis URL (env RUNE_REDIS_URL), e.g. redis://127.0.0.1:6379/0; a Redis Cluster: redis://host1:6379,host2:6379?shards=16 or ?cluster=true")
 	}
 	fs.StringVar(&s.prefix, "prefix", env.getenv("RUNE_PREFIX"), "prefix of every queue, exchange and Redis key (env RUNE_PREFIX); isolates deployments sharing servers")
+	fs.StringVar(&s.queueType, "queue-type", orString(env.getenv("RUNE_QUEUE_TYPE"), amqp.QueueClassic), "type of the durable RabbitMQ queues (env RUNE_QUEUE_TYPE): classic or quorum (replicated; no priorities; see docs/scaling.md); a queue cannot change type in place")
+	queues, _ := strconv.Atoi(env.getenv("RUNE_EXECUTION_QUEUES"))
+	fs.IntVar(&s.executionQueues, "execution-queues", max(queues, 1), "execution queues (env RUNE_EXECUTION_QUEUES): executions are spread over them by id and every worker consumes all; every process of a deployment must use the same number (see docs/scaling.md)")
 	s.signingKeys = env.getenv(sign.EnvVar)
+}
+
+// orString is s, or def when s is empty.
+func orString(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// args are the flags that give another rune process (a worker the bench
+// spawns) the same servers, prefix and queue layout.
+func (s *servers) args() []string {
+	return []string{"--amqp", s.amqpURL, "--redis", s.redisURL, "--prefix", s.prefix,
+		"--queue-type", s.queueType, "--execution-queues", strconv.Itoa(s.executionQueues)}
 }
 
 func (s *servers) check(needRedis bool) error {
@@ -57,12 +81,12 @@ func (s *servers) check(needRedis bool) error {
 }
 
 // redisClient opens a client of --redis, nil when the URL does not parse.
-func (s *servers) redisClient() *goredis.Client {
-	opts, err := goredis.ParseURL(s.redisURL)
+func (s *servers) redisClient() goredis.UniversalClient {
+	conn, err := coordredis.Open(s.redisURL)
 	if err != nil {
 		return nil
 	}
-	return goredis.NewClient(opts)
+	return conn.Client
 }
 
 // connect connects to the servers in role; nodes resolve credentials from
@@ -74,9 +98,11 @@ func (s *servers) connect(ctx context.Context, log *slog.Logger, role string) (*
 // connectWith is connect with the credentials resolver sec and metrics
 // recorded by rec (nil: none).
 func (s *servers) connectWith(ctx context.Context, log *slog.Logger, role string, sec node.Secrets, rec *metrics.Recorder) (*distributed.Runtime, error) {
-	if _, err := goredis.ParseURL(s.redisURL); err != nil {
+	conn, err := coordredis.Open(s.redisURL)
+	if err != nil {
 		return nil, usagef("--redis: %v", err)
 	}
+	conn.Client.Close() // only checked: Connect opens its own
 	var keys *sign.Keyring
 	if s.signingKeys != "" {
 		var err error
@@ -87,6 +113,7 @@ func (s *servers) connectWith(ctx context.Context, log *slog.Logger, role string
 	return distributed.Connect(ctx, distributed.Config{
 		AMQPURL: s.amqpURL, RedisURL: s.redisURL, Prefix: s.prefix, Role: role,
 		Logger: log, Secrets: sec, Nodes: nodes.Options{Fault: s.fault}, Signing: keys, Metrics: rec,
+		QueueType: s.queueType, ExecutionQueues: s.executionQueues,
 	})
 }
 

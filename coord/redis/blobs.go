@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"strconv"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -19,15 +21,26 @@ type BlobOptions struct {
 	// TTL is how long an execution's blobs outlive its last Put, in case it
 	// is never released. Default 7 days, as an execution's state.
 	TTL time.Duration
+	// Shards is how many hashes (each with a hash tag of its own, so each
+	// its own Redis Cluster slot) an execution's blobs are spread over, by a
+	// hash of the ref. Default 1. The workflow definitions, all kept under
+	// one execution id, take 16 on Redis Cluster so they spread over its
+	// masters. It must not change for a store in use: Get looks for a ref
+	// only in its shard.
+	Shards int
 }
 
 // Blobs implements coord.Blobs on Redis: the blobs of execution X are the
 // fields of one hash, <prefix>:{X}:blobs (ref -> data), so Release is one
-// DEL. Its TTL is refreshed by every Put.
+// DEL. Its TTL is refreshed by every Put. With BlobOptions.Shards n > 1, a
+// blob is in <prefix>:{X}:blobs when its ref's shard is 0, else in
+// <prefix>:{X/i}:blobs.i (i its shard), and Release deletes all n in one
+// pipeline.
 type Blobs struct {
 	client goredis.UniversalClient
 	prefix string
 	ttl    time.Duration
+	shards int
 }
 
 var _ coord.Blobs = (*Blobs)(nil)
@@ -36,18 +49,40 @@ var _ coord.Blobs = (*Blobs)(nil)
 // TTL, a Prefix with '{' or '}'): that is a programming error. The caller
 // keeps ownership of client.
 func NewBlobs(client goredis.UniversalClient, opts BlobOptions) *Blobs {
+	if opts.Shards < 0 {
+		panic(fmt.Sprintf("coord/redis: BlobOptions.Shards is negative (%d)", opts.Shards))
+	}
 	return &Blobs{client: client, prefix: keyPrefix("BlobOptions", opts.Prefix),
-		ttl: orDefault("BlobOptions.TTL", opts.TTL, DefaultTTL)}
+		ttl: orDefault("BlobOptions.TTL", opts.TTL, DefaultTTL), shards: max(opts.Shards, 1)}
 }
 
-func (b *Blobs) key(exec string) string { return b.prefix + ":{" + exec + "}:blobs" }
+// key is the hash of exec's blob ref.
+func (b *Blobs) key(exec, ref string) string {
+	if b.shards == 1 {
+		return b.shardKey(exec, 0)
+	}
+	h := fnv.New32a()
+	h.Write([]byte(ref))
+	return b.shardKey(exec, int(h.Sum32()%uint32(b.shards)))
+}
+
+// shardKey is exec's hash of shard i. The ".i" suffix keeps shard i of X
+// apart from shard 0 of an execution named "X/i".
+func (b *Blobs) shardKey(exec string, i int) string {
+	if i == 0 {
+		return b.prefix + ":{" + exec + "}:blobs"
+	}
+	n := strconv.Itoa(i)
+	return b.prefix + ":{" + exec + "/" + n + "}:blobs." + n
+}
 
 // Put implements coord.Blobs. It is one round trip (MULTI: HSETNX, PEXPIRE).
 func (b *Blobs) Put(ctx context.Context, exec string, data []byte) (string, error) {
 	if exec == "" {
 		return "", errors.New("coord/redis: Put blob: empty execution id")
 	}
-	ref, key := coord.BlobRef(data), b.key(exec)
+	ref := coord.BlobRef(data)
+	key := b.key(exec, ref)
 	if data == nil {
 		data = []byte{}
 	}
@@ -64,7 +99,7 @@ func (b *Blobs) Put(ctx context.Context, exec string, data []byte) (string, erro
 
 // Get implements coord.Blobs.
 func (b *Blobs) Get(ctx context.Context, exec, ref string) ([]byte, error) {
-	data, err := b.client.HGet(ctx, b.key(exec), ref).Bytes()
+	data, err := b.client.HGet(ctx, b.key(exec, ref), ref).Bytes()
 	if errors.Is(err, goredis.Nil) {
 		return nil, fmt.Errorf("coord/redis: Get blob %q exec %q: %w", ref, exec, coord.ErrBlobNotFound)
 	}
@@ -76,7 +111,14 @@ func (b *Blobs) Get(ctx context.Context, exec, ref string) ([]byte, error) {
 
 // Release implements coord.Blobs.
 func (b *Blobs) Release(ctx context.Context, exec string) error {
-	if err := b.client.Del(ctx, b.key(exec)).Err(); err != nil {
+	// One DEL per shard: on Redis Cluster a DEL takes keys of one slot.
+	_, err := b.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i := range b.shards {
+			p.Del(ctx, b.shardKey(exec, i))
+		}
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("coord/redis: Release blobs exec %q: %w", exec, err)
 	}
 	return nil

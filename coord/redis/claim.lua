@@ -4,7 +4,9 @@
 -- KEYS[2] claimed zset (id -> lease deadline ms), KEYS[3] payloads hash (id
 -- -> payload), KEYS[4] leases hash (id -> "due_ms:claims", only for claimed
 -- ids), KEYS[5] buckets hash, KEYS[6] due index zset, KEYS[7] waiting count
--- ARGV[1] now ms, ARGV[2] max, ARGV[3] new lease deadline ms
+-- ARGV[1] now ms, ARGV[2] max, ARGV[3] new lease deadline ms, ARGV[4] "1"
+-- to peek: claim nothing, return the first max candidates as {id, due ms,
+-- claims, ...} (a sharded store merges the shards' peeks, see timers.go)
 -- Returns {id, due ms, claims, payload, ...}.
 local schedule, claimed, payloads, leases = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local buckets, index, count = KEYS[5], KEYS[6], KEYS[7]
@@ -60,6 +62,15 @@ table.sort(cands, function(a, b)
   end
   return a.claims > b.claims or (a.claims == b.claims and a.id < b.id)
 end)
+if ARGV[4] == '1' then
+  local peek = {}
+  for i = 1, math.min(max, #cands) do
+    peek[#peek + 1] = cands[i].id
+    peek[#peek + 1] = cands[i].due
+    peek[#peek + 1] = cands[i].claims
+  end
+  return peek
+end
 
 local reply = {}
 -- Batched ZREM/ZADD keep round trips inside Redis few; chunks stay under

@@ -504,3 +504,12 @@ func TestTimersMatchMemory(t *testing.T) {
 	}
 	t.Logf("%d timers claimed, %d of them after a lease ran out", claimed, reclaimed)
 }
+
+// TestTimersShardedConformance runs the suite on one Redis with the timers
+// spread over 4 shards (and 4 buckets, so buckets fill too).
+func TestTimersShardedConformance(t *testing.T) {
+	coordtest.RunTimers(t, func(t *testing.T) coord.Timers {
+		prefix := testinfra.Name(t)
+		return redis.NewTimersBuckets(newClient(t, prefix), redis.TimerOptions{Prefix: prefix, Shards: 4}, 4)
+	})
+}

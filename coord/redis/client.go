@@ -1,0 +1,115 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// DefaultClusterShards is Connection.Shards on a Redis Cluster when the URL
+// does not say: enough hash tags to spread timers and definitions over up
+// to 16 masters.
+const DefaultClusterShards = 16
+
+// Connection is a Redis client opened from a URL, and how the stores on it
+// shard their single-key structures (the timer index, the definitions).
+type Connection struct {
+	// Client is a *goredis.Client, or a *goredis.ClusterClient for a cluster.
+	Client goredis.UniversalClient
+	// Cluster says Client is a cluster client.
+	Cluster bool
+	// Shards is what TimerOptions.Shards and the definitions'
+	// BlobOptions.Shards take: the URL's shards parameter, default 1 on a
+	// single Redis and DefaultClusterShards on a cluster.
+	Shards int
+	// Addrs are the addresses Client was given (for messages).
+	Addrs []string
+}
+
+// Open opens a client of rawURL, go-redis's URL form plus two parameters
+// of Rune's:
+//
+//	redis://host:6379/0                        one Redis
+//	redis://host1:6379?cluster=true            a Redis Cluster (any node)
+//	redis://host1:6379,host2:6379,host3:6379   a Redis Cluster (several nodes)
+//	redis://host1:6379?addr=host2:6379         a Redis Cluster (go-redis's form)
+//	...&shards=N                               the Shards (see Connection)
+//
+// A cluster URL takes go-redis's ClusterOptions parameters and no database
+// number. Open does not connect: the first command does.
+func Open(rawURL string) (*Connection, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without the URL, which may hold a password
+		}
+		return nil, fmt.Errorf("redis URL: %w", err)
+	}
+	q := u.Query()
+	cluster := q.Has("addr")
+	if v := q.Get("cluster"); v != "" {
+		if cluster, err = strconv.ParseBool(v); err != nil {
+			return nil, fmt.Errorf("redis URL: parameter cluster=%q: want true or false", v)
+		}
+	}
+	q.Del("cluster")
+	if hosts := strings.Split(u.Host, ","); len(hosts) > 1 {
+		cluster = true
+		u.Host = hosts[0]
+		for _, h := range hosts[1:] {
+			q.Add("addr", h)
+		}
+	}
+	shards := 1
+	if cluster {
+		shards = DefaultClusterShards
+	}
+	if v := q.Get("shards"); v != "" {
+		if shards, err = strconv.Atoi(v); err != nil || shards < 1 {
+			return nil, fmt.Errorf("redis URL: parameter shards=%q: want a whole number of at least 1", v)
+		}
+	}
+	q.Del("shards")
+	u.RawQuery = q.Encode()
+	if !cluster {
+		opts, err := goredis.ParseURL(u.String())
+		if err != nil {
+			return nil, fmt.Errorf("redis URL: %w", err)
+		}
+		return &Connection{Client: goredis.NewClient(opts), Shards: shards, Addrs: []string{opts.Addr}}, nil
+	}
+	if strings.Trim(u.Path, "/") != "" {
+		return nil, fmt.Errorf("redis URL: database %q: a Redis Cluster has only database 0", strings.Trim(u.Path, "/"))
+	}
+	u.Path = ""
+	opts, err := goredis.ParseClusterURL(u.String())
+	if err != nil {
+		return nil, fmt.Errorf("redis URL: %w", err)
+	}
+	return &Connection{Client: goredis.NewClusterClient(opts), Cluster: true, Shards: shards, Addrs: opts.Addrs}, nil
+}
+
+// DeleteKeys unlinks every key matching pattern (SCAN MATCH), on every
+// master of a cluster.
+func DeleteKeys(ctx context.Context, client goredis.UniversalClient, pattern string) error {
+	del := func(ctx context.Context, c *goredis.Client) error {
+		iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			c.Unlink(ctx, iter.Val())
+		}
+		return iter.Err()
+	}
+	switch c := client.(type) {
+	case *goredis.ClusterClient:
+		return c.ForEachMaster(ctx, del)
+	case *goredis.Client:
+		return del(ctx, c)
+	}
+	return fmt.Errorf("coord/redis: DeleteKeys: unsupported client %T", client)
+}

@@ -1,0 +1,52 @@
+package redis_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/rune-org/rune/coord/redis"
+)
+
+func TestOpen(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		url     string
+		cluster bool
+		shards  int
+		addrs   string
+	}{
+		{"redis://127.0.0.1:6379/0", false, 1, "127.0.0.1:6379"},
+		{"redis://127.0.0.1:6379/0?shards=4", false, 4, "127.0.0.1:6379"},
+		{"redis://h1:7000?cluster=true", true, redis.DefaultClusterShards, "h1:7000"},
+		{"redis://h1:7000,h2:7001,h3:7002", true, redis.DefaultClusterShards, "h1:7000 h2:7001 h3:7002"},
+		{"redis://h1:7000?addr=h2:7001&shards=3", true, 3, "h1:7000 h2:7001"},
+		{"redis://u:pw@h1:7000,h2:7001/?dial_timeout=3s", true, redis.DefaultClusterShards, "h1:7000 h2:7001"},
+	} {
+		conn, err := redis.Open(c.url)
+		if err != nil {
+			t.Errorf("Open(%q): %v", c.url, err)
+			continue
+		}
+		conn.Client.Close()
+		if conn.Cluster != c.cluster || conn.Shards != c.shards || strings.Join(conn.Addrs, " ") != c.addrs {
+			t.Errorf("Open(%q) = cluster %v, shards %d, addrs %v; want %v, %d, %s", c.url, conn.Cluster, conn.Shards, conn.Addrs, c.cluster, c.shards, c.addrs)
+		}
+	}
+	for _, bad := range []string{
+		"redis://h1:7000?shards=0",
+		"redis://h1:7000?cluster=maybe",
+		"redis://h1:7000,h2:7001/2",
+		"redis://u:secretpw@h1:7000?nosuchoption=1",
+		"redis://u:secretpw@h1:bad port",
+	} {
+		conn, err := redis.Open(bad)
+		if err == nil {
+			conn.Client.Close()
+			t.Errorf("Open(%q): no error", bad)
+			continue
+		}
+		if strings.Contains(err.Error(), "secretpw") {
+			t.Errorf("Open(%q): error %q shows the password", bad, err)
+		}
+	}
+}

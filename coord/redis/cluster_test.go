@@ -1,0 +1,170 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/rune-org/rune/coord"
+	"github.com/rune-org/rune/coord/coordtest"
+	"github.com/rune-org/rune/coord/redis"
+	"github.com/rune-org/rune/internal/testinfra"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testinfra.StopRedisCluster()
+	os.Exit(code)
+}
+
+// newClusterClient returns a client of the local three-master Redis
+// Cluster; it deletes the keys under prefix on every master when the test
+// ends.
+func newClusterClient(t testing.TB, prefix string) *goredis.ClusterClient {
+	t.Helper()
+	client := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: testinfra.RedisClusterAddrs(t)})
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = client.ForEachMaster(ctx, func(ctx context.Context, m *goredis.Client) error {
+			for _, k := range m.Keys(ctx, prefix+":*").Val() {
+				m.Del(ctx, k)
+			}
+			return nil
+		})
+		client.Close()
+	})
+	return client
+}
+
+// keysPerMaster counts the keys under prefix on each master of client.
+func keysPerMaster(t testing.TB, client *goredis.ClusterClient, prefix string) map[string]int {
+	t.Helper()
+	ctx := context.Background()
+	counts := make(chan [2]string, 16)
+	err := client.ForEachMaster(ctx, func(ctx context.Context, m *goredis.Client) error {
+		n := len(m.Keys(ctx, prefix+":*").Val())
+		counts <- [2]string{m.Options().Addr, fmt.Sprint(n)}
+		return nil
+	})
+	close(counts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for c := range counts {
+		var n int
+		fmt.Sscan(c[1], &n)
+		out[c[0]] = n
+	}
+	return out
+}
+
+// TestClusterConformance runs the coordination suites (coordinator,
+// barriers, blobs, effects, timers) on a real three-master Redis Cluster:
+// every script's keys must share a slot, or Redis refuses it (CROSSSLOT).
+func TestClusterConformance(t *testing.T) {
+	t.Run("coordinator", func(t *testing.T) {
+		coordtest.Run(t, func(t *testing.T) coord.Coordinator {
+			prefix := testinfra.Name(t)
+			return redis.New(newClusterClient(t, prefix), redis.Options{Prefix: prefix})
+		})
+	})
+	t.Run("barriers", func(t *testing.T) {
+		coordtest.RunBarriers(t, func(t *testing.T) coord.Barriers {
+			prefix := testinfra.Name(t)
+			return redis.NewBarriers(newClusterClient(t, prefix), redis.BarrierOptions{Prefix: prefix})
+		})
+	})
+	t.Run("effects", func(t *testing.T) {
+		coordtest.RunEffects(t, func(t *testing.T) coord.Effects {
+			prefix := testinfra.Name(t)
+			return redis.NewEffects(newClusterClient(t, prefix), redis.EffectOptions{Prefix: prefix})
+		})
+	})
+	for _, shards := range []int{1, 16} {
+		t.Run(fmt.Sprintf("blobs/shards=%d", shards), func(t *testing.T) {
+			coordtest.RunBlobs(t, func(t *testing.T) coord.Blobs {
+				prefix := testinfra.Name(t)
+				return redis.NewBlobs(newClusterClient(t, prefix), redis.BlobOptions{Prefix: prefix, Shards: shards})
+			})
+		})
+		t.Run(fmt.Sprintf("timers/shards=%d", shards), func(t *testing.T) {
+			coordtest.RunTimers(t, func(t *testing.T) coord.Timers {
+				prefix := testinfra.Name(t)
+				return redis.NewTimers(newClusterClient(t, prefix), redis.TimerOptions{Prefix: prefix, Shards: shards})
+			})
+		})
+	}
+}
+
+// TestClusterSpread: with 16 shards, timers and the definitions' blobs
+// land on all three masters, and every shard is claimed from.
+func TestClusterSpread(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	prefix := testinfra.Name(t)
+	client := newClusterClient(t, prefix)
+	ts := redis.NewTimers(client, redis.TimerOptions{Prefix: prefix, Shards: 16})
+	blobs := redis.NewBlobs(client, redis.BlobOptions{Prefix: prefix, Shards: 16})
+	base := time.UnixMilli(1_760_000_000_000)
+	const n = 400
+	for i := range n {
+		if err := ts.Schedule(ctx, fmt.Sprintf("t%04d", i), base.Add(time.Duration(i)*time.Millisecond), []byte("p")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := blobs.Put(ctx, "definitions", []byte(fmt.Sprint("def", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	per := keysPerMaster(t, client, prefix)
+	if len(per) != testinfra.RedisClusterMasters {
+		t.Fatalf("keys per master %v, want %d masters", per, testinfra.RedisClusterMasters)
+	}
+	for addr, k := range per {
+		if k == 0 {
+			t.Fatalf("master %s holds none of the keys (per master: %v)", addr, per)
+		}
+	}
+	// Every shard holds some timers and gives them up in due order.
+	for i := range ts.Shards() {
+		if w := client.Get(ctx, ts.ShardKeys(i)[6]).Val(); w == "" || w == "0" {
+			t.Fatalf("shard %d holds no timer (waiting %q)", i, w)
+		}
+	}
+	var last time.Time
+	seen := 0
+	for seen < n {
+		got, err := ts.Claim(ctx, base.Add(time.Hour), 37, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 0 {
+			t.Fatalf("Claim returned nothing after %d of %d timers", seen, n)
+		}
+		for _, tm := range got {
+			if tm.Due.Before(last) {
+				t.Fatalf("timer %s due %v claimed after one due %v: not in due order across shards", tm.ID, tm.Due, last)
+			}
+			if want := fmt.Sprintf("t%04d", seen); tm.ID != want {
+				t.Fatalf("claim %d: got %s, want %s", seen, tm.ID, want)
+			}
+			last = tm.Due
+			seen++
+		}
+	}
+	if st, err := ts.Stats(ctx); err != nil || st.Scheduled != 0 || st.Claimed != n {
+		t.Fatalf("Stats %+v (%v), want 0 waiting and %d claimed", st, err, n)
+	}
+	if err := blobs.Release(ctx, "definitions"); err != nil {
+		t.Fatal(err)
+	}
+	for addr, k := range keysPerMaster(t, client, prefix+":{definitions") {
+		if k != 0 {
+			t.Fatalf("master %s keeps %d blob keys after Release", addr, k)
+		}
+	}
+}
