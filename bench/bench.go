@@ -208,19 +208,20 @@ func RunWatching(ctx context.Context, b broker.Broker, e *engine.Engine, wf *eng
 		})
 	}
 	consume(broker.Status, broker.ConsumeOptions{Concurrency: 2, Prefetch: 2000}, func(_ context.Context, d *broker.Delivery) error {
-		s, ok := d.Body.(*message.NodeStatus)
-		if !ok || !strings.HasPrefix(s.ExecutionID, runID) {
-			return nil
-		}
-		statuses.Add(1)
-		if s.Status != message.StatusSuccess {
-			return nil
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		successes[s.ExecutionID] = append(successes[s.ExecutionID], s.ExecutedAt)
-		if nsucc++; nsucc == cfg.Executions*perExec {
-			close(allStatus)
+		for _, s := range message.StatusesOf(d.Body) {
+			if !strings.HasPrefix(s.ExecutionID, runID) {
+				return nil
+			}
+			statuses.Add(1)
+			if s.Status != message.StatusSuccess {
+				continue
+			}
+			mu.Lock()
+			successes[s.ExecutionID] = append(successes[s.ExecutionID], s.ExecutedAt)
+			if nsucc++; nsucc == cfg.Executions*perExec {
+				close(allStatus)
+			}
+			mu.Unlock()
 		}
 		return nil
 	})

@@ -542,8 +542,13 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
 		// remove it (see HandleTimeout).
 		spawned++
 	}
+	optimistic := s.running != nil
+	early, err := s.statusesFirst(ctx, f, spawned)
+	if err != nil || early == done {
+		return err
+	}
 	out, err := s.e.cfg.Coord.Finish(ctx, s.m.ExecutionID, s.m.MessageID, coord.Finish{
-		Spawned: spawned, Record: rec, End: f.end, Halt: f.halt, Optimistic: s.running != nil,
+		Spawned: spawned, Record: rec, End: f.end, Halt: f.halt, Optimistic: optimistic,
 	})
 	if errors.Is(err, coord.ErrUnknownExecution) {
 		if s.uncounted {
@@ -572,7 +577,7 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
 		// was delivered (it finished), and the completer's statuses went
 		// out with the completion. Only a non-completer's own statuses may
 		// never have been published.
-		if !out.Last {
+		if !out.Last && early == none {
 			for _, st := range f.statuses {
 				s.sink.Status(st)
 			}
@@ -585,11 +590,13 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
 		}
 	}
 	s.observe(rec, f, out)
-	if running != nil {
-		s.sink.Status(running)
-	}
-	for _, st := range f.statuses {
-		s.sink.Status(st)
+	if early == none {
+		if running != nil {
+			s.sink.Status(running)
+		}
+		for _, st := range f.statuses {
+			s.sink.Status(st)
+		}
 	}
 	for _, n := range f.next {
 		s.sink.Execute(n, f.delay)
@@ -616,6 +623,63 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
 	}
 	s.complete(ctx, out, at)
 	return nil
+}
+
+// StatusSyncer is a Sink that can publish the statuses reported so far
+// ahead of the other effects. SyncStatuses returns once they are safely
+// published (or with the error that kept them from it); the effects
+// reported after it are published as before.
+type StatusSyncer interface {
+	SyncStatuses(ctx context.Context) error
+}
+
+// statusTiming says what statusesFirst did.
+type statusTiming int
+
+const (
+	none     statusTiming = iota // nothing: the statuses go out after Finish
+	reported              // the statuses are out and safe
+	done                  // the message was handled another way (Drop, Replay)
+)
+
+// statusesFirst publishes f's statuses before the message's Finish when
+// the message spawns nothing. Such a Finish may be the one that lets
+// another branch's message end the execution: were the statuses published
+// after it, that completion could reach followers before them (a follower
+// stops reading at the completion and would miss them). A message that
+// spawns successors cannot be overtaken so: the execution lives on at least
+// until they finish, and they are published after its statuses.
+//
+// A message run optimistically asks Begin first, so that a halted
+// execution's or a finished message's statuses are not reported as new.
+func (s *step) statusesFirst(ctx context.Context, f *effects, spawned int) (statusTiming, error) {
+	syncer, ok := s.sink.(StatusSyncer)
+	if !ok || spawned > 0 || len(f.statuses) == 0 {
+		return none, nil
+	}
+	running := s.running
+	if running != nil {
+		b, err := s.e.cfg.Coord.Begin(ctx, s.m.ExecutionID, s.m.MessageID)
+		if err != nil {
+			return done, fmt.Errorf("engine: begin message %s: %w", s.m.MessageID, err)
+		}
+		switch b.State {
+		case coord.Drop:
+			s.running = nil
+			return done, s.drop(ctx)
+		case coord.Replay:
+			s.running = nil
+			return done, s.replay(ctx, b.Record)
+		}
+		s.sink.Status(running)
+	}
+	for _, st := range f.statuses {
+		s.sink.Status(st)
+	}
+	if err := syncer.SyncStatuses(ctx); err != nil {
+		return done, fmt.Errorf("engine: publish the statuses of message %s: %w", s.m.MessageID, err)
+	}
+	return reported, nil
 }
 
 // RepublishLog is what the engine logs when it publishes an execution's

@@ -65,7 +65,7 @@ func (b *Broker) notifyFollowers(m broker.Message) {
 	defer b.followMu.Unlock()
 	for _, f := range b.followers[m.Key] {
 		f.mu.Lock()
-		f.buf = append(f.buf, m)
+		f.buf = append(f.buf, broker.Unbatch(m)...)
 		f.mu.Unlock()
 		select {
 		case f.notify <- struct{}{}:

@@ -107,6 +107,7 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 	concurrency := fs.Int("concurrency", 0, "messages handled at once (default 32 × GOMAXPROCS)")
 	prefetch := fs.Int("prefetch", 0, "unacked messages RabbitMQ may hand over (default 2 × concurrency)")
 	drain := fs.Duration("drain-timeout", 30*time.Second, "on SIGTERM, how long the messages in hand may run on")
+	runningAfter := fs.Duration("running-after", worker.DefaultRunningAfter, "publish a node's running status on its own only when it is still running after this long (negative: always at once)")
 	withScheduler := fs.Bool("scheduler", false, "also fire due timers of wait and delay nodes in this process")
 	schedPoll := fs.Duration("scheduler-poll", scheduler.DefaultPoll, "with --scheduler: pause between claims when no timer is due (as rune scheduler --poll)")
 	debugAddr := fs.String("debug-addr", "", "serve Go's profiler (net/http/pprof) on this address, e.g. 127.0.0.1:6060 (default: off)")
@@ -192,7 +193,7 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 		})
 	}
 	log.Info("worker started", "concurrency", *concurrency, "prefetch", *prefetch, "scheduler", *withScheduler)
-	err = worker.Run(ctx, worker.Config{Broker: rt.Broker, Engine: rt.Engine, Concurrency: *concurrency, Prefetch: *prefetch, DrainTimeout: *drain, Logger: log, Metrics: rec, Tracer: tr})
+	err = worker.Run(ctx, worker.Config{Broker: rt.Broker, Engine: rt.Engine, Concurrency: *concurrency, Prefetch: *prefetch, DrainTimeout: *drain, RunningAfter: *runningAfter, Logger: log, Metrics: rec, Tracer: tr})
 	wg.Wait()
 	log.Info("worker stopped")
 	return err
