@@ -638,8 +638,8 @@ type statusTiming int
 
 const (
 	none     statusTiming = iota // nothing: the statuses go out after Finish
-	reported              // the statuses are out and safe
-	done                  // the message was handled another way (Drop, Replay)
+	reported                     // the statuses are out and safe
+	done                         // the message was handled another way (Drop, Replay)
 )
 
 // statusesFirst publishes f's statuses before the message's Finish when
