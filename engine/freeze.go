@@ -80,7 +80,11 @@ func (e *Engine) Freeze(ctx context.Context, m *message.NodeExecution) ([]byte, 
 	if e.cfg.Definitions == nil {
 		return json.Marshal(m)
 	}
-	def, err := e.storeDefinition(ctx, m.WorkflowDefinition)
+	raw, err := e.rawDefinition(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	def, err := e.storeDefinition(ctx, raw)
 	if err != nil {
 		return nil, err
 	}

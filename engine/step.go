@@ -42,6 +42,9 @@ type step struct {
 	// secrets are the credential values this step's node resolved: they
 	// are redacted from everything it produces (see stepSecrets).
 	secrets redact.Set
+	// ref is the definition reference the messages this step produces
+	// carry ("": they carry the definition inline, as m does).
+	ref string
 }
 
 // record is what Finish stores for a message, so that a redelivery publishes
@@ -462,7 +465,7 @@ func contains(list []string, s string) bool {
 
 // successor is the message that runs e.Dst after from.
 func (s *step) successor(from *workflow.Node, e workflow.Edge, next map[string]any, stack []message.Frame, suffix string) *message.NodeExecution {
-	return &message.NodeExecution{
+	m := &message.NodeExecution{
 		MessageID:          childID(s.m.MessageID, suffix),
 		WorkflowID:         s.m.WorkflowID,
 		ExecutionID:        s.m.ExecutionID,
@@ -470,10 +473,11 @@ func (s *step) successor(from *workflow.Node, e workflow.Edge, next map[string]a
 		FromNode:           from.ID,
 		Attempt:            1,
 		StartedAt:          s.m.StartedAt,
-		WorkflowDefinition: s.m.WorkflowDefinition,
 		AccumulatedContext: next,
 		LineageStack:       stack,
 	}
+	definitionOf(m, s.m, s.ref)
+	return m
 }
 
 // successEdges are the edges a success of n follows: its chosen route, or
