@@ -22,7 +22,7 @@ const refChain = `{"id":"refs","nodes":[
 
 func refEngine(t *testing.T, co coord.Coordinator, defs coord.Blobs) *engine.Engine {
 	t.Helper()
-	eng, err := engine.New(engine.Config{Registry: nodes.NewRegistry(nodes.Options{}), Coord: co, Definitions: defs, CacheSize: 1})
+	eng, err := engine.New(engine.Config{Registry: nodes.NewRegistry(nodes.Options{}), Coord: co, Definitions: defs, CacheSize: 1, NoFuse: true})
 	if err != nil {
 		t.Fatal(err)
 	}

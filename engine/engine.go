@@ -65,6 +65,10 @@ type Config struct {
 	// Metrics records node runs, halts, splits and completions; nil records
 	// nothing.
 	Metrics *metrics.Recorder
+	// NoFuse runs every node in a hop of its own. Default false: a pure
+	// successor (set, conditional, switch, log) runs in the hop of the node
+	// before it, unless its workflow's settings say "fuse": false.
+	NoFuse bool
 }
 
 // Sink receives the effects of handling one message, in order. The runtime

@@ -62,7 +62,9 @@ func newHarness(t *testing.T, def string) *harness {
 	co := coordmem.New(coordmem.Options{})
 	t.Cleanup(func() { co.Close() })
 	timers := coordmem.NewTimers()
-	eng, err := engine.New(engine.Config{Registry: reg, Coord: co, Timers: timers, Barriers: coordmem.NewBarriers()})
+	// Unfused: these tests step through one node per message; fused hops
+	// have tests of their own (fuse_test.go).
+	eng, err := engine.New(engine.Config{Registry: reg, Coord: co, Timers: timers, Barriers: coordmem.NewBarriers(), NoFuse: true})
 	if err != nil {
 		t.Fatal(err)
 	}

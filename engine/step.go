@@ -45,6 +45,9 @@ type step struct {
 	// ref is the definition reference the messages this step produces
 	// carry ("": they carry the definition inline, as m does).
 	ref string
+	// replaying is set when rec comes from the store: fused nodes are
+	// replayed from it, not run.
+	replaying bool
 }
 
 // record is what Finish stores for a message, so that a redelivery publishes
@@ -62,6 +65,9 @@ type record struct {
 	Arrival bool `json:"arrival,omitempty"`
 	// Noop marks a barrier timeout that found its barrier already closed.
 	Noop bool `json:"noop,omitempty"`
+	// Fused are the results of the nodes run in this message's hop after
+	// its own (see fuse), in order.
+	Fused []fusedRecord `json:"fused,omitempty"`
 }
 
 func (s *step) handle(ctx context.Context) error {
@@ -150,6 +156,7 @@ func (s *step) replay(ctx context.Context, raw []byte) error {
 		return invalidf("message %s: stored record is unreadable: %v", s.m.MessageID, err)
 	}
 	s.items = nil // evaluated again, from the stored record
+	s.replaying = true
 	return s.finish(ctx, &rec)
 }
 
@@ -518,11 +525,7 @@ func (r *record) MarshalBinary() ([]byte, error) { return json.Marshal(r) }
 // finish works out the effects of rec, records them with the coordinator,
 // then reports them.
 func (s *step) finish(ctx context.Context, rec *record) error {
-	if err := checkJSON(rec.Output, 0); err != nil {
-		// An output that is not JSON cannot travel; it is the node's failure.
-		rec = &record{StartedAt: rec.StartedAt, FinishedAt: rec.FinishedAt, DurationMS: rec.DurationMS,
-			Err: &message.Error{Code: "OUTPUT_NOT_JSON", Message: fmt.Sprintf("node %q produced output that is not JSON: %v", s.node.ID, err)}}
-	}
+	rec = s.jsonOutput(rec)
 	f := &effects{}
 	var err error
 	switch {
@@ -535,7 +538,20 @@ func (s *step) finish(ctx context.Context, rec *record) error {
 	if err != nil {
 		return err
 	}
+	if err := s.fuse(ctx, rec, f); err != nil {
+		return err
+	}
 	return s.commit(ctx, rec, f)
+}
+
+// jsonOutput returns rec, or when its output is not JSON (which cannot
+// travel) the node's failure saying so.
+func (s *step) jsonOutput(rec *record) *record {
+	if err := checkJSON(rec.Output, 0); err != nil {
+		return &record{StartedAt: rec.StartedAt, FinishedAt: rec.FinishedAt, DurationMS: rec.DurationMS,
+			Err: &message.Error{Code: "OUTPUT_NOT_JSON", Message: fmt.Sprintf("node %q produced output that is not JSON: %v", s.node.ID, err)}}
+	}
+	return rec
 }
 
 // commit records the message as finished, then reports its effects.

@@ -35,6 +35,8 @@ type servers struct {
 	signingKeys string
 	// fault, when set, is the test-only fault hook of notification nodes.
 	fault func(string)
+	// noFuse is the worker's --no-fuse.
+	noFuse bool
 }
 
 func (s *servers) flags(fs *flag.FlagSet, env *cliEnv, needRedis bool) {
@@ -86,7 +88,7 @@ func (s *servers) connectWith(ctx context.Context, log *slog.Logger, role string
 	}
 	return distributed.Connect(ctx, distributed.Config{
 		AMQPURL: s.amqpURL, RedisURL: s.redisURL, Prefix: s.prefix, Role: role,
-		Logger: log, Secrets: sec, Nodes: nodes.Options{Fault: s.fault}, Signing: keys, Metrics: rec,
+		Logger: log, Secrets: sec, Nodes: nodes.Options{Fault: s.fault}, Signing: keys, Metrics: rec, NoFuse: s.noFuse,
 	})
 }
 
@@ -107,6 +109,7 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 	concurrency := fs.Int("concurrency", 0, "messages handled at once (default 32 × GOMAXPROCS)")
 	prefetch := fs.Int("prefetch", 0, "unacked messages RabbitMQ may hand over (default 2 × concurrency)")
 	drain := fs.Duration("drain-timeout", 30*time.Second, "on SIGTERM, how long the messages in hand may run on")
+	fs.BoolVar(&srv.noFuse, "no-fuse", false, "run every node in a hop of its own (default: pure successors run in the hop of the node before them)")
 	runningAfter := fs.Duration("running-after", worker.DefaultRunningAfter, "publish a node's running status on its own only when it is still running after this long (negative: always at once)")
 	withScheduler := fs.Bool("scheduler", false, "also fire due timers of wait and delay nodes in this process")
 	schedPoll := fs.Duration("scheduler-poll", scheduler.DefaultPoll, "with --scheduler: pause between claims when no timer is due (as rune scheduler --poll)")
