@@ -45,6 +45,7 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) error {
 	idle := fs.Int("idle-executions", 200, "distributed: then run this many executions one at a time, for the per-node latency of an idle system (0: skip)")
 	rawHops := fs.Int("raw-hops", 0, "distributed: hops of the raw RabbitMQ ceiling (default: as many as node executions; negative: skip)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
+	noFuse := fs.Bool("no-fuse", false, "distributed, with --spawn-workers: start the workers with --no-fuse (every node a hop of its own)")
 	compareMetrics := fs.Int("compare-metrics", 0, "linear, embedded: run this many rounds with instrumentation off, metrics on, and metrics and spans on (no exporter), in turn, and report node rate and CPU per node of each (0: off)")
 	mode := fs.String("mode", "linear", "linear (executions of set nodes), fanout (one split over --items items), timers (distributed: --executions waiting --wait each, started --start-rate per second, then a backlog of --pending timers), server (rune server on --postgres: triggers accepted per second over HTTP, trigger → first node latency, statuses persisted per second), or chaos (distributed: --executions of an http, split, aggregator and wait workflow on --spawn-workers workers and a scheduler, with a fault of --faults every --fault-every)")
 	postgresURL := fs.String("postgres", env.getenv("RUNE_POSTGRES_URL"), "server: PostgreSQL URL (env RUNE_POSTGRES_URL); the bench uses a fresh schema of its own")
@@ -128,7 +129,7 @@ the nodes).`)
 			*execs = benchDistributedExecutions
 		}
 		return benchDistributed(ctx, env, &srv, distributedBench{
-			executions: *execs, inflight: *inflight, nodes: *nodes, concurrency: *concurrency, prefetch: *prefetch,
+			executions: *execs, inflight: *inflight, nodes: *nodes, concurrency: *concurrency, prefetch: *prefetch, noFuse: *noFuse,
 			spawn: *spawn, idle: *idle, rawHops: *rawHops, asJSON: *asJSON,
 		})
 	}
@@ -168,6 +169,8 @@ type distributedBench struct {
 	concurrency, prefetch       int
 	spawn, idle, rawHops        int
 	asJSON                      bool
+	// noFuse starts the spawned workers with --no-fuse.
+	noFuse bool
 }
 
 // distributedReport is what a distributed rune bench measured.
@@ -218,6 +221,9 @@ func benchDistributed(ctx context.Context, env *cliEnv, srv *servers, o distribu
 			"--concurrency", strconv.Itoa(conc))
 		if o.prefetch > 0 {
 			wargs = append(wargs, "--prefetch", strconv.Itoa(o.prefetch))
+		}
+		if o.noFuse {
+			wargs = append(wargs, "--no-fuse")
 		}
 		var err error
 		if workers, err = spawnWorkers(o.spawn, wargs, cancel); err != nil {
@@ -313,6 +319,12 @@ func (r *distributedReport) print(w io.Writer, nodes int) {
 		fmt.Fprintf(w, "idle system, one execution at a time (%d executions)\n", r.Idle.Executions)
 		fmt.Fprintf(w, "  per-node latency: p50 %s, p99 %s (%.0f node executions/s)\n",
 			r.Idle.HopP50.Round(time.Microsecond), r.Idle.HopP99.Round(time.Microsecond), r.Idle.NodesPerSecond)
+		fmt.Fprintf(w, "  execution latency (trigger to last node): p50 %s, p99 %s\n",
+			r.Idle.ExecP50.Round(time.Microsecond), r.Idle.ExecP99.Round(time.Microsecond))
+	}
+	if r.Sizes != nil {
+		fmt.Fprintf(w, "messages of an unfused hop: node message %d bytes, %.2f status messages of %d bytes per node\n",
+			r.Sizes.Execution, r.Sizes.StatusesPerNode, r.Sizes.Status)
 	}
 	for _, c := range []struct {
 		what  string
