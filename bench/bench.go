@@ -45,6 +45,23 @@ func LinearWorkflow(n int) []byte {
 	return raw
 }
 
+// HTTPWorkflow returns a linear workflow of n http nodes, each a GET of url:
+// every node a hop of its own (http nodes are never fused).
+func HTTPWorkflow(n int, url string) []byte {
+	type obj = map[string]any
+	nodes := []obj{{"id": "start", "type": "trigger", "trigger": true}}
+	var edges []obj
+	prev := "start"
+	for i := 1; i <= n; i++ {
+		id := fmt.Sprintf("call_%d", i)
+		nodes = append(nodes, obj{"id": id, "type": "http", "parameters": obj{"method": "GET", "url": url}})
+		edges = append(edges, obj{"id": fmt.Sprintf("e%d", i), "src": prev, "dst": id})
+		prev = id
+	}
+	raw, _ := json.Marshal(obj{"id": "bench_http", "name": "bench: linear http nodes", "nodes": nodes, "edges": edges})
+	return raw
+}
+
 // Config is one benchmark run.
 type Config struct {
 	// Executions is how many executions to run. Default 10,000.

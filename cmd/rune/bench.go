@@ -8,9 +8,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,6 +48,7 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) error {
 	idle := fs.Int("idle-executions", 200, "distributed: then run this many executions one at a time, for the per-node latency of an idle system (0: skip)")
 	rawHops := fs.Int("raw-hops", 0, "distributed: hops of the raw RabbitMQ ceiling (default: as many as node executions; negative: skip)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
+	chain := fs.String("chain", "set", "linear, distributed: the nodes of the chain, set (pure) or http (a GET of an HTTP server in this process per node, every node a hop)")
 	noFuse := fs.Bool("no-fuse", false, "distributed, with --spawn-workers: start the workers with --no-fuse (every node a hop of its own)")
 	compareMetrics := fs.Int("compare-metrics", 0, "linear, embedded: run this many rounds with instrumentation off, metrics on, and metrics and spans on (no exporter), in turn, and report node rate and CPU per node of each (0: off)")
 	mode := fs.String("mode", "linear", "linear (executions of set nodes), fanout (one split over --items items), timers (distributed: --executions waiting --wait each, started --start-rate per second, then a backlog of --pending timers), server (rune server on --postgres: triggers accepted per second over HTTP, trigger → first node latency, statuses persisted per second), or chaos (distributed: --executions of an http, split, aggregator and wait workflow on --spawn-workers workers and a scheduler, with a fault of --faults every --fault-every)")
@@ -129,7 +133,7 @@ the nodes).`)
 			*execs = benchDistributedExecutions
 		}
 		return benchDistributed(ctx, env, &srv, distributedBench{
-			executions: *execs, inflight: *inflight, nodes: *nodes, concurrency: *concurrency, prefetch: *prefetch, noFuse: *noFuse,
+			executions: *execs, inflight: *inflight, nodes: *nodes, concurrency: *concurrency, prefetch: *prefetch, noFuse: *noFuse, chain: *chain,
 			spawn: *spawn, idle: *idle, rawHops: *rawHops, asJSON: *asJSON,
 		})
 	}
@@ -171,6 +175,8 @@ type distributedBench struct {
 	asJSON                      bool
 	// noFuse starts the spawned workers with --no-fuse.
 	noFuse bool
+	// chain is "set" or "http".
+	chain string
 }
 
 // distributedReport is what a distributed rune bench measured.
@@ -195,6 +201,10 @@ type distributedReport struct {
 	Sizes     *bench.Sizes    `json:"message_sizes,omitempty"`
 	RawSame   *amqp.HopResult `json:"raw_ceiling_same_messages,omitempty"`
 	RatioSame float64         `json:"ratio_to_raw_ceiling_same_messages,omitempty"`
+	// Chain is the chain's node type; HTTPCallP50 is, for http, the p50 of
+	// the same GET made by the bench itself: the call without Rune.
+	Chain       string        `json:"chain"`
+	HTTPCallP50 time.Duration `json:"http_call_p50_ns,omitempty"`
 }
 
 func benchDistributed(ctx context.Context, env *cliEnv, srv *servers, o distributedBench) error {
@@ -240,7 +250,17 @@ func benchDistributed(ctx context.Context, env *cliEnv, srv *servers, o distribu
 	}
 	defer rt.Close()
 	b, eng := rt.Broker, rt.Engine
-	wf, err := eng.Compile(bench.LinearWorkflow(o.nodes))
+	def := bench.LinearWorkflow(o.nodes)
+	rep.Chain = "set"
+	if o.chain == "http" {
+		url, callP50, stop, err := benchHTTPServer(ctx)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		def, rep.Chain, rep.HTTPCallP50 = bench.HTTPWorkflow(o.nodes, url), "http", callP50
+	}
+	wf, err := eng.Compile(def)
 	if err != nil {
 		return err
 	}
@@ -298,6 +318,41 @@ func benchDistributed(ctx context.Context, env *cliEnv, srv *servers, o distribu
 	return nil
 }
 
+// benchHTTPServer serves the http chain's GETs on 127.0.0.1 and returns
+// its URL and the p50 of 200 GETs made directly: the call itself.
+func benchHTTPServer(ctx context.Context) (url string, callP50 time.Duration, stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", 0, nil, err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	url = "http://" + ln.Addr().String() + "/"
+	calls := make([]time.Duration, 0, 200)
+	client := &http.Client{Timeout: 10 * time.Second}
+	for range 200 {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			_ = srv.Close()
+			return "", 0, nil, err
+		}
+		t0 := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			_ = srv.Close()
+			return "", 0, nil, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		calls = append(calls, time.Since(t0))
+	}
+	sort.Slice(calls, func(i, j int) bool { return calls[i] < calls[j] })
+	return url, bench.Percentile(calls, 0.5), func() { _ = srv.Close() }, nil
+}
+
 func orDefault(n int) string {
 	if n == 0 {
 		return "default"
@@ -310,8 +365,11 @@ func (r *distributedReport) print(w io.Writer, nodes int) {
 	if r.Workers > 0 {
 		who = fmt.Sprintf("%d spawned worker(s)", r.Workers)
 	}
-	r.Throughput.Print(w, fmt.Sprintf("distributed runtime (RabbitMQ, Redis), linear workflow of %d set nodes, %d in flight, %s, concurrency %d, prefetch %s",
-		nodes, r.InFlight, who, r.Concurrency, orDefault(r.Prefetch)))
+	r.Throughput.Print(w, fmt.Sprintf("distributed runtime (RabbitMQ, Redis), linear workflow of %d %s nodes, %d in flight, %s, concurrency %d, prefetch %s",
+		nodes, r.Chain, r.InFlight, who, r.Concurrency, orDefault(r.Prefetch)))
+	if r.HTTPCallP50 > 0 {
+		fmt.Fprintf(w, "  the HTTP call itself (200 GETs by the bench): p50 %s\n", r.HTTPCallP50.Round(time.Microsecond))
+	}
 	if r.WorkerPeakRSS > 0 {
 		fmt.Fprintf(w, "  worker peak RSS:  %.1f MiB\n", float64(r.WorkerPeakRSS)/(1<<20))
 	}
