@@ -189,10 +189,13 @@ type distributedReport struct {
 	Prefetch    int `json:"worker_prefetch,omitempty"`
 	InFlight    int `json:"inflight"`
 	// WorkerPeakRSS is the largest peak RSS of the spawned workers (Linux).
-	WorkerPeakRSS uint64          `json:"worker_peak_rss_bytes,omitempty"`
-	Throughput    *bench.Result   `json:"throughput"`
-	Idle          *bench.Result   `json:"idle,omitempty"`
-	Raw           *amqp.HopResult `json:"raw_ceiling,omitempty"`
+	WorkerPeakRSS uint64 `json:"worker_peak_rss_bytes,omitempty"`
+	// WorkerCPUPerNode is the spawned workers' CPU time over the node
+	// executions of the throughput run (Linux, 10 ms resolution).
+	WorkerCPUPerNode time.Duration   `json:"worker_cpu_per_node_ns,omitempty"`
+	Throughput       *bench.Result   `json:"throughput"`
+	Idle             *bench.Result   `json:"idle,omitempty"`
+	Raw              *amqp.HopResult `json:"raw_ceiling,omitempty"`
 	// Ratio is the node execution rate over the raw hop rate.
 	Ratio float64 `json:"ratio_to_raw_ceiling,omitempty"`
 	// Sizes are the workflow's messages; RawSame is the raw ceiling for
@@ -265,10 +268,17 @@ func benchDistributed(ctx context.Context, env *cliEnv, srv *servers, o distribu
 		return err
 	}
 
-	fmt.Fprintf(env.stderr, "rune bench: %d executions of %d set nodes, %d in flight, distributed runtime\n", o.executions, o.nodes, o.inflight)
+	fmt.Fprintf(env.stderr, "rune bench: %d executions of %d %s nodes, %d in flight, distributed runtime\n", o.executions, o.nodes, rep.Chain, o.inflight)
+	var cpu0 time.Duration
+	if workers != nil {
+		cpu0 = workers.cpu()
+	}
 	rep.Throughput, err = bench.RunWatching(ctx, b, eng, wf, bench.Config{Executions: o.executions, InFlight: o.inflight, Progress: env.stderr})
 	if err != nil {
 		return workers.explain(err)
+	}
+	if workers != nil && rep.Throughput.NodeExecutions > 0 {
+		rep.WorkerCPUPerNode = (workers.cpu() - cpu0) / time.Duration(rep.Throughput.NodeExecutions)
 	}
 	if o.idle > 0 {
 		fmt.Fprintf(env.stderr, "rune bench: %d executions one at a time (idle latency)\n", o.idle)
@@ -372,6 +382,9 @@ func (r *distributedReport) print(w io.Writer, nodes int) {
 	}
 	if r.WorkerPeakRSS > 0 {
 		fmt.Fprintf(w, "  worker peak RSS:  %.1f MiB\n", float64(r.WorkerPeakRSS)/(1<<20))
+	}
+	if r.WorkerCPUPerNode > 0 {
+		fmt.Fprintf(w, "  worker CPU:       %s per node execution\n", r.WorkerCPUPerNode.Round(time.Microsecond))
 	}
 	if r.Idle != nil {
 		fmt.Fprintf(w, "idle system, one execution at a time (%d executions)\n", r.Idle.Executions)
@@ -532,6 +545,27 @@ func (g *workerGroup) explain(err error) error {
 
 // peakRSS is the largest peak resident set size among the workers, from
 // /proc (0 where there is none).
+// cpu is the CPU time (user + system) the workers used so far (Linux).
+func (g *workerGroup) cpu() time.Duration {
+	var ticks uint64
+	for _, p := range g.procs {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+		if err != nil {
+			continue
+		}
+		// Fields after the command name (which may hold spaces): utime and
+		// stime are the 12th and 13th.
+		s := string(data)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) > 12 {
+			u, _ := strconv.ParseUint(f[11], 10, 64)
+			st, _ := strconv.ParseUint(f[12], 10, 64)
+			ticks += u + st
+		}
+	}
+	return time.Duration(ticks) * (time.Second / 100) // USER_HZ is 100 on Linux
+}
+
 func (g *workerGroup) peakRSS() uint64 {
 	var peak uint64
 	for _, p := range g.procs {
