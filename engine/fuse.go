@@ -40,15 +40,31 @@ type fusedRecord struct {
 // fuses says whether e fuses the pure nodes of wf.
 func (e *Engine) fuses(wf *Workflow) bool { return !e.cfg.NoFuse && wf.Def.Fused() }
 
+// FuseGate is a Sink that can forbid fused hops for now: MayFuse false
+// means the handled node's successors are published, not run in its hop
+// (a worker that is shutting down finishes the node in hand and takes on
+// nothing more).
+type FuseGate interface {
+	MayFuse() bool
+}
+
 // fuse runs in this hop the pure successors of the step's node, adding
 // their effects to f and their results to rec. On a replay (rec was stored)
 // it takes the results from rec instead, exactly as many as were fused.
 func (s *step) fuse(ctx context.Context, rec *record, f *effects) error {
-	if rec.Noop || rec.Arrival || s.uncounted {
+	// A resumed wait publishes its successors: the scheduler resumes,
+	// workers run nodes. Barrier timeouts and arrivals have paths of their
+	// own.
+	if rec.Noop || rec.Arrival || s.uncounted || !s.resumedAt.IsZero() {
 		return nil
 	}
-	if !s.replaying && !s.e.fuses(s.wf) {
-		return nil
+	if !s.replaying {
+		if !s.e.fuses(s.wf) {
+			return nil
+		}
+		if g, ok := s.sink.(FuseGate); ok && !g.MayFuse() {
+			return nil
+		}
 	}
 	began := time.Now()
 	for i := 0; ; i++ {

@@ -96,30 +96,32 @@ func Run(ctx context.Context, cfg Config) error {
 	go func() {
 		opts := broker.ConsumeOptions{Concurrency: 2}
 		timeouts <- cfg.Broker.Consume(ctx, broker.Timeout, opts, func(_ context.Context, d *broker.Delivery) error {
-			return handleTimeout(work, cfg, d)
+			return handleTimeout(work, ctx, cfg, d)
 		})
 	}()
 	opts := broker.ConsumeOptions{Concurrency: cfg.Concurrency, Prefetch: cfg.Prefetch}
 	err := cfg.Broker.Consume(ctx, broker.Execution, opts, func(_ context.Context, d *broker.Delivery) error {
-		return handle(work, cfg, d)
+		return handle(work, ctx, cfg, d)
 	})
 	return errors.Join(err, <-timeouts)
 }
 
-func handleTimeout(ctx context.Context, cfg Config, d *broker.Delivery) error {
+// handleTimeout and handle run a delivery on ctx; running is done once the
+// worker is shutting down.
+func handleTimeout(ctx, running context.Context, cfg Config, d *broker.Delivery) error {
 	t, ok := d.Body.(*message.Timeout)
 	if !ok {
 		return fmt.Errorf("%w: body of %T on %s", broker.ErrReject, d.Body, d.Topic)
 	}
-	return settle(ctx, cfg, d, runIDs{exec: t.ExecutionID, workflow: t.WorkflowID, node: t.NodeID, stack: t.LineageStack, attempt: 1}, func(s *Publisher) error { return cfg.Engine.HandleTimeout(s.ctx, t, s) })
+	return settle(ctx, running, cfg, d, runIDs{exec: t.ExecutionID, workflow: t.WorkflowID, node: t.NodeID, stack: t.LineageStack, attempt: 1}, func(s *Publisher) error { return cfg.Engine.HandleTimeout(s.ctx, t, s) })
 }
 
-func handle(ctx context.Context, cfg Config, d *broker.Delivery) error {
+func handle(ctx, running context.Context, cfg Config, d *broker.Delivery) error {
 	m, ok := d.Body.(*message.NodeExecution)
 	if !ok {
 		return fmt.Errorf("%w: body of %T on %s", broker.ErrReject, d.Body, d.Topic)
 	}
-	err := settle(ctx, cfg, d, runIDs{exec: m.ExecutionID, workflow: m.WorkflowID, node: m.CurrentNode, stack: m.LineageStack, attempt: m.Attempt}, func(s *Publisher) error { return cfg.Engine.Handle(s.ctx, m, s) })
+	err := settle(ctx, running, cfg, d, runIDs{exec: m.ExecutionID, workflow: m.WorkflowID, node: m.CurrentNode, stack: m.LineageStack, attempt: m.Attempt}, func(s *Publisher) error { return cfg.Engine.Handle(s.ctx, m, s) })
 	if rejected(err) {
 		reportDeadLetter(ctx, cfg, m, err)
 	}
@@ -130,11 +132,11 @@ func handle(ctx context.Context, cfg Config, d *broker.Delivery) error {
 // outcome into the broker's: nil acks once every effect is published, an
 // invalid message is rejected (dead-lettered), anything else is delivered
 // again.
-func settle(ctx context.Context, cfg Config, d *broker.Delivery, ids runIDs, run func(*Publisher) error) error {
+func settle(ctx, running context.Context, cfg Config, d *broker.Delivery, ids runIDs, run func(*Publisher) error) error {
 	topic := string(d.Topic)
 	cfg.Metrics.InFlight(topic, 1)
 	defer cfg.Metrics.InFlight(topic, -1)
-	s := &Publisher{ctx: ctx, b: cfg.Broker, onComplete: cfg.Engine.Completed}
+	s := &Publisher{ctx: ctx, b: cfg.Broker, onComplete: cfg.Engine.Completed, running: running}
 	s.SetRunningAfter(cfg.RunningAfter)
 	var err error
 	if cfg.Tracer != nil {
@@ -206,6 +208,9 @@ type Publisher struct {
 
 	// runningAfter is how long a running status is held back.
 	runningAfter time.Duration
+	// running, when set, is done once the worker is shutting down: then
+	// no hop is fused (see MayFuse).
+	running context.Context
 	// mu guards held and pending against the threshold's timer.
 	mu    sync.Mutex
 	held  *message.NodeStatus
@@ -342,6 +347,10 @@ func (p *Publisher) Complete(c *message.Completion) {
 	p.completed = append(p.completed, c)
 	p.batch = append(p.batch, broker.Message{Topic: broker.Completion, ID: c.ExecutionID, Key: c.ExecutionID, Body: c})
 }
+
+// MayFuse implements engine.FuseGate: a worker that is shutting down runs
+// the node in hand and publishes its successors for another worker.
+func (p *Publisher) MayFuse() bool { return p.running == nil || p.running.Err() == nil }
 
 // SyncStatuses implements engine.StatusSyncer: it publishes what is
 // batched (the statuses reported so far) and waits until it is safe.
