@@ -454,6 +454,9 @@ func timerMessage(ctx context.Context) (*message.NodeExecution, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	// Inline, so that another engine (another definition store) can
+	// freeze copies of it.
+	m.WorkflowDefinition, m.DefinitionRef = wf.Raw, ""
 	return m, ts[0].Payload, nil
 }
 
