@@ -45,6 +45,23 @@ func LinearWorkflow(n int) []byte {
 	return raw
 }
 
+// HTTPWorkflow returns a linear workflow of n http nodes, each a GET of url:
+// every node a hop of its own (http nodes are never fused).
+func HTTPWorkflow(n int, url string) []byte {
+	type obj = map[string]any
+	nodes := []obj{{"id": "start", "type": "trigger", "trigger": true}}
+	var edges []obj
+	prev := "start"
+	for i := 1; i <= n; i++ {
+		id := fmt.Sprintf("call_%d", i)
+		nodes = append(nodes, obj{"id": id, "type": "http", "parameters": obj{"method": "GET", "url": url}})
+		edges = append(edges, obj{"id": fmt.Sprintf("e%d", i), "src": prev, "dst": id})
+		prev = id
+	}
+	raw, _ := json.Marshal(obj{"id": "bench_http", "name": "bench: linear http nodes", "nodes": nodes, "edges": edges})
+	return raw
+}
+
 // Config is one benchmark run.
 type Config struct {
 	// Executions is how many executions to run. Default 10,000.
@@ -69,9 +86,14 @@ type Result struct {
 	// engine timestamps them: queueing, handling and publishing included.
 	HopP50 time.Duration `json:"hop_p50_ns"`
 	HopP99 time.Duration `json:"hop_p99_ns"`
-	// Statuses is how many node status messages RunWatching consumed
-	// (running and success of every node, the trigger's success).
+	// Statuses is how many status messages RunWatching consumed: one per
+	// hop (a node's, or a fused hop's, statuses), the trigger's, and the
+	// running statuses published alone (nodes running past the threshold).
 	Statuses int `json:"status_messages,omitempty"`
+	// ExecP50 and ExecP99 are end-to-end latencies of an execution: from
+	// the trigger's success to the last node's.
+	ExecP50 time.Duration `json:"execution_p50_ns,omitempty"`
+	ExecP99 time.Duration `json:"execution_p99_ns,omitempty"`
 	// DuplicateCompletions is how many completion messages RunWatching
 	// received for executions already completed.
 	DuplicateCompletions int `json:"duplicate_completions,omitempty"`
@@ -208,19 +230,21 @@ func RunWatching(ctx context.Context, b broker.Broker, e *engine.Engine, wf *eng
 		})
 	}
 	consume(broker.Status, broker.ConsumeOptions{Concurrency: 2, Prefetch: 2000}, func(_ context.Context, d *broker.Delivery) error {
-		s, ok := d.Body.(*message.NodeStatus)
-		if !ok || !strings.HasPrefix(s.ExecutionID, runID) {
+		ss := message.StatusesOf(d.Body)
+		if len(ss) == 0 || !strings.HasPrefix(ss[0].ExecutionID, runID) {
 			return nil
 		}
-		statuses.Add(1)
-		if s.Status != message.StatusSuccess {
-			return nil
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		successes[s.ExecutionID] = append(successes[s.ExecutionID], s.ExecutedAt)
-		if nsucc++; nsucc == cfg.Executions*perExec {
-			close(allStatus)
+		statuses.Add(1) // status messages, each one hop's statuses
+		for _, s := range ss {
+			if s.Status != message.StatusSuccess {
+				continue
+			}
+			mu.Lock()
+			successes[s.ExecutionID] = append(successes[s.ExecutionID], s.ExecutedAt)
+			if nsucc++; nsucc == cfg.Executions*perExec {
+				close(allStatus)
+			}
+			mu.Unlock()
 		}
 		return nil
 	})
@@ -309,13 +333,18 @@ wait:
 	mu.Lock()
 	defer mu.Unlock()
 	hops := make([]time.Duration, 0, cfg.Executions*(perExec-1))
+	execs := make([]time.Duration, 0, len(successes))
 	for _, ts := range successes {
 		sort.Slice(ts, func(i, j int) bool { return ts[i].Before(ts[j]) })
 		for i := 1; i < len(ts); i++ {
 			hops = append(hops, ts[i].Sub(ts[i-1]))
 		}
+		if len(ts) > 1 {
+			execs = append(execs, ts[len(ts)-1].Sub(ts[0]))
+		}
 	}
 	sort.Slice(hops, func(i, j int) bool { return hops[i] < hops[j] })
+	sort.Slice(execs, func(i, j int) bool { return execs[i] < execs[j] })
 	n := len(hops) // node executions seen succeeding, the triggers' not counted
 	return &Result{
 		Executions:           int(done.Load()),
@@ -324,6 +353,8 @@ wait:
 		NodesPerSecond:       float64(n) / elapsed.Seconds(),
 		HopP50:               Percentile(hops, 0.50),
 		HopP99:               Percentile(hops, 0.99),
+		ExecP50:              Percentile(execs, 0.50),
+		ExecP99:              Percentile(execs, 0.99),
 		Statuses:             int(statuses.Load()),
 		DuplicateCompletions: dups,
 		PeakRSS:              PeakRSS(),
@@ -391,8 +422,11 @@ func (r *Result) Print(w io.Writer, title string) {
 	fmt.Fprintf(w, "  executions:       %d (%d not completed)\n", r.Executions, r.Failed)
 	fmt.Fprintf(w, "  node executions:  %d in %s = %.0f /s\n", r.NodeExecutions, r.Elapsed.Round(time.Millisecond), r.NodesPerSecond)
 	fmt.Fprintf(w, "  per-node latency: p50 %s, p99 %s\n", r.HopP50.Round(time.Microsecond), r.HopP99.Round(time.Microsecond))
+	if r.ExecP50 > 0 {
+		fmt.Fprintf(w, "  execution latency (trigger to last node): p50 %s, p99 %s\n", r.ExecP50.Round(time.Microsecond), r.ExecP99.Round(time.Microsecond))
+	}
 	if r.Statuses > 0 {
-		fmt.Fprintf(w, "  status messages:  %d = %.0f /s\n", r.Statuses, float64(r.Statuses)/r.Elapsed.Seconds())
+		fmt.Fprintf(w, "  status messages:  %d = %.0f /s (%.2f per node)\n", r.Statuses, float64(r.Statuses)/r.Elapsed.Seconds(), float64(r.Statuses)/float64(max(r.NodeExecutions, 1)))
 	}
 	if r.DuplicateCompletions > 0 {
 		fmt.Fprintf(w, "  duplicate completions: %d\n", r.DuplicateCompletions)

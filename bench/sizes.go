@@ -6,6 +6,7 @@ import (
 
 	coordmem "github.com/rune-org/rune/coord/memory"
 	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/message"
 	"github.com/rune-org/rune/nodes"
 )
 
@@ -15,8 +16,10 @@ import (
 func probe(f func(*engine.Engine) error) error {
 	co := coordmem.New(coordmem.Options{})
 	defer co.Close()
+	// Unfused, with a definition store: every node a hop, its message
+	// carrying the definition's reference.
 	e, err := engine.New(engine.Config{Registry: nodes.NewRegistry(nodes.Options{}), Coord: co,
-		Barriers: coordmem.NewBarriers(), Blobs: coordmem.NewBlobs()})
+		Barriers: coordmem.NewBarriers(), Blobs: coordmem.NewBlobs(), Definitions: coordmem.NewBlobs(), NoFuse: true})
 	if err != nil {
 		return err
 	}
@@ -63,8 +66,9 @@ func LinearSizes(n int) (Sizes, error) {
 			if err := e.Handle(ctx, m, &eff); err != nil {
 				return err
 			}
-			for _, st := range eff.Statuses {
-				raw, err := json.Marshal(st)
+			if len(eff.Statuses) > 0 {
+				// One status message per hop (worker.Publisher).
+				raw, err := json.Marshal(&message.Statuses{WorkflowID: m.WorkflowID, ExecutionID: m.ExecutionID, Statuses: eff.Statuses})
 				if err != nil {
 					return err
 				}

@@ -193,7 +193,9 @@ func TimerLateness(ctx context.Context, cfg TimerLatenessConfig) (*TimerResult, 
 		for _, topic := range []broker.Topic{broker.Status, broker.Completion} {
 			followers.Go(func() {
 				_ = cfg.Broker.Consume(fctx, topic, broker.ConsumeOptions{Concurrency: 4, Prefetch: 1000}, func(_ context.Context, d *broker.Delivery) error {
-					record(d.Body)
+					for _, m := range broker.Unbatch(d.Message) {
+						record(m.Body)
+					}
 					return nil
 				})
 			})
@@ -452,6 +454,9 @@ func timerMessage(ctx context.Context) (*message.NodeExecution, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	// Inline, so that another engine (another definition store) can
+	// freeze copies of it.
+	m.WorkflowDefinition, m.DefinitionRef = wf.Raw, ""
 	return m, ts[0].Payload, nil
 }
 

@@ -3,6 +3,7 @@ package broker
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/rune-org/rune/message"
 )
@@ -20,9 +21,7 @@ func (m Message) Validate() error {
 		b, ok = m.Body.(*message.NodeExecution)
 		ok = ok && b != nil
 	case Status:
-		var b *message.NodeStatus
-		b, ok = m.Body.(*message.NodeStatus)
-		ok = ok && b != nil
+		ok = len(message.StatusesOf(m.Body)) > 0
 	case Completion:
 		var b *message.Completion
 		b, ok = m.Body.(*message.Completion)
@@ -62,7 +61,8 @@ func Encode(m Message) ([]byte, error) {
 }
 
 // Decode parses and validates the wire form of a body published on topic:
-// *message.NodeExecution for Execution, *message.NodeStatus for Status,
+// *message.NodeExecution for Execution, *message.NodeStatus or
+// *message.Statuses for Status,
 // *message.Completion for Completion and *message.Timeout for Timeout. Every
 // error wraps ErrReject: a body that cannot be decoded can never be processed,
 // so consumers dead-letter it rather than retry it.
@@ -75,7 +75,7 @@ func Decode(topic Topic, data []byte) (any, error) {
 	case Execution:
 		body, err = message.DecodeExecution(data)
 	case Status:
-		body, err = message.DecodeStatus(data)
+		body, err = message.DecodeStatusBody(data)
 	case Completion:
 		body, err = message.DecodeCompletion(data)
 	case Timeout:
@@ -97,10 +97,33 @@ func IDs(body any) (id, key string) {
 		return v.MessageID, v.ExecutionID
 	case *message.NodeStatus:
 		return "", v.ExecutionID
+	case *message.Statuses:
+		return "", v.ExecutionID
 	case *message.Completion:
 		return "", v.ExecutionID
 	case *message.Timeout:
 		return "", v.ExecutionID
 	}
 	return "", ""
+}
+
+// Unbatch returns m as followers see it: a *message.Statuses body becomes
+// one message per status, in order (with ids derived from m's, so that a
+// redelivery is recognised); any other message is itself. Brokers' Follow
+// hands out unbatched messages, so every follower reads one status at a time
+// whichever form was published.
+func Unbatch(m Message) []Message {
+	b, ok := m.Body.(*message.Statuses)
+	if !ok {
+		return []Message{m}
+	}
+	out := make([]Message, len(b.Statuses))
+	for i, s := range b.Statuses {
+		out[i] = m
+		out[i].Body = s
+		if m.ID != "" {
+			out[i].ID = m.ID + "/" + strconv.Itoa(i)
+		}
+	}
+	return out
 }

@@ -60,6 +60,8 @@ type Config struct {
 	// Metrics records what the engine does; nil records nothing. The
 	// worker and scheduler take it in their own Config.
 	Metrics *metrics.Recorder
+	// NoFuse runs every node in a hop of its own (engine.Config.NoFuse).
+	NoFuse bool
 }
 
 // Runtime is a connected distributed runtime.
@@ -128,6 +130,7 @@ func Connect(ctx context.Context, cfg Config) (*Runtime, error) {
 		Secrets:     cfg.Secrets,
 		Logger:      cfg.Logger,
 		Metrics:     cfg.Metrics,
+		NoFuse:      cfg.NoFuse,
 	})
 	if err != nil {
 		r.Close()

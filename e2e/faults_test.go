@@ -152,12 +152,14 @@ func (r *faultRun) startOver(d time.Duration) {
 	go func() {
 		defer close(stopped)
 		err := r.c.master.Consume(ctx, broker.Status, broker.ConsumeOptions{Concurrency: 4}, func(_ context.Context, d *broker.Delivery) error {
-			if st, ok := d.Body.(*message.NodeStatus); ok && st.NodeID == "pause" && st.Status == message.StatusSuccess {
-				r.fx.mu.Lock()
-				if _, seen := r.fx.fired[st.ExecutionID]; !seen {
-					r.fx.fired[st.ExecutionID] = st.ExecutedAt
+			for _, st := range message.StatusesOf(d.Body) {
+				if st.NodeID == "pause" && st.Status == message.StatusSuccess {
+					r.fx.mu.Lock()
+					if _, seen := r.fx.fired[st.ExecutionID]; !seen {
+						r.fx.fired[st.ExecutionID] = st.ExecutedAt
+					}
+					r.fx.mu.Unlock()
 				}
-				r.fx.mu.Unlock()
 			}
 			return nil
 		})

@@ -92,10 +92,33 @@ type cache struct {
 	max  int
 	mu   sync.RWMutex
 	m    map[uint64]*Workflow
+	// refs holds the same workflows by definition reference.
+	refs map[string]*Workflow
 }
 
 func newCache(max int) *cache {
-	return &cache{seed: maphash.MakeSeed(), max: max, m: map[uint64]*Workflow{}}
+	return &cache{seed: maphash.MakeSeed(), max: max, m: map[uint64]*Workflow{}, refs: map[string]*Workflow{}}
+}
+
+func (c *cache) getRef(ref string) *Workflow {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.refs[ref]
+}
+
+func (c *cache) putRef(ref string, wf *Workflow) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.refs[ref] == wf {
+		return
+	}
+	if len(c.refs) >= c.max {
+		for k := range c.refs { // as put: an evicted definition is fetched again
+			delete(c.refs, k)
+			break
+		}
+	}
+	c.refs[ref] = wf
 }
 
 func (c *cache) get(raw []byte) *Workflow {

@@ -72,6 +72,10 @@ type Config struct {
 	// again, and publishes none when the first is out. Nil: it publishes
 	// again.
 	CompletionRouted func(ctx context.Context, exec string) (bool, error)
+	// NoFuse runs every node in a hop of its own. Default false: a pure
+	// successor (set, conditional, switch, log) runs in the hop of the node
+	// before it, unless its workflow's settings say "fuse": false.
+	NoFuse bool
 }
 
 // Sink receives the effects of handling one message, in order. The runtime
@@ -159,7 +163,7 @@ func (e *Engine) Handle(ctx context.Context, m *message.NodeExecution, sink Sink
 	if err := m.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	wf, n, err := e.compiled(m, "message")
+	wf, n, err := e.compiled(ctx, m, "message")
 	if err != nil {
 		return err
 	}
@@ -170,7 +174,11 @@ func (e *Engine) Handle(ctx context.Context, m *message.NodeExecution, sink Sink
 		return invalidf("message %s: current_node %q is the trigger, which is never executed", m.MessageID, n.ID)
 	}
 	tracing.NodeType(ctx, n.Type)
-	st := &step{e: e, wf: wf, m: m, node: n, sink: sink}
+	ref, err := e.refFor(ctx, wf, m)
+	if err != nil {
+		return err
+	}
+	st := &step{e: e, wf: wf, m: m, node: n, sink: sink, ref: ref}
 	return st.handle(ctx)
 }
 
@@ -182,7 +190,7 @@ func (e *Engine) Resume(ctx context.Context, m *message.NodeExecution, due time.
 	if err := m.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	wf, n, err := e.compiled(m, "message")
+	wf, n, err := e.compiled(ctx, m, "message")
 	if err != nil {
 		return err
 	}
@@ -190,15 +198,24 @@ func (e *Engine) Resume(ctx context.Context, m *message.NodeExecution, due time.
 		return invalidf("message %s: current_node %q is not a wait or delay node of workflow %q", m.MessageID, m.CurrentNode, wf.Def.ID)
 	}
 	tracing.NodeType(ctx, n.Type)
-	st := &step{e: e, wf: wf, m: m, node: n, sink: sink, resumedAt: due}
+	ref, err := e.refFor(ctx, wf, m)
+	if err != nil {
+		return err
+	}
+	st := &step{e: e, wf: wf, m: m, node: n, sink: sink, resumedAt: due, ref: ref}
 	return st.handle(ctx)
 }
 
 // compiled compiles m's definition and finds its current node (nil when the
 // definition has none); what names m in errors.
-func (e *Engine) compiled(m *message.NodeExecution, what string) (*Workflow, *workflow.Node, error) {
-	wf, err := e.Compile(m.WorkflowDefinition)
-	if err != nil {
+func (e *Engine) compiled(ctx context.Context, m *message.NodeExecution, what string) (*Workflow, *workflow.Node, error) {
+	var wf *Workflow
+	var err error
+	if len(m.WorkflowDefinition) == 0 && m.DefinitionRef != "" {
+		if wf, err = e.byRef(ctx, m.DefinitionRef); err != nil {
+			return nil, nil, fmt.Errorf("%s %s: %w", what, m.MessageID, err)
+		}
+	} else if wf, err = e.Compile(m.WorkflowDefinition); err != nil {
 		return nil, nil, fmt.Errorf("%w: %s %s: %v", ErrInvalid, what, m.MessageID, err)
 	}
 	if m.WorkflowID != wf.Def.ID {

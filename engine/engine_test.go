@@ -68,7 +68,9 @@ func newHarnessWith(t *testing.T, def string, tweak func(*engine.Config)) *harne
 	co := coordmem.New(coordmem.Options{})
 	t.Cleanup(func() { co.Close() })
 	timers := coordmem.NewTimers()
-	cfg := engine.Config{Registry: reg, Coord: co, Timers: timers, Barriers: coordmem.NewBarriers()}
+	// Unfused: these tests step through one node per message; fused hops
+	// have tests of their own (fuse_test.go).
+	cfg := engine.Config{Registry: reg, Coord: co, Timers: timers, Barriers: coordmem.NewBarriers(), NoFuse: true}
 	if tweak != nil {
 		tweak(&cfg)
 	}

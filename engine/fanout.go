@@ -272,6 +272,17 @@ func (s *step) split(ctx context.Context, f *effects, next map[string]any) error
 // n with ctx and stack: the context and lineage n's successors would take.
 func (s *step) timeout(n *workflow.Node, key string, ctx map[string]any, stack []message.Frame) *message.Timeout {
 	deadline := s.e.cfg.Now().Add(time.Duration(nodes.BarrierTimeout(n) * float64(time.Second)))
+	m := &message.NodeExecution{
+		MessageID:          childID(s.m.ExecutionID+"/"+key, "timeout"),
+		WorkflowID:         s.m.WorkflowID,
+		ExecutionID:        s.m.ExecutionID,
+		CurrentNode:        n.ID,
+		Attempt:            1,
+		StartedAt:          s.m.StartedAt,
+		AccumulatedContext: ctx,
+		LineageStack:       stack,
+	}
+	definitionOf(m, s.m, s.ref)
 	return &message.Timeout{
 		ExecutionID:  s.m.ExecutionID,
 		WorkflowID:   s.m.WorkflowID,
@@ -279,17 +290,7 @@ func (s *step) timeout(n *workflow.Node, key string, ctx map[string]any, stack [
 		LineageStack: stack,
 		Deadline:     deadline,
 		Key:          key,
-		Message: &message.NodeExecution{
-			MessageID:          childID(s.m.ExecutionID+"/"+key, "timeout"),
-			WorkflowID:         s.m.WorkflowID,
-			ExecutionID:        s.m.ExecutionID,
-			CurrentNode:        n.ID,
-			Attempt:            1,
-			StartedAt:          s.m.StartedAt,
-			WorkflowDefinition: s.m.WorkflowDefinition,
-			AccumulatedContext: ctx,
-			LineageStack:       stack,
-		},
+		Message:      m,
 	}
 }
 
@@ -593,7 +594,7 @@ func (e *Engine) HandleTimeout(ctx context.Context, t *message.Timeout, sink Sin
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	m := t.Message
-	wf, n, err := e.compiled(m, "timeout")
+	wf, n, err := e.compiled(ctx, m, "timeout")
 	if err != nil {
 		return err
 	}
@@ -601,7 +602,11 @@ func (e *Engine) HandleTimeout(ctx context.Context, t *message.Timeout, sink Sin
 		return invalidf("timeout %s: %q is not a merge or aggregator of workflow %q", m.MessageID, m.CurrentNode, wf.Def.ID)
 	}
 	tracing.NodeType(ctx, n.Type)
-	st := &step{e: e, wf: wf, m: m, node: n, sink: sink, uncounted: true}
+	ref, err := e.refFor(ctx, wf, m)
+	if err != nil {
+		return err
+	}
+	st := &step{e: e, wf: wf, m: m, node: n, sink: sink, uncounted: true, ref: ref}
 	b, err := e.cfg.Coord.Begin(ctx, m.ExecutionID, m.MessageID)
 	if err != nil {
 		return fmt.Errorf("engine: begin timeout %s: %w", m.MessageID, err)

@@ -80,7 +80,11 @@ func (e *Engine) Freeze(ctx context.Context, m *message.NodeExecution) ([]byte, 
 	if e.cfg.Definitions == nil {
 		return json.Marshal(m)
 	}
-	def, err := e.storeDefinition(ctx, m.WorkflowDefinition)
+	raw, err := e.rawDefinition(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	def, err := e.storeDefinition(ctx, raw)
 	if err != nil {
 		return nil, err
 	}
@@ -169,9 +173,11 @@ func (e *Engine) thawV1(ctx context.Context, payload []byte) (*message.NodeExecu
 	if err := json.Unmarshal(raw, &f); err != nil || f.Message == nil {
 		return nil, fmt.Errorf("%w: frozen message is not readable: %v", ErrInvalid, err)
 	}
-	if f.Message.WorkflowDefinition, err = e.definition(ctx, f.Definition); err != nil {
+	if _, err = e.definition(ctx, f.Definition); err != nil {
 		return nil, err
 	}
+	// Thawed, it refers to its definition, as the engine's messages do.
+	f.Message.WorkflowDefinition, f.Message.DefinitionRef = nil, f.Definition
 	return f.Message, nil
 }
 
@@ -253,14 +259,15 @@ func (e *Engine) thawV2(ctx context.Context, timerID string, payload []byte) (*m
 		return nil, br.err
 	}
 	m := &message.NodeExecution{
-		MessageID:          timerID,
-		WorkflowID:         string(f[0]),
-		ExecutionID:        string(f[1]),
-		CurrentNode:        string(f[2]),
-		FromNode:           string(f[3]),
-		Attempt:            int(attempt),
-		StartedAt:          time.Unix(sec, int64(nsec)).In(zone(int(off))),
-		WorkflowDefinition: def,
+		MessageID:   timerID,
+		WorkflowID:  string(f[0]),
+		ExecutionID: string(f[1]),
+		CurrentNode: string(f[2]),
+		FromNode:    string(f[3]),
+		Attempt:     int(attempt),
+		StartedAt:   time.Unix(sec, int64(nsec)).In(zone(int(off))),
+		// Thawed, it refers to its definition, as the engine's messages do.
+		DefinitionRef: ref,
 	}
 	if err := json.Unmarshal(f[4], &m.AccumulatedContext); err != nil {
 		return nil, fmt.Errorf("%w: frozen message: bad accumulated_context: %v", ErrInvalid, err)

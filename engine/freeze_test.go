@@ -113,6 +113,9 @@ func TestThawEarlierForms(t *testing.T) {
 // the same content-addressed reference coordmem's Blobs gives.
 func definitionRef(t *testing.T, m *message.NodeExecution) string {
 	t.Helper()
+	if m.DefinitionRef != "" {
+		return m.DefinitionRef
+	}
 	ref, err := coordmem.NewBlobs().Put(context.Background(), "definitions", m.WorkflowDefinition)
 	if err != nil {
 		t.Fatal(err)

@@ -26,6 +26,19 @@ func (s *step) observe(rec *record, f *effects, out coord.Outcome) {
 			break
 		}
 	}
+	// The nodes fused into this hop count as runs of their own.
+	for _, fr := range rec.Fused {
+		n, ok := s.wf.Graph.Node(fr.Node)
+		if !ok {
+			continue
+		}
+		for _, st := range f.statuses {
+			if st.NodeID == fr.Node && st.Status != message.StatusRunning {
+				m.NodeRun(s.m.WorkflowID, n.Type, st.Status, fr.FinishedAt.Sub(fr.StartedAt))
+				break
+			}
+		}
+	}
 	if f.halt != nil {
 		m.Halt(s.m.WorkflowID)
 	}

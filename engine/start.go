@@ -35,6 +35,12 @@ func (e *Engine) Start(ctx context.Context, wf *Workflow, execID string, input a
 		return invalidf("workflow %q has no trigger", wf.Def.ID)
 	}
 	edges := wf.Graph.Outgoing(trig.ID)
+	// The definition is stored before anything refers to it.
+	first := &message.NodeExecution{WorkflowDefinition: wf.Raw}
+	ref, err := e.refFor(ctx, wf, first)
+	if err != nil {
+		return err
+	}
 	if len(edges) > 0 {
 		if err := e.cfg.Coord.Start(ctx, execID, len(edges)); err != nil {
 			return fmt.Errorf("engine: start execution %s: %w", execID, err)
@@ -54,7 +60,7 @@ func (e *Engine) Start(ctx context.Context, wf *Workflow, execID string, input a
 		return nil
 	}
 	for _, edge := range edges {
-		sink.Execute(&message.NodeExecution{
+		m := &message.NodeExecution{
 			MessageID:          childID(execID, edge.ID),
 			WorkflowID:         wf.Def.ID,
 			ExecutionID:        execID,
@@ -62,9 +68,10 @@ func (e *Engine) Start(ctx context.Context, wf *Workflow, execID string, input a
 			FromNode:           trig.ID,
 			Attempt:            1,
 			StartedAt:          now,
-			WorkflowDefinition: wf.Raw,
 			AccumulatedContext: acc,
-		}, 0)
+		}
+		definitionOf(m, first, ref)
+		sink.Execute(m, 0)
 	}
 	return nil
 }

@@ -42,6 +42,12 @@ type step struct {
 	// secrets are the credential values this step's node resolved: they
 	// are redacted from everything it produces (see stepSecrets).
 	secrets redact.Set
+	// ref is the definition reference the messages this step produces
+	// carry ("": they carry the definition inline, as m does).
+	ref string
+	// replaying is set when rec comes from the store: fused nodes are
+	// replayed from it, not run.
+	replaying bool
 }
 
 // record is what Finish stores for a message, so that a redelivery publishes
@@ -59,6 +65,9 @@ type record struct {
 	Arrival bool `json:"arrival,omitempty"`
 	// Noop marks a barrier timeout that found its barrier already closed.
 	Noop bool `json:"noop,omitempty"`
+	// Fused are the results of the nodes run in this message's hop after
+	// its own (see fuse), in order.
+	Fused []fusedRecord `json:"fused,omitempty"`
 }
 
 func (s *step) handle(ctx context.Context) error {
@@ -147,6 +156,7 @@ func (s *step) replay(ctx context.Context, raw []byte) error {
 		return invalidf("message %s: stored record is unreadable: %v", s.m.MessageID, err)
 	}
 	s.items = nil // evaluated again, from the stored record
+	s.replaying = true
 	return s.finish(ctx, &rec)
 }
 
@@ -462,7 +472,7 @@ func contains(list []string, s string) bool {
 
 // successor is the message that runs e.Dst after from.
 func (s *step) successor(from *workflow.Node, e workflow.Edge, next map[string]any, stack []message.Frame, suffix string) *message.NodeExecution {
-	return &message.NodeExecution{
+	m := &message.NodeExecution{
 		MessageID:          childID(s.m.MessageID, suffix),
 		WorkflowID:         s.m.WorkflowID,
 		ExecutionID:        s.m.ExecutionID,
@@ -470,10 +480,11 @@ func (s *step) successor(from *workflow.Node, e workflow.Edge, next map[string]a
 		FromNode:           from.ID,
 		Attempt:            1,
 		StartedAt:          s.m.StartedAt,
-		WorkflowDefinition: s.m.WorkflowDefinition,
 		AccumulatedContext: next,
 		LineageStack:       stack,
 	}
+	definitionOf(m, s.m, s.ref)
+	return m
 }
 
 // successEdges are the edges a success of n follows: its chosen route, or
@@ -514,11 +525,7 @@ func (r *record) MarshalBinary() ([]byte, error) { return json.Marshal(r) }
 // finish works out the effects of rec, records them with the coordinator,
 // then reports them.
 func (s *step) finish(ctx context.Context, rec *record) error {
-	if err := checkJSON(rec.Output, 0); err != nil {
-		// An output that is not JSON cannot travel; it is the node's failure.
-		rec = &record{StartedAt: rec.StartedAt, FinishedAt: rec.FinishedAt, DurationMS: rec.DurationMS,
-			Err: &message.Error{Code: "OUTPUT_NOT_JSON", Message: fmt.Sprintf("node %q produced output that is not JSON: %v", s.node.ID, err)}}
-	}
+	rec = s.jsonOutput(rec)
 	f := &effects{}
 	var err error
 	switch {
@@ -531,7 +538,20 @@ func (s *step) finish(ctx context.Context, rec *record) error {
 	if err != nil {
 		return err
 	}
+	if err := s.fuse(ctx, rec, f); err != nil {
+		return err
+	}
 	return s.commit(ctx, rec, f)
+}
+
+// jsonOutput returns rec, or when its output is not JSON (which cannot
+// travel) the node's failure saying so.
+func (s *step) jsonOutput(rec *record) *record {
+	if err := checkJSON(rec.Output, 0); err != nil {
+		return &record{StartedAt: rec.StartedAt, FinishedAt: rec.FinishedAt, DurationMS: rec.DurationMS,
+			Err: &message.Error{Code: "OUTPUT_NOT_JSON", Message: fmt.Sprintf("node %q produced output that is not JSON: %v", s.node.ID, err)}}
+	}
+	return rec
 }
 
 // commit records the message as finished, then reports its effects.
@@ -542,8 +562,13 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
 		// remove it (see HandleTimeout).
 		spawned++
 	}
+	optimistic := s.running != nil
+	early, err := s.statusesFirst(ctx, f, spawned)
+	if err != nil || early == done {
+		return err
+	}
 	out, err := s.e.cfg.Coord.Finish(ctx, s.m.ExecutionID, s.m.MessageID, coord.Finish{
-		Spawned: spawned, Record: rec, End: f.end, Halt: f.halt, Optimistic: s.running != nil,
+		Spawned: spawned, Record: rec, End: f.end, Halt: f.halt, Optimistic: optimistic,
 	})
 	if errors.Is(err, coord.ErrUnknownExecution) {
 		if s.uncounted {
@@ -572,7 +597,7 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
 		// was delivered (it finished), and the completer's statuses went
 		// out with the completion. Only a non-completer's own statuses may
 		// never have been published.
-		if !out.Last {
+		if !out.Last && early == none {
 			for _, st := range f.statuses {
 				s.sink.Status(st)
 			}
@@ -585,11 +610,13 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
 		}
 	}
 	s.observe(rec, f, out)
-	if running != nil {
-		s.sink.Status(running)
-	}
-	for _, st := range f.statuses {
-		s.sink.Status(st)
+	if early == none {
+		if running != nil {
+			s.sink.Status(running)
+		}
+		for _, st := range f.statuses {
+			s.sink.Status(st)
+		}
 	}
 	for _, n := range f.next {
 		s.sink.Execute(n, f.delay)
@@ -668,6 +695,63 @@ func (e *Engine) completionRouted(ctx context.Context, exec string, finished tim
 // RoutedLog is what the engine logs when a redelivered completer finds the
 // first completion in the broker and publishes none.
 const RoutedLog = "completion not recorded as published, but the broker took it: not publishing it again"
+
+// StatusSyncer is a Sink that can publish the statuses reported so far
+// ahead of the other effects. SyncStatuses returns once they are safely
+// published (or with the error that kept them from it); the effects
+// reported after it are published as before.
+type StatusSyncer interface {
+	SyncStatuses(ctx context.Context) error
+}
+
+// statusTiming says what statusesFirst did.
+type statusTiming int
+
+const (
+	none     statusTiming = iota // nothing: the statuses go out after Finish
+	reported                     // the statuses are out and safe
+	done                         // the message was handled another way (Drop, Replay)
+)
+
+// statusesFirst publishes f's statuses before the message's Finish when
+// the message spawns nothing. Such a Finish may be the one that lets
+// another branch's message end the execution: were the statuses published
+// after it, that completion could reach followers before them (a follower
+// stops reading at the completion and would miss them). A message that
+// spawns successors cannot be overtaken so: the execution lives on at least
+// until they finish, and they are published after its statuses.
+//
+// A message run optimistically asks Begin first, so that a halted
+// execution's or a finished message's statuses are not reported as new.
+func (s *step) statusesFirst(ctx context.Context, f *effects, spawned int) (statusTiming, error) {
+	syncer, ok := s.sink.(StatusSyncer)
+	if !ok || spawned > 0 || len(f.statuses) == 0 {
+		return none, nil
+	}
+	running := s.running
+	if running != nil {
+		b, err := s.e.cfg.Coord.Begin(ctx, s.m.ExecutionID, s.m.MessageID)
+		if err != nil {
+			return done, fmt.Errorf("engine: begin message %s: %w", s.m.MessageID, err)
+		}
+		switch b.State {
+		case coord.Drop:
+			s.running = nil
+			return done, s.drop(ctx)
+		case coord.Replay:
+			s.running = nil
+			return done, s.replay(ctx, b.Record)
+		}
+		s.sink.Status(running)
+	}
+	for _, st := range f.statuses {
+		s.sink.Status(st)
+	}
+	if err := syncer.SyncStatuses(ctx); err != nil {
+		return done, fmt.Errorf("engine: publish the statuses of message %s: %w", s.m.MessageID, err)
+	}
+	return reported, nil
+}
 
 // RepublishLog is what the engine logs when it publishes an execution's
 // completion again because no record says the first was published.

@@ -34,7 +34,14 @@ type NodeExecution struct {
 	StartedAt time.Time `json:"execution_started_at"`
 	// WorkflowDefinition is the complete definition, kept as raw JSON: it is
 	// decoded and compiled once per distinct definition, not once per message.
-	WorkflowDefinition json.RawMessage `json:"workflow_definition"`
+	// Empty when DefinitionRef names it instead.
+	WorkflowDefinition json.RawMessage `json:"workflow_definition,omitempty"`
+	// DefinitionRef, when WorkflowDefinition is empty, is the definition's
+	// content reference (coord.BlobRef of its bytes) in the definition store:
+	// Rune's own messages carry it instead of the definition (a departure
+	// from RFC 001 §6.1, see docs/architecture.md), and workers fetch and
+	// compile each definition once. Inline definitions are still accepted.
+	DefinitionRef string `json:"definition_ref,omitempty"`
 	// AccumulatedContext maps "$<node_id>" to that node's output.
 	AccumulatedContext map[string]any `json:"accumulated_context"`
 	LineageStack       []Frame        `json:"lineage_stack,omitempty"`

@@ -131,6 +131,10 @@ func (m *NodeExecution) Validate() error {
 		p.add("attempt", "%d, want 1 or more", m.Attempt)
 	}
 	switch def := bytes.TrimSpace(m.WorkflowDefinition); {
+	case (len(def) == 0 || string(def) == "null") && m.DefinitionRef != "":
+		if !isRef(m.DefinitionRef) {
+			p.add("definition_ref", "%q is not a definition reference (32 to 64 lowercase hex digits)", short(m.DefinitionRef))
+		}
 	case len(def) == 0 || string(def) == "null":
 		p.add("workflow_definition", "missing")
 	case def[0] != '{':
@@ -270,4 +274,18 @@ func short(s string) string {
 		cut--
 	}
 	return s[:cut] + "…"
+}
+
+// isRef says whether ref looks like a content reference: lowercase hex, 128
+// to 256 bits.
+func isRef(ref string) bool {
+	if len(ref) < 32 || len(ref) > 64 {
+		return false
+	}
+	for i := 0; i < len(ref); i++ {
+		if c := ref[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }

@@ -103,22 +103,20 @@ func follow(t *testing.T, b broker.Broker) *ledger {
 		var wg sync.WaitGroup
 		wg.Go(func() {
 			_ = b.Consume(ctx, broker.Status, broker.ConsumeOptions{Concurrency: 4, Prefetch: 500}, func(_ context.Context, d *broker.Delivery) error {
-				s, ok := d.Body.(*message.NodeStatus)
-				if !ok {
-					return nil
-				}
 				l.mu.Lock()
 				defer l.mu.Unlock()
-				switch {
-				case s.NodeID == "pause" && s.Status == message.StatusWaiting:
-					l.waiting[s.ExecutionID]++
-					if s.ResumeAt != nil && s.ResumeAt.After(l.lastDue) {
-						l.lastDue = *s.ResumeAt
+				for _, s := range message.StatusesOf(d.Body) {
+					switch {
+					case s.NodeID == "pause" && s.Status == message.StatusWaiting:
+						l.waiting[s.ExecutionID]++
+						if s.ResumeAt != nil && s.ResumeAt.After(l.lastDue) {
+							l.lastDue = *s.ResumeAt
+						}
+					case s.NodeID == "pause" && s.Status == message.StatusSuccess:
+						l.fired[s.ExecutionID]++
+					case s.NodeID == "after" && s.Status == message.StatusRunning:
+						l.ran[s.ExecutionID]++
 					}
-				case s.NodeID == "pause" && s.Status == message.StatusSuccess:
-					l.fired[s.ExecutionID]++
-				case s.NodeID == "after" && s.Status == message.StatusRunning:
-					l.ran[s.ExecutionID]++
 				}
 				return nil
 			})

@@ -39,22 +39,36 @@ func (s *Server) consumeHistory(ctx context.Context) error {
 	// Enough handlers in flight to fill a batch while the last one commits.
 	opts := broker.ConsumeOptions{Concurrency: s.cfg.HistoryBatch * historyConsumerFactor, Prefetch: s.cfg.HistoryBatch * historyConsumerFactor * 2}
 	handler := func(ctx context.Context, d *broker.Delivery) error {
-		ev, err := historyEvent(d)
-		if err != nil {
-			return fmt.Errorf("%w: %v", broker.ErrReject, err)
+		// A statuses message (one per hop) is one event per status, in
+		// order; the delivery is acked once all are persisted.
+		parts := broker.Unbatch(d.Message)
+		ps := make([]pendingEvent, len(parts))
+		for i, m := range parts {
+			ev, err := historyEvent(m)
+			if err != nil {
+				return fmt.Errorf("%w: %v", broker.ErrReject, err)
+			}
+			ps[i] = pendingEvent{ev: ev, done: make(chan error, 1)}
 		}
-		p := pendingEvent{ev: ev, done: make(chan error, 1)}
-		select {
-		case in <- p:
-		case <-ctx.Done():
-			return ctx.Err()
+		for _, p := range ps {
+			select {
+			case in <- p:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
-		select {
-		case err := <-p.done:
-			return err
-		case <-ctx.Done():
-			return ctx.Err()
+		var first error
+		for _, p := range ps {
+			select {
+			case err := <-p.done:
+				if first == nil {
+					first = err
+				}
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
+		return first
 	}
 	// One consumer failing stops the other: Run then reports it.
 	cctx, cancel := context.WithCancel(ctx)
@@ -162,8 +176,9 @@ func (s *Server) commitHistory(ctx context.Context, batch []pendingEvent) error 
 	return nil
 }
 
-// historyEvent turns a delivery into the event the store records.
-func historyEvent(d *broker.Delivery) (store.HistoryEvent, error) {
+// historyEvent turns a delivered message (a status or a completion) into
+// the event the store records.
+func historyEvent(d broker.Message) (store.HistoryEvent, error) {
 	body, err := json.Marshal(d.Body)
 	if err != nil {
 		return store.HistoryEvent{}, err

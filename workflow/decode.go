@@ -102,7 +102,8 @@ func (d *decoder) report(path, format string, args ...any) {
 }
 
 var (
-	workflowFields    = []string{"id", "name", "nodes", "edges"}
+	workflowFields    = []string{"id", "name", "nodes", "edges", "settings"}
+	settingsFields    = []string{"fuse"}
 	nodeFields        = []string{"id", "name", "type", "trigger", "parameters", "credentials", "error", "retry", "timeout", "output"}
 	edgeFields        = []string{"id", "src", "dst", "label"}
 	credentialsFields = []string{"ref"}
@@ -172,6 +173,12 @@ func (d *decoder) definition(raw json.RawMessage) *Definition {
 	def := &Definition{}
 	d.field(f, "", "id", &def.ID)
 	d.field(f, "", "name", &def.Name)
+	if raw, ok := f["settings"]; ok && !isNull(raw) {
+		if s, ok := d.object(raw, "settings", "settings", settingsFields); ok {
+			def.Settings = &Settings{}
+			d.field(s, "settings", "fuse", &def.Settings.Fuse)
+		}
+	}
 	var nodes, edges []json.RawMessage
 	// The limits of Validate apply here too, so that a 5 MiB array of
 	// empty objects cannot become a million decoded nodes.

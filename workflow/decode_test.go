@@ -74,7 +74,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"edge not an object", `{"edges":["e1", null]}`,
 			[]Problem{{"edges[0]", "want an object, got string"}, {"edges[1]", "want an edge object, got null"}}},
 		{"unknown top-level field", `{"id":"w","version":2}`,
-			[]Problem{{"version", "unknown field (workflow fields: id, name, nodes, edges)"}}},
+			[]Problem{{"version", "unknown field (workflow fields: id, name, nodes, edges, settings)"}}},
 		{"unknown node field", `{"nodes":[{"id":"a"},{"id":"b","params":{}}]}`,
 			[]Problem{{"nodes[1].params", "unknown field (node fields: id, name, type"}}},
 		{"unknown edge field", `{"edges":[{"id":"e","from":"a"}]}`,

@@ -12,6 +12,22 @@ type Definition struct {
 	Name  string `json:"name,omitempty"`
 	Nodes []Node `json:"nodes"`
 	Edges []Edge `json:"edges"`
+	// Settings tune how the workflow runs; nil means the defaults.
+	Settings *Settings `json:"settings,omitempty"`
+}
+
+// Settings tune how a workflow runs without changing what it does.
+type Settings struct {
+	// Fuse, when false, runs every node in a hop of its own. Default true:
+	// a worker runs a pure successor (set, conditional, switch, log) in the
+	// same hop as the node before it (docs/architecture.md, "Throughput
+	// (issue 11)").
+	Fuse *bool `json:"fuse,omitempty"`
+}
+
+// Fused says whether the workflow's pure nodes may run fused.
+func (d *Definition) Fused() bool {
+	return d.Settings == nil || d.Settings.Fuse == nil || *d.Settings.Fuse
 }
 
 // Node is one step of a workflow.

@@ -187,13 +187,17 @@ func (f *follower) pump(ctx context.Context, deliveries <-chan amqp091.Delivery)
 			_ = d.Ack(false)
 			continue
 		}
-		select {
-		case f.out <- m:
-			f.seen.add(m.ID)
-			_ = d.Ack(false)
-		case <-ctx.Done():
-			return true
+		// A batch of statuses is handed over one status at a time; it is
+		// acked (and remembered) once all are.
+		for _, one := range broker.Unbatch(m) {
+			select {
+			case f.out <- one:
+			case <-ctx.Done():
+				return true
+			}
 		}
+		f.seen.add(m.ID)
+		_ = d.Ack(false)
 	}
 }
 

@@ -63,9 +63,14 @@ func (b *Broker) notifyFollowers(m broker.Message) {
 	m.Delay = 0
 	b.followMu.Lock()
 	defer b.followMu.Unlock()
-	for _, f := range b.followers[m.Key] {
+	fs := b.followers[m.Key]
+	if len(fs) == 0 {
+		return
+	}
+	ms := broker.Unbatch(m) // a hop's statuses, one at a time
+	for _, f := range fs {
 		f.mu.Lock()
-		f.buf = append(f.buf, m)
+		f.buf = append(f.buf, ms...)
 		f.mu.Unlock()
 		select {
 		case f.notify <- struct{}{}:

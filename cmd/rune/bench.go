@@ -8,9 +8,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,6 +48,8 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) error {
 	idle := fs.Int("idle-executions", 200, "distributed: then run this many executions one at a time, for the per-node latency of an idle system (0: skip)")
 	rawHops := fs.Int("raw-hops", 0, "distributed: hops of the raw RabbitMQ ceiling (default: as many as node executions; negative: skip)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
+	chain := fs.String("chain", "set", "linear, distributed: the nodes of the chain, set (pure) or http (a GET of an HTTP server in this process per node, every node a hop)")
+	noFuse := fs.Bool("no-fuse", false, "distributed, with --spawn-workers: start the workers with --no-fuse (every node a hop of its own)")
 	compareMetrics := fs.Int("compare-metrics", 0, "linear, embedded: run this many rounds with instrumentation off, metrics on, and metrics and spans on (no exporter), in turn, and report node rate and CPU per node of each (0: off)")
 	mode := fs.String("mode", "linear", "linear (executions of set nodes), fanout (one split over --items items), timers (distributed: --executions waiting --wait each, started --start-rate per second, then a backlog of --pending timers), server (rune server on --postgres: triggers accepted per second over HTTP, trigger → first node latency, statuses persisted per second), webhooks (rune server on --postgres: signed webhook requests accepted per second into executions, replays starting none), or chaos (distributed: --executions of an http, split, aggregator and wait workflow on --spawn-workers workers and a scheduler, with a fault of --faults every --fault-every)")
 	postgresURL := fs.String("postgres", env.getenv("RUNE_POSTGRES_URL"), "server: PostgreSQL URL (env RUNE_POSTGRES_URL); the bench uses a fresh schema of its own")
@@ -134,7 +139,7 @@ the nodes).`)
 			*execs = benchDistributedExecutions
 		}
 		return benchDistributed(ctx, env, &srv, distributedBench{
-			executions: *execs, inflight: *inflight, nodes: *nodes, concurrency: *concurrency, prefetch: *prefetch,
+			executions: *execs, inflight: *inflight, nodes: *nodes, concurrency: *concurrency, prefetch: *prefetch, noFuse: *noFuse, chain: *chain,
 			spawn: *spawn, idle: *idle, rawHops: *rawHops, asJSON: *asJSON,
 		})
 	}
@@ -174,6 +179,10 @@ type distributedBench struct {
 	concurrency, prefetch       int
 	spawn, idle, rawHops        int
 	asJSON                      bool
+	// noFuse starts the spawned workers with --no-fuse.
+	noFuse bool
+	// chain is "set" or "http".
+	chain string
 }
 
 // distributedReport is what a distributed rune bench measured.
@@ -186,10 +195,13 @@ type distributedReport struct {
 	Prefetch    int `json:"worker_prefetch,omitempty"`
 	InFlight    int `json:"inflight"`
 	// WorkerPeakRSS is the largest peak RSS of the spawned workers (Linux).
-	WorkerPeakRSS uint64          `json:"worker_peak_rss_bytes,omitempty"`
-	Throughput    *bench.Result   `json:"throughput"`
-	Idle          *bench.Result   `json:"idle,omitempty"`
-	Raw           *amqp.HopResult `json:"raw_ceiling,omitempty"`
+	WorkerPeakRSS uint64 `json:"worker_peak_rss_bytes,omitempty"`
+	// WorkerCPUPerNode is the spawned workers' CPU time over the node
+	// executions of the throughput run (Linux, 10 ms resolution).
+	WorkerCPUPerNode time.Duration   `json:"worker_cpu_per_node_ns,omitempty"`
+	Throughput       *bench.Result   `json:"throughput"`
+	Idle             *bench.Result   `json:"idle,omitempty"`
+	Raw              *amqp.HopResult `json:"raw_ceiling,omitempty"`
 	// Ratio is the node execution rate over the raw hop rate.
 	Ratio float64 `json:"ratio_to_raw_ceiling,omitempty"`
 	// Sizes are the workflow's messages; RawSame is the raw ceiling for
@@ -198,6 +210,10 @@ type distributedReport struct {
 	Sizes     *bench.Sizes    `json:"message_sizes,omitempty"`
 	RawSame   *amqp.HopResult `json:"raw_ceiling_same_messages,omitempty"`
 	RatioSame float64         `json:"ratio_to_raw_ceiling_same_messages,omitempty"`
+	// Chain is the chain's node type; HTTPCallP50 is, for http, the p50 of
+	// the same GET made by the bench itself: the call without Rune.
+	Chain       string        `json:"chain"`
+	HTTPCallP50 time.Duration `json:"http_call_p50_ns,omitempty"`
 }
 
 func benchDistributed(ctx context.Context, env *cliEnv, srv *servers, o distributedBench) error {
@@ -225,6 +241,9 @@ func benchDistributed(ctx context.Context, env *cliEnv, srv *servers, o distribu
 		if o.prefetch > 0 {
 			wargs = append(wargs, "--prefetch", strconv.Itoa(o.prefetch))
 		}
+		if o.noFuse {
+			wargs = append(wargs, "--no-fuse")
+		}
 		var err error
 		if workers, err = spawnWorkers(o.spawn, wargs, cancel); err != nil {
 			return err
@@ -240,15 +259,32 @@ func benchDistributed(ctx context.Context, env *cliEnv, srv *servers, o distribu
 	}
 	defer rt.Close()
 	b, eng := rt.Broker, rt.Engine
-	wf, err := eng.Compile(bench.LinearWorkflow(o.nodes))
+	def := bench.LinearWorkflow(o.nodes)
+	rep.Chain = "set"
+	if o.chain == "http" {
+		url, callP50, stop, err := benchHTTPServer(ctx)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		def, rep.Chain, rep.HTTPCallP50 = bench.HTTPWorkflow(o.nodes, url), "http", callP50
+	}
+	wf, err := eng.Compile(def)
 	if err != nil {
 		return err
 	}
 
-	fmt.Fprintf(env.stderr, "rune bench: %d executions of %d set nodes, %d in flight, distributed runtime\n", o.executions, o.nodes, o.inflight)
+	fmt.Fprintf(env.stderr, "rune bench: %d executions of %d %s nodes, %d in flight, distributed runtime\n", o.executions, o.nodes, rep.Chain, o.inflight)
+	var cpu0 time.Duration
+	if workers != nil {
+		cpu0 = workers.cpu()
+	}
 	rep.Throughput, err = bench.RunWatching(ctx, b, eng, wf, bench.Config{Executions: o.executions, InFlight: o.inflight, Progress: env.stderr})
 	if err != nil {
 		return workers.explain(err)
+	}
+	if workers != nil && rep.Throughput.NodeExecutions > 0 {
+		rep.WorkerCPUPerNode = (workers.cpu() - cpu0) / time.Duration(rep.Throughput.NodeExecutions)
 	}
 	if o.idle > 0 {
 		fmt.Fprintf(env.stderr, "rune bench: %d executions one at a time (idle latency)\n", o.idle)
@@ -298,6 +334,41 @@ func benchDistributed(ctx context.Context, env *cliEnv, srv *servers, o distribu
 	return nil
 }
 
+// benchHTTPServer serves the http chain's GETs on 127.0.0.1 and returns
+// its URL and the p50 of 200 GETs made directly: the call itself.
+func benchHTTPServer(ctx context.Context) (url string, callP50 time.Duration, stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", 0, nil, err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	url = "http://" + ln.Addr().String() + "/"
+	calls := make([]time.Duration, 0, 200)
+	client := &http.Client{Timeout: 10 * time.Second}
+	for range 200 {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			_ = srv.Close()
+			return "", 0, nil, err
+		}
+		t0 := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			_ = srv.Close()
+			return "", 0, nil, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		calls = append(calls, time.Since(t0))
+	}
+	sort.Slice(calls, func(i, j int) bool { return calls[i] < calls[j] })
+	return url, bench.Percentile(calls, 0.5), func() { _ = srv.Close() }, nil
+}
+
 func orDefault(n int) string {
 	if n == 0 {
 		return "default"
@@ -310,15 +381,27 @@ func (r *distributedReport) print(w io.Writer, nodes int) {
 	if r.Workers > 0 {
 		who = fmt.Sprintf("%d spawned worker(s)", r.Workers)
 	}
-	r.Throughput.Print(w, fmt.Sprintf("distributed runtime (RabbitMQ, Redis), linear workflow of %d set nodes, %d in flight, %s, concurrency %d, prefetch %s",
-		nodes, r.InFlight, who, r.Concurrency, orDefault(r.Prefetch)))
+	r.Throughput.Print(w, fmt.Sprintf("distributed runtime (RabbitMQ, Redis), linear workflow of %d %s nodes, %d in flight, %s, concurrency %d, prefetch %s",
+		nodes, r.Chain, r.InFlight, who, r.Concurrency, orDefault(r.Prefetch)))
+	if r.HTTPCallP50 > 0 {
+		fmt.Fprintf(w, "  the HTTP call itself (200 GETs by the bench): p50 %s\n", r.HTTPCallP50.Round(time.Microsecond))
+	}
 	if r.WorkerPeakRSS > 0 {
 		fmt.Fprintf(w, "  worker peak RSS:  %.1f MiB\n", float64(r.WorkerPeakRSS)/(1<<20))
+	}
+	if r.WorkerCPUPerNode > 0 {
+		fmt.Fprintf(w, "  worker CPU:       %s per node execution\n", r.WorkerCPUPerNode.Round(time.Microsecond))
 	}
 	if r.Idle != nil {
 		fmt.Fprintf(w, "idle system, one execution at a time (%d executions)\n", r.Idle.Executions)
 		fmt.Fprintf(w, "  per-node latency: p50 %s, p99 %s (%.0f node executions/s)\n",
 			r.Idle.HopP50.Round(time.Microsecond), r.Idle.HopP99.Round(time.Microsecond), r.Idle.NodesPerSecond)
+		fmt.Fprintf(w, "  execution latency (trigger to last node): p50 %s, p99 %s\n",
+			r.Idle.ExecP50.Round(time.Microsecond), r.Idle.ExecP99.Round(time.Microsecond))
+	}
+	if r.Sizes != nil {
+		fmt.Fprintf(w, "messages of an unfused hop: node message %d bytes, %.2f status messages of %d bytes per node\n",
+			r.Sizes.Execution, r.Sizes.StatusesPerNode, r.Sizes.Status)
 	}
 	for _, c := range []struct {
 		what  string
@@ -468,6 +551,27 @@ func (g *workerGroup) explain(err error) error {
 
 // peakRSS is the largest peak resident set size among the workers, from
 // /proc (0 where there is none).
+// cpu is the CPU time (user + system) the workers used so far (Linux).
+func (g *workerGroup) cpu() time.Duration {
+	var ticks uint64
+	for _, p := range g.procs {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+		if err != nil {
+			continue
+		}
+		// Fields after the command name (which may hold spaces): utime and
+		// stime are the 12th and 13th.
+		s := string(data)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) > 12 {
+			u, _ := strconv.ParseUint(f[11], 10, 64)
+			st, _ := strconv.ParseUint(f[12], 10, 64)
+			ticks += u + st
+		}
+	}
+	return time.Duration(ticks) * (time.Second / 100) // USER_HZ is 100 on Linux
+}
+
 func (g *workerGroup) peakRSS() uint64 {
 	var peak uint64
 	for _, p := range g.procs {

@@ -41,6 +41,8 @@ type servers struct {
 	signingKeys string
 	// fault, when set, is the test-only fault hook of notification nodes.
 	fault func(string)
+	// noFuse is the worker's --no-fuse.
+	noFuse bool
 }
 
 func (s *servers) flags(fs *flag.FlagSet, env *cliEnv, needRedis bool) {
@@ -112,7 +114,7 @@ func (s *servers) connectWith(ctx context.Context, log *slog.Logger, role string
 	}
 	return distributed.Connect(ctx, distributed.Config{
 		AMQPURL: s.amqpURL, RedisURL: s.redisURL, Prefix: s.prefix, Role: role,
-		Logger: log, Secrets: sec, Nodes: nodes.Options{Fault: s.fault}, Signing: keys, Metrics: rec,
+		Logger: log, Secrets: sec, Nodes: nodes.Options{Fault: s.fault}, Signing: keys, Metrics: rec, NoFuse: s.noFuse,
 		QueueType: s.queueType, ExecutionQueues: s.executionQueues,
 	})
 }
@@ -134,6 +136,8 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 	concurrency := fs.Int("concurrency", 0, "messages handled at once (default 32 × GOMAXPROCS)")
 	prefetch := fs.Int("prefetch", 0, "unacked messages RabbitMQ may hand over (default 2 × concurrency)")
 	drain := fs.Duration("drain-timeout", 30*time.Second, "on SIGTERM, how long the messages in hand may run on")
+	fs.BoolVar(&srv.noFuse, "no-fuse", false, "run every node in a hop of its own (default: pure successors run in the hop of the node before them)")
+	runningAfter := fs.Duration("running-after", worker.DefaultRunningAfter, "publish a node's running status on its own only when it is still running after this long (negative: always at once)")
 	withScheduler := fs.Bool("scheduler", false, "also fire due timers of wait and delay nodes in this process")
 	schedPoll := fs.Duration("scheduler-poll", scheduler.DefaultPoll, "with --scheduler: pause between claims when no timer is due (as rune scheduler --poll)")
 	debugAddr := fs.String("debug-addr", "", "serve Go's profiler (net/http/pprof) on this address, e.g. 127.0.0.1:6060 (default: off)")
@@ -219,7 +223,7 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 		})
 	}
 	log.Info("worker started", "concurrency", *concurrency, "prefetch", *prefetch, "scheduler", *withScheduler)
-	err = worker.Run(ctx, worker.Config{Broker: rt.Broker, Engine: rt.Engine, Concurrency: *concurrency, Prefetch: *prefetch, DrainTimeout: *drain, Logger: log, Metrics: rec, Tracer: tr})
+	err = worker.Run(ctx, worker.Config{Broker: rt.Broker, Engine: rt.Engine, Concurrency: *concurrency, Prefetch: *prefetch, DrainTimeout: *drain, RunningAfter: *runningAfter, Logger: log, Metrics: rec, Tracer: tr})
 	wg.Wait()
 	log.Info("worker stopped")
 	return err

@@ -248,6 +248,7 @@ func withDefinition(path string) (func(broker.Message) (broker.Message, error), 
 		}
 		c := *m
 		c.WorkflowDefinition = compact.Bytes()
+		c.DefinitionRef = "" // the given definition replaces one that may be gone
 		return &c, nil
 	}
 	return func(m broker.Message) (broker.Message, error) {

@@ -1,0 +1,123 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/rune-org/rune/message"
+	"github.com/rune-org/rune/workflow"
+)
+
+// Fused hops (issue 11; docs/architecture.md, "Throughput (issue 11)").
+// When a handled node's only successor is pure, the worker runs it in the
+// same hop instead of publishing a message for it, and goes on until a node
+// that is not pure, a fork, a fan-in, or a bound. Each node still reports
+// its statuses (running, then its outcome), contexts and routing exactly as
+// a hop of its own would: the fused node's message is built as before, with
+// the same deterministic id, and handed to the same outcome code; it only
+// never travels. The hop's first message records every fused node's result
+// with its own, so a redelivery replays the whole hop from the record,
+// running nothing again: its effects are byte-identical.
+
+// Bounds of one fused hop.
+const (
+	maxFused   = 64
+	fuseBudget = 5 * time.Millisecond
+)
+
+// fusible are the node types run in the hop before them: pure (no I/O, no
+// clock but $now), with one message in and their successors out. A split
+// (fan-out), a barrier (fan-in) and a wait are not.
+var fusible = map[string]bool{"set": true, "conditional": true, "switch": true, "log": true}
+
+// fusedRecord is one fused node's result, kept in the hop's record.
+type fusedRecord struct {
+	Node string `json:"node"`
+	record
+}
+
+// fuses says whether e fuses the pure nodes of wf.
+func (e *Engine) fuses(wf *Workflow) bool { return !e.cfg.NoFuse && wf.Def.Fused() }
+
+// FuseGate is a Sink that can forbid fused hops for now: MayFuse false
+// means the handled node's successors are published, not run in its hop
+// (a worker that is shutting down finishes the node in hand and takes on
+// nothing more).
+type FuseGate interface {
+	MayFuse() bool
+}
+
+// fuse runs in this hop the pure successors of the step's node, adding
+// their effects to f and their results to rec. On a replay (rec was stored)
+// it takes the results from rec instead, exactly as many as were fused.
+func (s *step) fuse(ctx context.Context, rec *record, f *effects) error {
+	// A resumed wait publishes its successors: the scheduler resumes,
+	// workers run nodes. Barrier timeouts and arrivals have paths of their
+	// own.
+	if rec.Noop || rec.Arrival || s.uncounted || !s.resumedAt.IsZero() {
+		return nil
+	}
+	if !s.replaying {
+		if !s.e.fuses(s.wf) {
+			return nil
+		}
+		if g, ok := s.sink.(FuseGate); ok && !g.MayFuse() {
+			return nil
+		}
+	}
+	began := time.Now()
+	for i := 0; ; i++ {
+		if s.replaying {
+			if i >= len(rec.Fused) {
+				return nil
+			}
+		} else if i >= maxFused || time.Since(began) > fuseBudget {
+			return nil
+		}
+		n := s.fusibleNext(f)
+		if n == nil {
+			if s.replaying {
+				return invalidf("message %s: stored record fused %d nodes; the definition fuses %d", s.m.MessageID, len(rec.Fused), i)
+			}
+			return nil
+		}
+		m := f.next[0]
+		sub := &step{e: s.e, wf: s.wf, m: m, node: n, sink: s.sink, ref: s.ref, replaying: s.replaying}
+		var r *record
+		if s.replaying {
+			if rec.Fused[i].Node != n.ID {
+				return invalidf("message %s: stored record fused node %q where the definition has %q", s.m.MessageID, rec.Fused[i].Node, n.ID)
+			}
+			r = &rec.Fused[i].record
+		} else {
+			var err error
+			if r, err = sub.run(ctx, s.e.cfg.Now()); err != nil {
+				return err
+			}
+			r = sub.jsonOutput(r)
+			rec.Fused = append(rec.Fused, fusedRecord{Node: n.ID, record: *r})
+		}
+		f.next = f.next[:0]
+		f.statuses = append(f.statuses, sub.status(message.StatusRunning, r.StartedAt))
+		if err := sub.outcome(ctx, r, f); err != nil {
+			return fmt.Errorf("fused node %q: %w", n.ID, err)
+		}
+	}
+}
+
+// fusibleNext returns the node of f's one successor message when it may run
+// in this hop: nothing else came of the node (no other message, retry
+// delay, barrier timeout, halt or branch end) and it is a fusible node that
+// is not a fan-in.
+func (s *step) fusibleNext(f *effects) *workflow.Node {
+	if len(f.next) != 1 || f.delay != 0 || len(f.timeouts) > 0 || f.halt != nil || f.end != nil {
+		return nil
+	}
+	m := f.next[0]
+	n, ok := s.wf.Graph.Node(m.CurrentNode)
+	if !ok || !fusible[n.Type] || len(s.wf.parents[n.ID]) > 0 {
+		return nil
+	}
+	return n
+}

@@ -1,0 +1,86 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rune-org/rune/broker"
+	"github.com/rune-org/rune/broker/memory"
+	"github.com/rune-org/rune/embedded"
+	"github.com/rune-org/rune/message"
+	"github.com/rune-org/rune/server"
+	"github.com/rune-org/rune/store"
+	"github.com/rune-org/rune/store/storetest"
+)
+
+// The history records every status of a hop's one status message, in
+// order, as it records a lone status (the RFC's form, older workers').
+func TestHistoryRecordsEveryStatusOfAHop(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := storetest.SQLite(t)
+	rt, err := embedded.New(embedded.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	br := memory.New(memory.Options{})
+	defer br.Close()
+	s, err := server.New(server.Config{Store: st, Broker: br, Engine: rt.Engine, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := wfDef("hop", `{"id":"a","type":"set","parameters":{"values":{"v":1}}},{"id":"b","type":"set","parameters":{"values":{"w":2}}}`,
+		`{"id":"e1","src":"start","dst":"a"},{"id":"e2","src":"a","dst":"b"}`)
+	if _, err := st.CreateWorkflow(ctx, store.WorkflowInput{ID: "hop", Definition: []byte(def), At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	const exec = "exec_hop_1"
+	if _, _, err := st.CreateExecution(ctx, store.ExecutionInput{ID: exec, WorkflowID: "hop", Input: []byte(`{}`),
+		AvailableAt: time.Now().Add(time.Hour), At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(runCtx) }()
+	defer func() { cancel(); <-done }()
+	now := time.Now().UTC()
+	status := func(node, status string, at int) *message.NodeStatus {
+		return &message.NodeStatus{WorkflowID: "hop", ExecutionID: exec, NodeID: node, Status: status, Attempt: 1,
+			ExecutedAt: now.Add(time.Duration(at) * time.Millisecond)}
+	}
+	hop := &message.Statuses{WorkflowID: "hop", ExecutionID: exec, Statuses: []*message.NodeStatus{
+		status("a", message.StatusRunning, 0), status("a", message.StatusSuccess, 1), status("b", message.StatusRunning, 2)}}
+	if err := br.Publish(ctx,
+		broker.Message{Topic: broker.Status, Key: exec, Body: hop},
+		broker.Message{Topic: broker.Status, Key: exec, Body: status("b", message.StatusSuccess, 3)},
+	).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	deadline := time.Now().Add(60 * time.Second)
+	for len(got) < 4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("recorded %v after 60s, want 4 statuses", got)
+		}
+		evs, err := st.Events(ctx, store.EventFilter{ExecutionID: exec, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = got[:0]
+		for _, ev := range evs {
+			var s message.NodeStatus
+			if ev.Kind == "status" && json.Unmarshal(ev.Body, &s) == nil {
+				got = append(got, s.NodeID+":"+s.Status)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if want := "a:running a:success b:running b:success"; strings.Join(got, " ") != want {
+		t.Fatalf("recorded %v, want %s", got, want)
+	}
+}
