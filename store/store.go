@@ -322,6 +322,10 @@ type Store interface {
 	// MarkDispatched records that execution id's first messages were
 	// published. ErrConflict when another owner holds the claim now.
 	MarkDispatched(ctx context.Context, id, owner string, at time.Time) error
+	// MarkDispatchedAll is MarkDispatched of every id in one write (one
+	// commit for a dispatcher's whole batch). It returns the ids it did not
+	// mark: unknown ones and those whose claim another owner holds now.
+	MarkDispatchedAll(ctx context.Context, ids []string, owner string, at time.Time) (notMarked []string, err error)
 	// GetExecution returns execution id.
 	GetExecution(ctx context.Context, id string) (*Execution, error)
 	// ListExecutions lists executions newest first.

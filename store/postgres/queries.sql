@@ -144,6 +144,15 @@ RETURNING e.id, e.workflow_id, e.version, e.status, e.input, e.idempotency_key, 
 -- name: execution_dispatched
 UPDATE executions SET dispatched_at = $1, updated_at = $1 WHERE id = $2
 
+-- name: execution_dispatched_many
+-- Rows dispatched already keep their time; rows claimed by another owner
+-- are left alone and not returned.
+UPDATE executions
+SET dispatched_at = COALESCE(dispatched_at, $1),
+    updated_at = CASE WHEN dispatched_at IS NULL THEN $1 ELSE updated_at END
+WHERE id = ANY($2) AND claimed_by = $3
+RETURNING id
+
 -- name: execution_cancel
 UPDATE executions SET status = $1, cancel_requested = true, updated_at = $2, finished_at = $3 WHERE id = $4
 

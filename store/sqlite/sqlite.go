@@ -370,22 +370,46 @@ func (s *Store) ClaimExecutions(ctx context.Context, c store.Claim) ([]*store.Ex
 func (s *Store) MarkDispatched(ctx context.Context, id, owner string, at time.Time) error {
 	at = orNow(at)
 	return s.tx(ctx, "mark dispatched", func(tx *sql.Tx) error {
-		x, err := scanExecution(tx.QueryRowContext(ctx, queries["execution_get"], id))
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("execution %s: %w", id, store.ErrNotFound)
-		}
-		if err != nil {
-			return err
-		}
-		if x.ClaimedBy != owner {
-			return fmt.Errorf("execution %s: %w: claimed by another dispatcher", id, store.ErrConflict)
-		}
-		if x.DispatchedAt != nil {
-			return nil
-		}
-		_, err = tx.ExecContext(ctx, queries["execution_dispatched"], micros(at), micros(at), id)
-		return err
+		return markDispatched(ctx, tx, id, owner, at)
 	})
+}
+
+func markDispatched(ctx context.Context, tx *sql.Tx, id, owner string, at time.Time) error {
+	x, err := scanExecution(tx.QueryRowContext(ctx, queries["execution_get"], id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("execution %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return err
+	}
+	if x.ClaimedBy != owner {
+		return fmt.Errorf("execution %s: %w: claimed by another dispatcher", id, store.ErrConflict)
+	}
+	if x.DispatchedAt != nil {
+		return nil
+	}
+	_, err = tx.ExecContext(ctx, queries["execution_dispatched"], micros(at), micros(at), id)
+	return err
+}
+
+func (s *Store) MarkDispatchedAll(ctx context.Context, ids []string, owner string, at time.Time) ([]string, error) {
+	at = orNow(at)
+	var notMarked []string
+	err := s.tx(ctx, "mark dispatched", func(tx *sql.Tx) error {
+		for _, id := range ids {
+			err := markDispatched(ctx, tx, id, owner, at)
+			if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) {
+				notMarked = append(notMarked, id)
+			} else if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return notMarked, nil
 }
 
 func (s *Store) GetExecution(ctx context.Context, id string) (*store.Execution, error) {
