@@ -6,21 +6,22 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rune-org/rune/store"
 )
 
-// Group commit of CreateExecution. A trigger is one row, and on this
-// machine its synchronous commit (1–20 ms) cost far more than the insert:
-// one commit per trigger capped the API at about 500 triggers/s. Concurrent
-// CreateExecution calls therefore hand their row to a few committers; each
-// takes whatever is waiting, inserts it in one transaction (one pipelined
-// round trip) and commits once, and only then answers every caller. A
-// caller still returns only after its row is durable, and a lone caller
-// waits for no one: there is no gathering window, a batch is whatever
-// arrived while the previous commit ran.
+// Group commit of CreateExecution. A trigger is one row, and on a busy
+// machine its synchronous commit and round trips (10–100 ms each when the
+// CPUs are queued) cost far more than the insert: one commit per trigger
+// capped the API at about 500 triggers/s. Concurrent CreateExecution calls
+// therefore hand their row to a few committers; each takes whatever is
+// waiting, inserts it all in one statement (one round trip, one commit) and
+// only then answers every caller. A caller still returns only after its row
+// is durable, and a lone caller waits for no one: there is no gathering
+// window, a batch is whatever arrived while the previous commit ran.
 const (
 	// groupCommitters is how many batches may be committing at once.
 	groupCommitters = 2
@@ -34,19 +35,21 @@ type createReq struct {
 }
 
 type createRes struct {
-	// inserted: the row is committed. Otherwise err, or nothing inserted
-	// (a taken id or key, a missing workflow: the caller finds out which).
+	// inserted: the row is committed, with version. Otherwise err, or
+	// nothing inserted (a taken id or key, a missing workflow or version:
+	// the caller finds out which).
 	inserted bool
 	version  int
 	err      error
 }
 
-// groupCommit runs the committers until stop is closed.
+// groupCommit runs the committers until close.
 type groupCommit struct {
-	s    *Store
-	reqs chan createReq
-	stop chan struct{}
-	wg   sync.WaitGroup
+	s        *Store
+	reqs     chan createReq
+	stop     chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
 }
 
 func newGroupCommit(s *Store) *groupCommit {
@@ -58,7 +61,7 @@ func newGroupCommit(s *Store) *groupCommit {
 }
 
 func (g *groupCommit) close() {
-	close(g.stop)
+	g.stopOnce.Do(func() { close(g.stop) })
 	g.wg.Wait()
 }
 
@@ -100,9 +103,10 @@ func (g *groupCommit) run() {
 	}
 }
 
-// commit inserts batch in one transaction. When the transaction fails as a
-// whole (a row's statement failed, or a deadlock between two batches), each
-// row is retried on its own so one bad row fails only its caller.
+// commit inserts batch in one statement and answers each caller. Rows with
+// an id already in the batch go in a statement of their own afterwards (the
+// answer maps returned ids to callers). When the statement fails as a
+// whole, each row is retried alone so one bad row fails only its caller.
 func (g *groupCommit) commit(batch []createReq) {
 	ctx := context.Background()
 	// Rows in a stable order (workflow, idempotency key), so two batches
@@ -110,41 +114,49 @@ func (g *groupCommit) commit(batch []createReq) {
 	slices.SortFunc(batch, func(a, b createReq) int {
 		return cmp.Or(cmp.Compare(a.x.WorkflowID, b.x.WorkflowID), cmp.Compare(a.x.IdempotencyKey, b.x.IdempotencyKey))
 	})
-	res := make([]createRes, len(batch))
-	if len(batch) == 1 {
-		// Alone: one statement, its own commit, no transaction round trips.
-		r := batch[0]
-		err := g.s.pool.QueryRow(ctx, queries["execution_create"], executionArgs(r.x)...).Scan(&res[0].version)
-		switch {
-		case err == nil:
-			res[0].inserted = true
-		case !errors.Is(err, pgx.ErrNoRows):
-			res[0].err = err
+	var rows, later []createReq
+	seen := make(map[string]bool, len(batch))
+	for _, r := range batch {
+		if seen[r.x.ID] {
+			later = append(later, r)
+			continue
 		}
-		r.done <- res[0]
-		return
+		seen[r.x.ID] = true
+		rows = append(rows, r)
 	}
-	err := pgx.BeginFunc(ctx, g.s.pool, func(tx pgx.Tx) error {
-		var b pgx.Batch
-		for i, r := range batch {
-			b.Queue(queries["execution_create"], executionArgs(r.x)...).QueryRow(func(row pgx.Row) error {
-				err := row.Scan(&res[i].version)
-				if errors.Is(err, pgx.ErrNoRows) {
-					return nil
-				}
-				res[i].inserted = err == nil
-				return err
-			})
-		}
-		return tx.SendBatch(ctx, &b).Close()
-	})
-	if err != nil {
-		for _, r := range batch {
-			g.commit([]createReq{r})
-		}
-		return
+	n := len(rows)
+	var (
+		ids, workflows, statuses, inputs, triggers = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		keys                                       = make([]*string, n)
+		versions, attempts                         = make([]int32, n), make([]int32, n)
+		availableAt, createdAt                     = make([]time.Time, n), make([]time.Time, n)
+	)
+	for i, r := range rows {
+		x := r.x
+		ids[i], workflows[i], statuses[i], inputs[i], triggers[i] = x.ID, x.WorkflowID, x.Status, string(x.Input), x.Trigger
+		keys[i], versions[i], attempts[i] = nonEmpty(x.IdempotencyKey), int32(x.Version), int32(x.Attempts)
+		availableAt[i], createdAt[i] = x.AvailableAt, x.CreatedAt
 	}
-	for i, r := range batch {
-		r.done <- res[i]
+	inserted := make(map[string]int, n)
+	res, err := g.s.pool.Query(ctx, queries["execution_create_many"], ids, workflows, versions, statuses, inputs, keys,
+		triggers, availableAt, attempts, createdAt)
+	if err == nil {
+		var id string
+		var version int
+		_, err = pgx.ForEachRow(res, []any{&id, &version}, func() error {
+			inserted[id] = version
+			return nil
+		})
+	}
+	if err != nil && n > 1 {
+		later = append(later, rows...)
+		rows = nil
+	}
+	for _, r := range rows {
+		v, ok := inserted[r.x.ID]
+		r.done <- createRes{inserted: ok, version: v, err: err}
+	}
+	for _, r := range later {
+		g.commit([]createReq{r})
 	}
 }

@@ -68,6 +68,25 @@ WHERE h.id = $2 AND h.deleted_at IS NULL AND $3::integer <= h.latest
 ON CONFLICT DO NOTHING
 RETURNING version
 
+-- name: execution_create_many
+-- Group commit (groupcommit.go): new executions as column arrays, inserted
+-- in one statement (one round trip, one commit) in the arrays' order; each
+-- row as execution_create would insert it. Rows whose workflow is missing,
+-- deleted or lacks the version, or whose id or key is taken, are skipped and
+-- not returned.
+INSERT INTO executions (id, workflow_id, version, status, input, idempotency_key, trigger_source, available_at,
+    attempts, created_at, updated_at)
+SELECT r.id, h.id, CASE WHEN r.version = 0 THEN h.latest ELSE r.version END, r.status, r.input::json,
+    r.idempotency_key, r.trigger_source, r.available_at, r.attempts, r.created_at, r.created_at
+FROM unnest($1::text[], $2::text[], $3::integer[], $4::text[], $5::text[], $6::text[], $7::text[],
+    $8::timestamptz[], $9::integer[], $10::timestamptz[]) WITH ORDINALITY
+    AS r(id, workflow_id, version, status, input, idempotency_key, trigger_source, available_at, attempts,
+         created_at, n)
+JOIN workflow_heads h ON h.id = r.workflow_id AND h.deleted_at IS NULL AND r.version <= h.latest
+ORDER BY r.n
+ON CONFLICT DO NOTHING
+RETURNING id, version
+
 -- name: execution_get
 SELECT id, workflow_id, version, status, input, idempotency_key, trigger_source, available_at, attempts, cursor,
     vars, unfinished, completion, cancel_requested, claimed_by, claim_until, dispatched_at, created_at, updated_at,
@@ -145,13 +164,18 @@ RETURNING e.id, e.workflow_id, e.version, e.status, e.input, e.idempotency_key, 
 UPDATE executions SET dispatched_at = $1, updated_at = $1 WHERE id = $2
 
 -- name: execution_dispatched_many
--- Rows dispatched already keep their time; rows claimed by another owner
--- are left alone and not returned.
-UPDATE executions
-SET dispatched_at = COALESCE(dispatched_at, $1),
-    updated_at = CASE WHEN dispatched_at IS NULL THEN $1 ELSE updated_at END
-WHERE id = ANY($2) AND claimed_by = $3
-RETURNING id
+-- Rows locked in id order, as history batches lock them (execution_lock_many),
+-- so the two never deadlock. Rows dispatched already keep their time; rows
+-- claimed by another owner are left alone and not returned.
+WITH mine AS (
+    SELECT id FROM executions WHERE id = ANY($2) AND claimed_by = $3 ORDER BY id FOR UPDATE
+)
+UPDATE executions e
+SET dispatched_at = COALESCE(e.dispatched_at, $1),
+    updated_at = CASE WHEN e.dispatched_at IS NULL THEN $1 ELSE e.updated_at END
+FROM mine
+WHERE e.id = mine.id
+RETURNING e.id
 
 -- name: execution_cancel
 UPDATE executions SET status = $1, cancel_requested = true, updated_at = $2, finished_at = $3 WHERE id = $4
