@@ -56,6 +56,10 @@ func (s *Server) dispatchOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	now := s.cfg.Now()
+	for _, x := range xs {
+		s.metrics.dispatchLag.Observe(max(0, now.Sub(x.AvailableAt).Seconds()))
+	}
 	sem := make(chan struct{}, dispatchParallelism)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -82,6 +86,7 @@ func (s *Server) dispatchOnce(ctx context.Context) (int, error) {
 	}
 	// Another server took over the claims not marked after our lease
 	// ended; it publishes the same messages again, which changes nothing.
+	s.metrics.dispatched.Add(float64(len(published)))
 	if _, err := s.store.MarkDispatchedAll(ctx, published, s.cfg.ID, s.cfg.Now()); err != nil {
 		return len(xs), fmt.Errorf("mark %d executions dispatched: %w", len(published), err)
 	}

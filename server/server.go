@@ -21,6 +21,7 @@ import (
 
 	"github.com/rune-org/rune/broker"
 	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/metrics"
 	"github.com/rune-org/rune/secrets"
 	"github.com/rune-org/rune/store"
 )
@@ -37,6 +38,8 @@ const (
 	StreamPollDefault     = 100 * time.Millisecond
 	HeartbeatDefault      = 10 * time.Second
 	TokenCacheTTLDefault  = 2 * time.Second
+	RetentionEveryDefault = time.Minute
+	RetentionBatchDefault = 500
 	dispatchParallelism   = 32
 	historyConsumerFactor = 2
 )
@@ -91,6 +94,19 @@ type Config struct {
 	TokenCacheTTL time.Duration
 	// Now returns the current time. Defaults to time.Now.
 	Now func() time.Time
+	// Metrics is the registry GET /metrics serves; the server registers
+	// its rune_server_* metrics on it. Defaults to a new metrics.Recorder.
+	Metrics *metrics.Recorder
+	// ReadyChecks are the dependencies GET /readyz checks besides the
+	// store (the broker, Redis). Defaults to none.
+	ReadyChecks []ReadyCheck
+	// Retention, when positive, prunes the node runs and events of
+	// executions finished longer ago than this (retention.go). Defaults to
+	// 0: history is kept forever.
+	Retention time.Duration
+	// RetentionEvery is the pause between pruning rounds. Defaults to
+	// RetentionEveryDefault.
+	RetentionEvery time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -105,8 +121,12 @@ func (c Config) withDefaults() Config {
 	c.StreamPoll = cmp.Or(c.StreamPoll, StreamPollDefault)
 	c.Heartbeat = cmp.Or(c.Heartbeat, HeartbeatDefault)
 	c.TokenCacheTTL = cmp.Or(c.TokenCacheTTL, TokenCacheTTLDefault)
+	c.RetentionEvery = cmp.Or(c.RetentionEvery, RetentionEveryDefault)
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Metrics == nil {
+		c.Metrics = metrics.New(metrics.Config{Logger: c.Logger})
 	}
 	if c.ID == "" {
 		host, _ := os.Hostname()
@@ -129,6 +149,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("server: Config.MaxBody is %d, want positive", c.MaxBody)
 	case c.MaxTrigger < 0:
 		return fmt.Errorf("server: Config.MaxTrigger is %d, want positive", c.MaxTrigger)
+	case c.Retention < 0:
+		return fmt.Errorf("server: Config.Retention is %v, want positive (or 0: keep history)", c.Retention)
 	case c.DispatchBatch < 0 || c.HistoryBatch < 0:
 		return errors.New("server: Config.DispatchBatch and Config.HistoryBatch must be positive")
 	}
@@ -150,6 +172,8 @@ type Server struct {
 	commitMu sync.Mutex
 	commits  chan struct{}
 
+	metrics *serverMetrics
+
 	tokens tokenCache
 	defs   defCache
 	vars   varCache
@@ -161,12 +185,14 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	m := newServerMetrics(cfg.Metrics.Registry())
 	s := &Server{
 		cfg:     cfg,
-		store:   cfg.Store,
+		store:   meteredStore{Store: cfg.Store, m: m, now: cfg.Now},
 		log:     cfg.Logger,
 		wake:    make(chan struct{}, 1),
 		commits: make(chan struct{}),
+		metrics: m,
 	}
 	s.tokens.ttl = cfg.TokenCacheTTL
 	s.defs.s = s
@@ -196,6 +222,9 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	run("dispatcher", s.dispatch)
 	run("history", s.consumeHistory)
+	if s.cfg.Retention > 0 {
+		run("retention", s.prune)
+	}
 	wg.Wait()
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err

@@ -518,3 +518,31 @@ func (s *Store) RevokeToken(ctx context.Context, name string, at time.Time) erro
 	}
 	return nil
 }
+
+// Ping checks that the database answers (rune server's /readyz).
+func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+
+func (s *Store) PruneHistory(ctx context.Context, before time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, fmt.Errorf("prune history: %w: limit %d, want positive", store.ErrInvalid, limit)
+	}
+	var n int
+	err := s.tx(ctx, "prune history", func(tx pgx.Tx) error {
+		rows, _ := tx.Query(ctx, queries["prune_pick"], before, limit)
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		for _, q := range []string{"prune_events", "prune_runs"} {
+			if _, err := tx.Exec(ctx, queries[q], ids); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.Exec(ctx, queries["prune_mark"], ids, orNow(time.Time{})); err != nil {
+			return err
+		}
+		n = len(ids)
+		return nil
+	})
+	return n, err
+}

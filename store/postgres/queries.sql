@@ -275,3 +275,21 @@ SELECT id, name, prefix, NULL::bytea, created_at, revoked_at FROM tokens ORDER B
 
 -- name: token_revoke
 UPDATE tokens SET revoked_at = COALESCE(revoked_at, $1) WHERE name = $2
+
+-- name: prune_pick
+-- Retention: the oldest finished executions not pruned yet, on the partial
+-- index executions_prunable; SKIP LOCKED lets servers prune side by side.
+SELECT id FROM executions
+WHERE finished_at IS NOT NULL AND pruned_at IS NULL AND finished_at < $1
+ORDER BY finished_at
+LIMIT $2
+FOR UPDATE SKIP LOCKED
+
+-- name: prune_events
+DELETE FROM events WHERE execution_id = ANY($1)
+
+-- name: prune_runs
+DELETE FROM node_runs WHERE execution_id = ANY($1)
+
+-- name: prune_mark
+UPDATE executions SET pruned_at = $2 WHERE id = ANY($1)

@@ -704,3 +704,45 @@ func (s *Store) RevokeToken(ctx context.Context, name string, at time.Time) erro
 		return nil
 	})
 }
+
+// Ping checks that the database answers (rune server's /readyz).
+func (s *Store) Ping(ctx context.Context) error { return s.r.PingContext(ctx) }
+
+func (s *Store) PruneHistory(ctx context.Context, before time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, fmt.Errorf("prune history: %w: limit %d, want positive", store.ErrInvalid, limit)
+	}
+	var n int
+	err := s.tx(ctx, "prune history", func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, queries["prune_pick"], micros(before), limit)
+		if err != nil {
+			return err
+		}
+		var ids []string
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			ids = append(ids, id)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return err
+		}
+		now := micros(time.Now())
+		for _, id := range ids {
+			for _, q := range []string{"prune_events", "prune_runs"} {
+				if _, err := tx.ExecContext(ctx, queries[q], id); err != nil {
+					return err
+				}
+			}
+			if _, err := tx.ExecContext(ctx, queries["prune_mark"], now, id); err != nil {
+				return err
+			}
+		}
+		n = len(ids)
+		return nil
+	})
+	return n, err
+}

@@ -57,6 +57,7 @@ func Exercise(ctx context.Context, t *testing.T, open func(t *testing.T) store.S
 		{"ClaimExpired", testClaimExpired},
 		{"ClaimInvalid", testClaimInvalid},
 		{"MarkDispatchedAll", testMarkDispatchedAll},
+		{"PruneHistory", testPruneHistory},
 		{"HistoryRetry", testHistoryRetry},
 		{"HistoryOutOfOrder", testHistoryOutOfOrder},
 		{"HistorySplit", testHistorySplit},
