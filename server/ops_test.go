@@ -25,7 +25,7 @@ func testMetrics(t *testing.T, a *api, id string) {
 		x := a.trigger(id, `{"name": "Ada"}`)
 		a.waitStatus(x.ID, "completed")
 	}
-	a.want(http.StatusOK, "POST", "/v1/workflows/"+id+"/executions", []byte(`{}`), nil, "Idempotency-Key", "k")
+	a.want(http.StatusCreated, "POST", "/v1/workflows/"+id+"/executions", []byte(`{}`), nil, "Idempotency-Key", "k")
 	a.want(http.StatusOK, "POST", "/v1/workflows/"+id+"/executions", []byte(`{}`), nil, "Idempotency-Key", "k")
 	after := scrape()
 	grew := func(series string) float64 { return after[series] - before[series] }
