@@ -24,7 +24,7 @@ import (
 // window, a batch is whatever arrived while the previous commit ran.
 const (
 	// groupCommitters is how many batches may be committing at once.
-	groupCommitters = 2
+	groupCommitters = 4
 	// groupCommitMax bounds one batch.
 	groupCommitMax = 256
 )
