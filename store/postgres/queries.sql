@@ -53,21 +53,6 @@ ORDER BY w.version DESC
 -- name: workflow_delete
 UPDATE workflow_heads SET deleted_at = $1 WHERE id = $2 AND deleted_at IS NULL
 
--- name: execution_create
--- One statement (no transaction round trips): insert the execution when its
--- workflow is not deleted and has the version ($3; 0: the latest), unless
--- its id or idempotency key is taken. No row back: find out why.
-INSERT INTO executions (id, workflow_id, version, status, input, idempotency_key, trigger_source, available_at,
-    attempts, cursor, vars, unfinished, completion, cancel_requested, claimed_by, claim_until, dispatched_at,
-    created_at, updated_at, finished_at)
-SELECT $1::text, h.id, CASE WHEN $3::integer = 0 THEN h.latest ELSE $3::integer END, $4::text, $5::json, $6::text,
-    $7::text, $8::timestamptz, $9::integer, $10::jsonb, $11::jsonb, $12::jsonb, $13::json, $14::boolean, $15::text,
-    $16::timestamptz, $17::timestamptz, $18::timestamptz, $19::timestamptz, $20::timestamptz
-FROM workflow_heads h
-WHERE h.id = $2 AND h.deleted_at IS NULL AND $3::integer <= h.latest
-ON CONFLICT DO NOTHING
-RETURNING version
-
 -- name: execution_create_many
 -- Group commit (groupcommit.go): new executions as column arrays, inserted
 -- in one statement (one round trip, one commit) in the arrays' order; each
