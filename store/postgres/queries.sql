@@ -55,8 +55,8 @@ UPDATE workflow_heads SET deleted_at = $1 WHERE id = $2 AND deleted_at IS NULL
 
 -- name: execution_create_many
 -- Group commit (groupcommit.go): new executions as column arrays, inserted
--- in one statement (one round trip, one commit) in the arrays' order; each
--- row as execution_create would insert it. Rows whose workflow is missing,
+-- in one statement (one round trip, one commit) in the arrays' order, each
+-- with the version asked for (0: the workflow's latest). Rows whose workflow is missing,
 -- deleted or lacks the version, or whose id or key is taken, are skipped and
 -- not returned.
 INSERT INTO executions (id, workflow_id, version, status, input, idempotency_key, trigger_source, available_at,
