@@ -126,7 +126,10 @@ func (s *Server) triggerExecution(w http.ResponseWriter, r *http.Request) error 
 		return err
 	}
 	status := http.StatusOK
-	if created {
+	if !created {
+		s.metrics.triggers.WithLabelValues("repeated").Inc()
+	} else {
+		s.metrics.triggers.WithLabelValues("created").Inc()
 		status = http.StatusCreated
 		if !x.AvailableAt.After(now) {
 			s.wakeDispatcher()

@@ -46,62 +46,81 @@ func (s *Server) dispatch(ctx context.Context) error {
 	}
 }
 
-// dispatchOnce claims one batch and dispatches it; it returns how many it claimed.
+// dispatchOnce claims one batch and dispatches it; it returns how many it
+// claimed. The executions published are marked dispatched in one write
+// after the batch (one commit per batch, not per execution): a server that
+// dies before it leaves them claimed, and they are published again after
+// the lease, which is harmless.
 func (s *Server) dispatchOnce(ctx context.Context) (int, error) {
 	xs, err := s.store.ClaimExecutions(ctx, store.Claim{Owner: s.cfg.ID, Now: s.cfg.Now(), Lease: s.cfg.DispatchLease, Limit: s.cfg.DispatchBatch})
 	if err != nil {
 		return 0, err
 	}
+	now := s.cfg.Now()
+	for _, x := range xs {
+		s.metrics.dispatchLag.Observe(max(0, now.Sub(x.AvailableAt).Seconds()))
+	}
 	sem := make(chan struct{}, dispatchParallelism)
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var published []string
 	for _, x := range xs {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if err := s.dispatchOne(ctx, x); err != nil && ctx.Err() == nil {
+			ok, err := s.dispatchOne(ctx, x)
+			if err != nil && ctx.Err() == nil {
 				s.log.Warn("dispatcher: execution not dispatched; it is claimed again after the lease",
 					"execution", x.ID, "workflow", x.WorkflowID, "version", x.Version, "lease", s.cfg.DispatchLease, "err", err)
+			}
+			if ok {
+				mu.Lock()
+				published = append(published, x.ID)
+				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
+	if len(published) == 0 {
+		return len(xs), nil
+	}
+	// Another server took over the claims not marked after our lease
+	// ended; it publishes the same messages again, which changes nothing.
+	s.metrics.dispatched.Add(float64(len(published)))
+	if _, err := s.store.MarkDispatchedAll(ctx, published, s.cfg.ID, s.cfg.Now()); err != nil {
+		return len(xs), fmt.Errorf("mark %d executions dispatched: %w", len(published), err)
+	}
 	return len(xs), nil
 }
 
-func (s *Server) dispatchOne(ctx context.Context, x *store.Execution) error {
+// dispatchOne publishes x's first messages (ok: published, to be marked
+// dispatched) or ends it without publishing.
+func (s *Server) dispatchOne(ctx context.Context, x *store.Execution) (ok bool, err error) {
 	if x.CancelRequested {
-		return s.cancelUndispatched(ctx, x)
+		return false, s.cancelUndispatched(ctx, x)
 	}
 	wf, err := s.defs.get(ctx, x.WorkflowID, x.Version)
 	var ps workflow.Problems
 	if errors.As(err, &ps) {
 		// Valid when stored, invalid now (a node type gone from this
 		// build): dispatching again would fail again.
-		return s.endUndispatched(ctx, x, message.CompletionFailed, message.Failure{Error: message.Error{Code: "INVALID_WORKFLOW",
+		return false, s.endUndispatched(ctx, x, message.CompletionFailed, message.Failure{Error: message.Error{Code: "INVALID_WORKFLOW",
 			Message: fmt.Sprintf("workflow %s version %d does not compile on this server: %v", x.WorkflowID, x.Version, ps)}})
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	var input any
 	if len(x.Input) > 0 {
 		if err := json.Unmarshal(x.Input, &input); err != nil {
-			return s.endUndispatched(ctx, x, message.CompletionFailed, message.Failure{Error: message.Error{Code: "INVALID_INPUT",
+			return false, s.endUndispatched(ctx, x, message.CompletionFailed, message.Failure{Error: message.Error{Code: "INVALID_INPUT",
 				Message: "the stored trigger payload is not JSON"}})
 		}
 	}
 	if err := client.Start(ctx, s.cfg.Broker, s.cfg.Engine, wf, x.ID, input); err != nil {
-		return err
+		return false, err
 	}
-	if err := s.store.MarkDispatched(ctx, x.ID, s.cfg.ID, s.cfg.Now()); err != nil {
-		if errors.Is(err, store.ErrConflict) {
-			// Another server took over the claim after our lease ended; it
-			// publishes the same messages again, which changes nothing.
-			return nil
-		}
-		return fmt.Errorf("mark dispatched: %w", err)
-	}
-	return nil
+	return true, nil
 }
 
 // cancelUndispatched ends an execution whose cancel came while it was

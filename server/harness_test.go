@@ -77,6 +77,9 @@ func (a *api) do(method, path string, body []byte, header map[string]string) *re
 		a.t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+a.tg.token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for k, v := range header {
 		if v == "" {
 			req.Header.Del(k)
@@ -97,6 +100,7 @@ func (a *api) do(method, path string, body []byte, header map[string]string) *re
 	a.bodies.Write(data)
 	a.bodies.WriteByte('\n')
 	a.mu.Unlock()
+	checkExchange(a.t, req, body, resp.StatusCode, resp.Header, data)
 	return &response{status: resp.StatusCode, header: resp.Header, body: data}
 }
 

@@ -25,6 +25,8 @@ func (s *Server) routes() []Route {
 	return []Route{
 		{Method: "GET", Path: "/healthz", Open: true, handler: s.healthz},
 		{Method: "GET", Path: "/v1/openapi.json", Open: true, handler: s.openapi},
+		{Method: "GET", Path: "/readyz", Open: true, handler: s.readyz},
+		{Method: "GET", Path: "/metrics", handler: s.serveMetrics},
 
 		{Method: "POST", Path: "/v1/workflows", handler: s.createWorkflow},
 		{Method: "GET", Path: "/v1/workflows", handler: s.listWorkflows},

@@ -21,6 +21,7 @@ import (
 
 	"github.com/rune-org/rune/broker"
 	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/metrics"
 	"github.com/rune-org/rune/secrets"
 	"github.com/rune-org/rune/store"
 )
@@ -39,6 +40,8 @@ const (
 	TokenCacheTTLDefault  = 2 * time.Second
 	SchedulePollDefault   = 200 * time.Millisecond
 	ScheduleGraceDefault  = time.Second
+	RetentionEveryDefault = time.Minute
+	RetentionBatchDefault = 500
 	dispatchParallelism   = 32
 	historyConsumerFactor = 2
 )
@@ -104,6 +107,19 @@ type Config struct {
 	NoSchedules bool
 	// Now returns the current time. Defaults to time.Now.
 	Now func() time.Time
+	// Metrics is the registry GET /metrics serves; the server registers
+	// its rune_server_* metrics on it. Defaults to a new metrics.Recorder.
+	Metrics *metrics.Recorder
+	// ReadyChecks are the dependencies GET /readyz checks besides the
+	// store (the broker, Redis). Defaults to none.
+	ReadyChecks []ReadyCheck
+	// Retention, when positive, prunes the node runs and events of
+	// executions finished longer ago than this (retention.go). Defaults to
+	// 0: history is kept forever.
+	Retention time.Duration
+	// RetentionEvery is the pause between pruning rounds. Defaults to
+	// RetentionEveryDefault.
+	RetentionEvery time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -120,8 +136,12 @@ func (c Config) withDefaults() Config {
 	c.TokenCacheTTL = cmp.Or(c.TokenCacheTTL, TokenCacheTTLDefault)
 	c.SchedulePoll = cmp.Or(c.SchedulePoll, SchedulePollDefault)
 	c.ScheduleGrace = cmp.Or(c.ScheduleGrace, ScheduleGraceDefault)
+	c.RetentionEvery = cmp.Or(c.RetentionEvery, RetentionEveryDefault)
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Metrics == nil {
+		c.Metrics = metrics.New(metrics.Config{Logger: c.Logger})
 	}
 	if c.ID == "" {
 		host, _ := os.Hostname()
@@ -144,6 +164,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("server: Config.MaxBody is %d, want positive", c.MaxBody)
 	case c.MaxTrigger < 0:
 		return fmt.Errorf("server: Config.MaxTrigger is %d, want positive", c.MaxTrigger)
+	case c.Retention < 0:
+		return fmt.Errorf("server: Config.Retention is %v, want positive (or 0: keep history)", c.Retention)
 	case c.DispatchBatch < 0 || c.HistoryBatch < 0:
 		return errors.New("server: Config.DispatchBatch and Config.HistoryBatch must be positive")
 	}
@@ -165,6 +187,8 @@ type Server struct {
 	commitMu sync.Mutex
 	commits  chan struct{}
 
+	metrics *serverMetrics
+
 	tokens tokenCache
 	defs   defCache
 	vars   varCache
@@ -178,12 +202,14 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	m := newServerMetrics(cfg.Metrics.Registry())
 	s := &Server{
 		cfg:     cfg,
-		store:   cfg.Store,
+		store:   meteredStore{Store: cfg.Store, m: m, now: cfg.Now},
 		log:     cfg.Logger,
 		wake:    make(chan struct{}, 1),
 		commits: make(chan struct{}),
+		metrics: m,
 	}
 	s.tokens.ttl = cfg.TokenCacheTTL
 	s.defs.s = s
@@ -215,6 +241,9 @@ func (s *Server) Run(ctx context.Context) error {
 	run("history", s.consumeHistory)
 	if !s.cfg.NoSchedules {
 		run("schedules", s.runSchedules)
+	}
+	if s.cfg.Retention > 0 {
+		run("retention", s.prune)
 	}
 	wg.Wait()
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {

@@ -40,6 +40,7 @@ func apiSuite(t *testing.T, tg *target) {
 		{"Rerun", testRerun},
 		{"Stream", testStream},
 		{"Credentials", testCredentials},
+		{"Metrics", testMetrics},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

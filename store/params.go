@@ -248,3 +248,19 @@ func WorkflowCursor(w *Workflow) string { return EncodeWorkflowCursor(w.ID) }
 
 // ExecutionCursor is the cursor of the execution list after x.
 func ExecutionCursor(x *Execution) string { return PageCursor{At: x.CreatedAt, ID: x.ID}.Encode() }
+
+// NotMarked returns the ids of want missing from got, in want's order
+// (MarkDispatchedAll's answer from the ids a write returned).
+func NotMarked(want, got []string) []string {
+	seen := make(map[string]bool, len(got))
+	for _, id := range got {
+		seen[id] = true
+	}
+	var missing []string
+	for _, id := range want {
+		if !seen[id] {
+			missing = append(missing, id)
+		}
+	}
+	return missing
+}

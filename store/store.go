@@ -322,6 +322,10 @@ type Store interface {
 	// MarkDispatched records that execution id's first messages were
 	// published. ErrConflict when another owner holds the claim now.
 	MarkDispatched(ctx context.Context, id, owner string, at time.Time) error
+	// MarkDispatchedAll is MarkDispatched of every id in one write (one
+	// commit for a dispatcher's whole batch). It returns the ids it did not
+	// mark: unknown ones and those whose claim another owner holds now.
+	MarkDispatchedAll(ctx context.Context, ids []string, owner string, at time.Time) (notMarked []string, err error)
 	// GetExecution returns execution id.
 	GetExecution(ctx context.Context, id string) (*Execution, error)
 	// ListExecutions lists executions newest first.
@@ -339,6 +343,12 @@ type Store interface {
 	// runs started by `rune start` on the same broker) are ignored. It
 	// returns the events it recorded, with their ids.
 	AppendHistory(ctx context.Context, events []HistoryEvent) ([]Event, error)
+	// PruneHistory deletes the node runs and events of up to limit
+	// executions that finished before before and were not pruned yet,
+	// oldest first, and marks them pruned (the executions themselves, with
+	// their completion, stay). It returns how many it pruned: call it until
+	// it returns 0 (retention, `rune server --retention`).
+	PruneHistory(ctx context.Context, before time.Time, limit int) (int, error)
 	// NodeRuns returns every node run of execution id, in the order they were
 	// first reported (ErrNotFound for an unknown execution).
 	NodeRuns(ctx context.Context, id string) ([]*NodeRun, error)

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -83,6 +85,7 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 	debugAddr := fs.String("debug-addr", "", "serve Go's profiler (net/http/pprof) on this address, e.g. 127.0.0.1:6061 (default: off)")
 	var logs opsFlags
 	logs.logFlags(fs, env)
+	retention := retentionFlag(fs)
 	poll := fs.Duration("dispatch-poll", server.DispatchPollDefault, "the dispatcher's pause when nothing is due (triggers through this server wake it at once)")
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, "Usage: rune server [--addr 127.0.0.1:8080] [--data ./rune-data]\n       rune server --postgres URL --amqp URL --redis URL [--prefix P]\n\nThe master: HTTP API, dispatcher, history and live streams (docs/api.md).\nWith no URLs, the embedded default: API, dispatcher, a worker and a scheduler in\none process on SQLite under --data. With URLs, the distributed master (several may\nrun); start `rune worker` and `rune scheduler` processes too.\nRUNE_API_TOKEN is accepted as a bearer token besides `rune token create` ones.")
@@ -117,8 +120,9 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 	defer st.Close()
 
 	var (
-		b   broker.Broker
-		eng *engine.Engine
+		b     broker.Broker
+		eng   *engine.Engine
+		ready []server.ReadyCheck
 	)
 	var closers []func()
 	defer func() {
@@ -133,6 +137,9 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		closers = append(closers, rt.Close)
 		b, eng = rt.Broker, rt.Engine
+		for _, c := range readyChecks(rt) {
+			ready = append(ready, server.ReadyCheck{Name: c.name, Check: c.check})
+		}
 	} else {
 		rt, err := embedded.New(embedded.Options{Logger: log, Concurrency: *concurrency, ConsumeEvents: true,
 			Secrets: secrets.Store{Store: st, Keys: keys}, Nodes: nodes.Options{Logger: log}})
@@ -143,7 +150,7 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 		b, eng = rt.Broker, rt.Engine
 	}
 	s, err := server.New(server.Config{Store: st, Broker: b, Engine: eng, Keys: keys, APIToken: env.getenv("RUNE_API_TOKEN"), Logger: log,
-		DispatchLease: *lease, DispatchPoll: *poll})
+		DispatchLease: *lease, DispatchPoll: *poll, ReadyChecks: ready, Retention: *retention})
 	if err != nil {
 		return err
 	}
@@ -223,4 +230,32 @@ func serveHTTP(ctx context.Context, log *slog.Logger, addr string, s *server.Ser
 	}
 	log.Info("server stopped")
 	return nil
+}
+
+// retention is --retention: a Go duration or a number of days ("30d").
+type retention struct{ d time.Duration }
+
+func (r *retention) String() string { return r.d.String() }
+
+func (r *retention) Set(v string) error {
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 0 {
+			return fmt.Errorf("%q: want a number of days such as 30d, or a duration such as 720h", v)
+		}
+		r.d = time.Duration(n) * 24 * time.Hour
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return fmt.Errorf("%q: want a number of days such as 30d, or a duration such as 720h", v)
+	}
+	r.d = d
+	return nil
+}
+
+func retentionFlag(fs *flag.FlagSet) *time.Duration {
+	r := &retention{}
+	fs.Var(r, "retention", "prune the node runs and events of executions finished longer ago than this, e.g. 30d or 720h (default: keep forever)")
+	return &r.d
 }

@@ -4,6 +4,7 @@ package metricstest
 
 import (
 	"bufio"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -23,8 +24,14 @@ func Scrape(t testing.TB, url string) map[string]float64 {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("scrape %s: %s", url, resp.Status)
 	}
+	return Parse(t, url, resp.Body)
+}
+
+// Parse reads a scrape's body (from src, named in failures) as Scrape does.
+func Parse(t testing.TB, src string, body io.Reader) map[string]float64 {
+	t.Helper()
 	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
@@ -34,12 +41,12 @@ func Scrape(t testing.TB, url string) map[string]float64 {
 		i := strings.LastIndexByte(line, ' ')
 		v, err := strconv.ParseFloat(line[i+1:], 64)
 		if err != nil {
-			t.Fatalf("scrape %s: bad sample line %q", url, line)
+			t.Fatalf("scrape %s: bad sample line %q", src, line)
 		}
 		out[line[:i]] = v
 	}
 	if err := sc.Err(); err != nil {
-		t.Fatalf("scrape %s: %v", url, err)
+		t.Fatalf("scrape %s: %v", src, err)
 	}
 	return out
 }

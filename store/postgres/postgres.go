@@ -39,6 +39,8 @@ const PoolMaxConnsDefault = 32
 type Store struct {
 	pool   *pgxpool.Pool
 	schema string
+	// creates group-commits CreateExecution (groupcommit.go).
+	creates *groupCommit
 }
 
 var _ store.Store = (*Store)(nil)
@@ -77,14 +79,16 @@ func Open(ctx context.Context, url, schema string) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
+	s.creates = newGroupCommit(s)
 	return s, nil
 }
 
 // Schema is the schema the store uses ("" for the server's default).
 func (s *Store) Schema() string { return s.schema }
 
-// Close closes the pool.
+// Close stops the group commit and closes the pool.
 func (s *Store) Close() error {
+	s.creates.close()
 	s.pool.Close()
 	return nil
 }
@@ -277,12 +281,13 @@ func (s *Store) CreateExecution(ctx context.Context, in store.ExecutionInput) (*
 	}
 	// ON CONFLICT DO NOTHING waits for a concurrent insert of the same key
 	// to commit, so the lookup below then finds it.
-	err = s.pool.QueryRow(ctx, queries["execution_create"], executionArgs(x)...).Scan(&x.Version)
-	if err == nil {
-		return x, true, nil
+	res := s.creates.insert(ctx, x)
+	if res.err != nil {
+		return nil, false, fmt.Errorf("postgres: create execution %s: %w", x.ID, res.err)
 	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return nil, false, fmt.Errorf("postgres: create execution %s: %w", x.ID, err)
+	if res.inserted {
+		x.Version = res.version
+		return x, true, nil
 	}
 	if x.IdempotencyKey != "" {
 		rows, _ := s.pool.Query(ctx, queries["execution_by_key"], x.WorkflowID, x.IdempotencyKey)
@@ -337,6 +342,18 @@ func (s *Store) MarkDispatched(ctx context.Context, id, owner string, at time.Ti
 		_, err = tx.Exec(ctx, queries["execution_dispatched"], at, id)
 		return err
 	})
+}
+
+func (s *Store) MarkDispatchedAll(ctx context.Context, ids []string, owner string, at time.Time) ([]string, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, _ := s.pool.Query(ctx, queries["execution_dispatched_many"], orNow(at), ids, owner)
+	marked, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("postgres: mark dispatched: %w", err)
+	}
+	return store.NotMarked(ids, marked), nil
 }
 
 func lockExecution(ctx context.Context, tx pgx.Tx, id string) (*store.Execution, error) {
@@ -500,4 +517,32 @@ func (s *Store) RevokeToken(ctx context.Context, name string, at time.Time) erro
 		return fmt.Errorf("token %s: %w", name, store.ErrNotFound)
 	}
 	return nil
+}
+
+// Ping checks that the database answers (rune server's /readyz).
+func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+
+func (s *Store) PruneHistory(ctx context.Context, before time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, fmt.Errorf("prune history: %w: limit %d, want positive", store.ErrInvalid, limit)
+	}
+	var n int
+	err := s.tx(ctx, "prune history", func(tx pgx.Tx) error {
+		rows, _ := tx.Query(ctx, queries["prune_pick"], before, limit)
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		for _, q := range []string{"prune_events", "prune_runs"} {
+			if _, err := tx.Exec(ctx, queries[q], ids); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.Exec(ctx, queries["prune_mark"], ids, orNow(time.Time{})); err != nil {
+			return err
+		}
+		n = len(ids)
+		return nil
+	})
+	return n, err
 }

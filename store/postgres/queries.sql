@@ -53,20 +53,24 @@ ORDER BY w.version DESC
 -- name: workflow_delete
 UPDATE workflow_heads SET deleted_at = $1 WHERE id = $2 AND deleted_at IS NULL
 
--- name: execution_create
--- One statement (no transaction round trips): insert the execution when its
--- workflow is not deleted and has the version ($3; 0: the latest), unless
--- its id or idempotency key is taken. No row back: find out why.
+-- name: execution_create_many
+-- Group commit (groupcommit.go): new executions as column arrays, inserted
+-- in one statement (one round trip, one commit) in the arrays' order, each
+-- with the version asked for (0: the workflow's latest). Rows whose workflow is missing,
+-- deleted or lacks the version, or whose id or key is taken, are skipped and
+-- not returned.
 INSERT INTO executions (id, workflow_id, version, status, input, idempotency_key, trigger_source, available_at,
-    attempts, cursor, vars, unfinished, completion, cancel_requested, claimed_by, claim_until, dispatched_at,
-    created_at, updated_at, finished_at)
-SELECT $1::text, h.id, CASE WHEN $3::integer = 0 THEN h.latest ELSE $3::integer END, $4::text, $5::json, $6::text,
-    $7::text, $8::timestamptz, $9::integer, $10::jsonb, $11::jsonb, $12::jsonb, $13::json, $14::boolean, $15::text,
-    $16::timestamptz, $17::timestamptz, $18::timestamptz, $19::timestamptz, $20::timestamptz
-FROM workflow_heads h
-WHERE h.id = $2 AND h.deleted_at IS NULL AND $3::integer <= h.latest
+    attempts, created_at, updated_at)
+SELECT r.id, h.id, CASE WHEN r.version = 0 THEN h.latest ELSE r.version END, r.status, r.input::json,
+    r.idempotency_key, r.trigger_source, r.available_at, r.attempts, r.created_at, r.created_at
+FROM unnest($1::text[], $2::text[], $3::integer[], $4::text[], $5::text[], $6::text[], $7::text[],
+    $8::timestamptz[], $9::integer[], $10::timestamptz[]) WITH ORDINALITY
+    AS r(id, workflow_id, version, status, input, idempotency_key, trigger_source, available_at, attempts,
+         created_at, n)
+JOIN workflow_heads h ON h.id = r.workflow_id AND h.deleted_at IS NULL AND r.version <= h.latest
+ORDER BY r.n
 ON CONFLICT DO NOTHING
-RETURNING version
+RETURNING id, version
 
 -- name: execution_get
 SELECT id, workflow_id, version, status, input, idempotency_key, trigger_source, available_at, attempts, cursor,
@@ -143,6 +147,20 @@ RETURNING e.id, e.workflow_id, e.version, e.status, e.input, e.idempotency_key, 
 
 -- name: execution_dispatched
 UPDATE executions SET dispatched_at = $1, updated_at = $1 WHERE id = $2
+
+-- name: execution_dispatched_many
+-- Rows locked in id order, as history batches lock them (execution_lock_many),
+-- so the two never deadlock. Rows dispatched already keep their time; rows
+-- claimed by another owner are left alone and not returned.
+WITH mine AS (
+    SELECT id FROM executions WHERE id = ANY($2) AND claimed_by = $3 ORDER BY id FOR UPDATE
+)
+UPDATE executions e
+SET dispatched_at = COALESCE(e.dispatched_at, $1),
+    updated_at = CASE WHEN e.dispatched_at IS NULL THEN $1 ELSE e.updated_at END
+FROM mine
+WHERE e.id = mine.id
+RETURNING e.id
 
 -- name: execution_cancel
 UPDATE executions SET status = $1, cancel_requested = true, updated_at = $2, finished_at = $3 WHERE id = $4
@@ -242,3 +260,21 @@ SELECT id, name, prefix, NULL::bytea, created_at, revoked_at FROM tokens ORDER B
 
 -- name: token_revoke
 UPDATE tokens SET revoked_at = COALESCE(revoked_at, $1) WHERE name = $2
+
+-- name: prune_pick
+-- Retention: the oldest finished executions not pruned yet, on the partial
+-- index executions_prunable; SKIP LOCKED lets servers prune side by side.
+SELECT id FROM executions
+WHERE finished_at IS NOT NULL AND pruned_at IS NULL AND finished_at < $1
+ORDER BY finished_at
+LIMIT $2
+FOR UPDATE SKIP LOCKED
+
+-- name: prune_events
+DELETE FROM events WHERE execution_id = ANY($1)
+
+-- name: prune_runs
+DELETE FROM node_runs WHERE execution_id = ANY($1)
+
+-- name: prune_mark
+UPDATE executions SET pruned_at = $2 WHERE id = ANY($1)

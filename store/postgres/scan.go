@@ -75,12 +75,6 @@ func scanWorkflow(row pgx.CollectableRow) (*store.Workflow, error) {
 	return &w, nil
 }
 
-func executionArgs(x *store.Execution) []any {
-	return []any{x.ID, x.WorkflowID, x.Version, x.Status, []byte(x.Input), nonEmpty(x.IdempotencyKey), x.Trigger,
-		x.AvailableAt, x.Attempts, jsonValue(x.Cursor), jsonValue(x.Vars), jsonValue(x.Unfinished), []byte(x.Completion),
-		x.CancelRequested, nonEmpty(x.ClaimedBy), x.ClaimUntil, x.DispatchedAt, x.CreatedAt, x.UpdatedAt, x.FinishedAt}
-}
-
 func scanExecution(row pgx.CollectableRow) (*store.Execution, error) {
 	var x store.Execution
 	var input, cursor, vars, unfinished, completion []byte

@@ -175,7 +175,7 @@ func (s *Store) FireSchedule(ctx context.Context, f store.Fire) ([]*store.Execut
 				f.From.Format(time.RFC3339Nano), store.ErrConflict)
 		}
 		for _, x := range xs {
-			err := tx.QueryRow(ctx, queries["execution_create"], executionArgs(x)...).Scan(&x.Version)
+			err := tx.QueryRow(ctx, queries["execution_create_many"], createManyArgs([]*store.Execution{x})...).Scan(new(string), &x.Version)
 			if errors.Is(err, pgx.ErrNoRows) {
 				continue // the slot's execution exists, or the workflow was deleted
 			}

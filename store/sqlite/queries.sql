@@ -176,3 +176,19 @@ SELECT id, name, prefix, NULL, created_at, revoked_at FROM tokens ORDER BY name
 
 -- name: token_revoke
 UPDATE tokens SET revoked_at = COALESCE(revoked_at, ?) WHERE name = ?
+
+-- name: prune_pick
+-- Retention: the oldest finished executions not pruned yet (executions_prunable).
+SELECT id FROM executions
+WHERE finished_at IS NOT NULL AND pruned_at IS NULL AND finished_at < ?
+ORDER BY finished_at
+LIMIT ?
+
+-- name: prune_events
+DELETE FROM events WHERE execution_id = ?
+
+-- name: prune_runs
+DELETE FROM node_runs WHERE execution_id = ?
+
+-- name: prune_mark
+UPDATE executions SET pruned_at = ? WHERE id = ?

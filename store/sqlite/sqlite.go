@@ -377,22 +377,46 @@ func (s *Store) ClaimExecutions(ctx context.Context, c store.Claim) ([]*store.Ex
 func (s *Store) MarkDispatched(ctx context.Context, id, owner string, at time.Time) error {
 	at = orNow(at)
 	return s.tx(ctx, "mark dispatched", func(tx *sql.Tx) error {
-		x, err := scanExecution(tx.QueryRowContext(ctx, queries["execution_get"], id))
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("execution %s: %w", id, store.ErrNotFound)
-		}
-		if err != nil {
-			return err
-		}
-		if x.ClaimedBy != owner {
-			return fmt.Errorf("execution %s: %w: claimed by another dispatcher", id, store.ErrConflict)
-		}
-		if x.DispatchedAt != nil {
-			return nil
-		}
-		_, err = tx.ExecContext(ctx, queries["execution_dispatched"], micros(at), micros(at), id)
-		return err
+		return markDispatched(ctx, tx, id, owner, at)
 	})
+}
+
+func markDispatched(ctx context.Context, tx *sql.Tx, id, owner string, at time.Time) error {
+	x, err := scanExecution(tx.QueryRowContext(ctx, queries["execution_get"], id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("execution %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return err
+	}
+	if x.ClaimedBy != owner {
+		return fmt.Errorf("execution %s: %w: claimed by another dispatcher", id, store.ErrConflict)
+	}
+	if x.DispatchedAt != nil {
+		return nil
+	}
+	_, err = tx.ExecContext(ctx, queries["execution_dispatched"], micros(at), micros(at), id)
+	return err
+}
+
+func (s *Store) MarkDispatchedAll(ctx context.Context, ids []string, owner string, at time.Time) ([]string, error) {
+	at = orNow(at)
+	var notMarked []string
+	err := s.tx(ctx, "mark dispatched", func(tx *sql.Tx) error {
+		for _, id := range ids {
+			err := markDispatched(ctx, tx, id, owner, at)
+			if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) {
+				notMarked = append(notMarked, id)
+			} else if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return notMarked, nil
 }
 
 func (s *Store) GetExecution(ctx context.Context, id string) (*store.Execution, error) {
@@ -686,4 +710,46 @@ func (s *Store) RevokeToken(ctx context.Context, name string, at time.Time) erro
 		}
 		return nil
 	})
+}
+
+// Ping checks that the database answers (rune server's /readyz).
+func (s *Store) Ping(ctx context.Context) error { return s.r.PingContext(ctx) }
+
+func (s *Store) PruneHistory(ctx context.Context, before time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, fmt.Errorf("prune history: %w: limit %d, want positive", store.ErrInvalid, limit)
+	}
+	var n int
+	err := s.tx(ctx, "prune history", func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, queries["prune_pick"], micros(before), limit)
+		if err != nil {
+			return err
+		}
+		var ids []string
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			ids = append(ids, id)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return err
+		}
+		now := micros(time.Now())
+		for _, id := range ids {
+			for _, q := range []string{"prune_events", "prune_runs"} {
+				if _, err := tx.ExecContext(ctx, queries[q], id); err != nil {
+					return err
+				}
+			}
+			if _, err := tx.ExecContext(ctx, queries["prune_mark"], now, id); err != nil {
+				return err
+			}
+		}
+		n = len(ids)
+		return nil
+	})
+	return n, err
 }

@@ -125,6 +125,39 @@ func testClaimExpired(ctx context.Context, t *testing.T, h *harness) {
 	wantErr(t, "MarkDispatched(unknown)", h.s.MarkDispatched(ctx, "nope", "d1", at(1)), store.ErrNotFound, "nope")
 }
 
+// MarkDispatchedAll marks the caller's claims in one call and names the ids
+// it did not mark: another owner's claim and unknown executions.
+func testMarkDispatchedAll(ctx context.Context, t *testing.T, h *harness) {
+	h.workflow(ctx, t, "wf")
+	for i := range 4 {
+		h.execution(ctx, t, store.ExecutionInput{ID: name("x", i), WorkflowID: "wf", At: at(float64(i))})
+	}
+	if got := claim(ctx, t, h.s, "d1", at(10), time.Minute, 3); len(got) != 3 {
+		t.Fatalf("claimed %v", got)
+	}
+	if got := claim(ctx, t, h.s, "d2", at(10), time.Minute, 3); !slices.Equal(got, []string{"x0003"}) {
+		t.Fatalf("d2 claimed %v", got)
+	}
+	if err := h.s.MarkDispatched(ctx, "x0000", "d1", at(11)); err != nil {
+		t.Fatal(err)
+	}
+	notMarked, err := h.s.MarkDispatchedAll(ctx, []string{"x0000", "x0001", "x0002", "x0003", "nope"}, "d1", at(12))
+	if err != nil || !slices.Equal(notMarked, []string{"x0003", "nope"}) {
+		t.Fatalf("MarkDispatchedAll = %v, %v; want [x0003 nope] not marked", notMarked, err)
+	}
+	for id, want := range map[string]time.Time{"x0000": at(11), "x0001": at(12), "x0002": at(12)} {
+		if x := h.get(ctx, t, id); !equalTimePtr(x.DispatchedAt, want) {
+			t.Errorf("%s dispatched at %v, want %v", id, x.DispatchedAt, want)
+		}
+	}
+	if x := h.get(ctx, t, "x0003"); x.DispatchedAt != nil || x.ClaimedBy != "d2" {
+		t.Errorf("another owner's claim was marked: %+v", x)
+	}
+	if notMarked, err := h.s.MarkDispatchedAll(ctx, nil, "d1", at(13)); err != nil || len(notMarked) != 0 {
+		t.Errorf("MarkDispatchedAll(none) = %v, %v", notMarked, err)
+	}
+}
+
 func testClaimInvalid(ctx context.Context, t *testing.T, h *harness) {
 	for _, tc := range []struct {
 		c       store.Claim

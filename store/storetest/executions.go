@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -117,6 +118,65 @@ func testExecutionIdempotencyConcurrent(ctx context.Context, t *testing.T, h *ha
 		if id != got[0] {
 			t.Fatalf("creates returned %v, want one id", got)
 		}
+	}
+}
+
+// Many concurrent creates, some of which fail (unknown workflow, taken id,
+// a repeated key), each get their own answer: a store that commits
+// concurrent creates together must not let one bad row fail or hide the
+// others, and every created execution is readable once its create returned.
+func testExecutionCreateConcurrentMixed(ctx context.Context, t *testing.T, h *harness) {
+	h.workflow(ctx, t, "wf")
+	h.execution(ctx, t, store.ExecutionInput{ID: "taken", WorkflowID: "wf"})
+	const n = 60
+	var wg sync.WaitGroup
+	var keyed atomic.Int32
+	for i := range n {
+		wg.Go(func() {
+			in := store.ExecutionInput{ID: name("x", i), WorkflowID: "wf", At: at(float64(i))}
+			switch i % 6 {
+			case 1:
+				in.WorkflowID = "nope"
+			case 2:
+				in.ID = "taken"
+			case 3:
+				in.IdempotencyKey = "same"
+			}
+			x, created, err := h.s.CreateExecution(ctx, in)
+			switch i % 6 {
+			case 1:
+				if !errors.Is(err, store.ErrNotFound) {
+					t.Errorf("CreateExecution(unknown workflow): %v, want ErrNotFound", err)
+				}
+				return
+			case 2:
+				if !errors.Is(err, store.ErrConflict) {
+					t.Errorf("CreateExecution(taken id): %v, want ErrConflict", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Errorf("CreateExecution(%s): %v", in.ID, err)
+				return
+			}
+			if i%6 == 3 {
+				if created {
+					keyed.Add(1)
+				}
+				return
+			}
+			if !created || x.ID != in.ID || x.Version != 1 {
+				t.Errorf("CreateExecution(%s) = %+v, created %v", in.ID, x, created)
+				return
+			}
+			if got, err := h.s.GetExecution(ctx, in.ID); err != nil || got.Status != store.StatusEnqueued {
+				t.Errorf("GetExecution(%s) right after its create = %+v, %v", in.ID, got, err)
+			}
+		})
+	}
+	wg.Wait()
+	if keyed.Load() != 1 {
+		t.Errorf("%d executions created for one key", keyed.Load())
 	}
 }
 

@@ -1,0 +1,6 @@
+-- Retention (rune server --retention): the node runs and events of finished
+-- executions are pruned in batches; pruned_at marks an execution whose
+-- history is gone, so the next batch takes others. The partial index
+-- serves the pruner's "oldest finished, not pruned" scan.
+ALTER TABLE executions ADD COLUMN pruned_at timestamptz;
+CREATE INDEX executions_prunable ON executions (finished_at) WHERE finished_at IS NOT NULL AND pruned_at IS NULL;
