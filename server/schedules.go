@@ -191,7 +191,7 @@ func (p *plan) bound(slot time.Time) *time.Time {
 
 // upcoming returns up to n slots from from.
 func (p *plan) upcoming(from *time.Time, n int) []time.Time {
-	var out []time.Time
+	out := []time.Time{} // [] and not null in the API when nothing is due
 	for s := from; s != nil && len(out) < n; s = p.next(*s) {
 		out = append(out, *s)
 	}
