@@ -631,12 +631,12 @@ func testCredentials(t *testing.T, a *api, id string) {
 	if !found {
 		t.Fatalf("credential %s not listed: %v", name, list.Items)
 	}
-	// A node that uses it, a wait (a timer), and a node whose URL is wrong
-	// so its error is recorded.
+	// A node that uses it, a wait (a timer), and a node whose URL is wrong,
+	// retried once (a delayed message) and then its error recorded.
 	a.pushWorkflow(wfDef(id, `
 		{"id":"call","type":"http","parameters":{"method":"GET","url":"`+api.URL+`/x"},"credentials":{"ref":"`+name+`"}},
 		{"id":"pause","type":"wait","parameters":{"amount":1}},
-		{"id":"bad","type":"http","parameters":{"method":"GET","url":"http://127.0.0.1:9/x","timeout":"1s"},"credentials":{"ref":"`+name+`"},"retry":{"max_attempts":1},"error":{"type":"ignore"}}`,
+		{"id":"bad","type":"http","parameters":{"method":"GET","url":"http://127.0.0.1:9/x","timeout":"1s"},"credentials":{"ref":"`+name+`"},"retry":{"max_attempts":2,"initial_delay":"200ms"},"error":{"type":"ignore"}}`,
 		`{"id":"e1","src":"start","dst":"call"},{"id":"e2","src":"call","dst":"pause"},{"id":"e3","src":"pause","dst":"bad"}`))
 	// The spy reads from before the trigger to the completion's copy.
 	var spy *testinfra.Spy
@@ -717,9 +717,9 @@ func checkWire(t *testing.T, spy *testinfra.Spy, xid string, forms []string) {
 			events += n
 		}
 	}
-	// 4 nodes run: at least their messages and a status each, and the
-	// echoed, redacted header carried on in the context.
-	if execution < 3 || events < 5 || !bytes.Contains(wire, []byte("[redacted]")) {
+	// call, pause and bad twice: their messages, a status each and the
+	// completion, and the echoed, redacted header carried on in the context.
+	if execution < 4 || events < 5 || !bytes.Contains(wire, []byte("[redacted]")) {
 		t.Fatalf("the spy saw %d node messages and %d statuses/completions of %s (redacted header seen: %v): not this run's traffic",
 			execution, events, xid, bytes.Contains(wire, []byte("[redacted]")))
 	}
