@@ -102,9 +102,9 @@ func TestCloseAllConnections(t *testing.T) {
 	testinfra.RequireCommand(t, "rabbitmqctl")
 	testinfra.RedisURL(t)
 	vhost := "rune-e2e-" + testinfra.Name(t)
-	c := newCluster(t, ownVhost(t, vhost))
+	c := newCluster(t, testinfra.OwnVhost(t, vhost))
 	runLinear(t, c, func(w []*proc) {
-		rabbitmqctl(t, "close_all_connections", "-p", vhost, "e2e")
+		testinfra.Rabbitmqctl(t, "close_all_connections", "-p", vhost, "e2e")
 		for _, p := range w {
 			p.waitLog(t, "amqp broker: reconnected", 30*time.Second)
 		}

@@ -516,7 +516,7 @@ func TestFaultCloseConnections(t *testing.T) {
 	testinfra.RequireCommand(t, "rabbitmqctl")
 	testinfra.RedisURL(t)
 	vhost := "rune-faults-" + testinfra.Name(t)
-	r := newFaultRun(t, ownVhost(t, vhost), "")
+	r := newFaultRun(t, testinfra.OwnVhost(t, vhost), "")
 	procs := append(slices.Clone(r.workers), r.schedulers...)
 	// rabbitmqctl takes seconds: the executions spread over 20 s, so that
 	// the closes land while executions are running.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -541,38 +540,6 @@ func (cs *completions) checkLinear(ids []string, nodes int) {
 	}
 	cs.t.Logf("%d executions completed once each; %d duplicate completion message(s), %d of them with other completed_at/total_duration_ms",
 		len(cs.first), cs.dups, cs.retimed)
-}
-
-// rabbitmqctl runs rabbitmqctl -q args, failing t on error.
-func rabbitmqctl(t *testing.T, args ...string) {
-	t.Helper()
-	if out, err := exec.Command("rabbitmqctl", append([]string{"-q"}, args...)...).CombinedOutput(); err != nil {
-		t.Fatalf("rabbitmqctl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-}
-
-// ownVhost creates a RabbitMQ virtual host for t (deleted when t ends) on
-// which the URL's user may do everything, and returns the URL on it.
-// close_all_connections -p then closes this test's connections and no one
-// else's.
-func ownVhost(t *testing.T, vhost string) string {
-	t.Helper()
-	base := testinfra.AMQPURL(t)
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	user := "guest"
-	if u.User != nil {
-		user = u.User.Username()
-	}
-	rabbitmqctl(t, "add_vhost", vhost)
-	t.Cleanup(func() {
-		_ = exec.Command("rabbitmqctl", "-q", "delete_vhost", vhost).Run()
-	})
-	rabbitmqctl(t, "set_permissions", "-p", vhost, user, ".*", ".*", ".*")
-	u.Path = "/" + vhost
-	return u.String()
 }
 
 // runCLI runs the rune binary to completion and returns its stdout, stderr

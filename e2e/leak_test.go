@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,32 +27,13 @@ func TestNoSecretInMessagesLogsOrOutput(t *testing.T) {
 	t.Parallel()
 	testinfra.RequireCommand(t, "rabbitmqctl")
 	vhost := "rune-leak-" + testinfra.Name(t)
-	amqpURL := ownVhost(t, vhost)
-	rabbitmqctl(t, "trace_on", "-p", vhost)
+	amqpURL := testinfra.OwnVhost(t, vhost)
+	testinfra.Rabbitmqctl(t, "trace_on", "-p", vhost)
 	c := newCluster(t, amqpURL)
 
 	// The spy: RabbitMQ copies every message published in the vhost, to
 	// any exchange, to amq.rabbitmq.trace.
-	conn, err := amqp091.Dial(amqpURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	spy, err := ch.QueueDeclare("", false, true, true, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ch.QueueBind(spy.Name, "publish.#", "amq.rabbitmq.trace", false, nil); err != nil {
-		t.Fatal(err)
-	}
-	deliveries, err := ch.Consume(spy.Name, "", true, true, false, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	spy := testinfra.NewSpy(t, amqpURL)
 
 	var env []string
 	for ref, fields := range runtimetest.LeakSecrets() {
@@ -85,20 +65,11 @@ func TestNoSecretInMessagesLogsOrOutput(t *testing.T) {
 	}
 
 	// Everything published, until the completion's copy has come by.
-	var wire bytes.Buffer
-	n := 0
-	deadline := time.After(60 * time.Second)
-	for sawCompletion := false; !sawCompletion; {
-		select {
-		case d := <-deliveries:
-			n++
-			fmt.Fprintf(&wire, "%s %v %s\n", d.RoutingKey, d.Headers, d.Body)
-			sawCompletion = bytes.Contains(d.Body, []byte(`"final_context"`))
-		case <-deadline:
-			t.Fatalf("the completion never showed on the wire (%d messages seen)", n)
-		}
+	if !spy.Until(60*time.Second, func(d amqp091.Delivery) bool { return bytes.Contains(d.Body, []byte(`"final_context"`)) }) {
+		t.Fatalf("the completion never showed on the wire (%d messages seen)", spy.Len())
 	}
-	if !bytes.Contains(wire.Bytes(), []byte("Bearer [redacted]")) {
+	wire, n := spy.Wire(), spy.Len()
+	if !bytes.Contains(wire, []byte("Bearer [redacted]")) {
 		t.Fatalf("the echoed header is not on the wire: the spy saw the wrong traffic (%d messages)", n)
 	}
 
@@ -120,7 +91,7 @@ func TestNoSecretInMessagesLogsOrOutput(t *testing.T) {
 	}
 
 	for what, data := range map[string]string{
-		"published messages": wire.String(),
+		"published messages": string(wire),
 		"worker logs":        w.stderr.String(),
 		"rune start output":  stdout + stderr,
 		"Redis values":       stored.String(),

@@ -75,7 +75,7 @@ func TestRolesEndToEnd(t *testing.T) {
 	user := func(role string) string { return name + "-" + role }
 	roles := []string{amqp.RoleWorker, amqp.RoleMaster, amqp.RoleScheduler}
 
-	admin := ownVhost(t, vhost) // the test's own administrator, to look at the DLQ
+	admin := testinfra.OwnVhost(t, vhost) // the test's own administrator, to look at the DLQ
 	ropts, err := goredis.ParseURL(redisURL)
 	if err != nil {
 		t.Fatal(err)

@@ -1,12 +1,15 @@
 package runtimetest
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -42,21 +45,41 @@ func LeakSecrets() MapSecrets {
 	}
 }
 
-// LeakForms are the forms of LeakSecret a leak would take: as it is,
-// base64 (LeakSecret needs no URL escaping), inside HTTP Basic's value.
+// LeakForms are the forms of LeakSecret a leak would take: SecretForms,
+// and inside HTTP Basic's value.
 func LeakForms() []string {
-	return []string{
-		LeakSecret,
-		base64.StdEncoding.EncodeToString([]byte(LeakSecret)),
-		base64.RawURLEncoding.EncodeToString([]byte(LeakSecret)),
-		base64.StdEncoding.EncodeToString([]byte("svc-user:" + LeakSecret)),
+	return append(SecretForms(LeakSecret), base64.StdEncoding.EncodeToString([]byte("svc-user:"+LeakSecret)))
+}
+
+// SecretForms are the forms a secret value takes when it leaks: as it is,
+// base64 (standard and URL alphabets, padded or not) and URL-escaped (as a
+// query value and as a path segment), each once.
+func SecretForms(secret string) []string {
+	b := []byte(secret)
+	var forms []string
+	for _, f := range []string{
+		secret,
+		base64.StdEncoding.EncodeToString(b),
+		base64.RawStdEncoding.EncodeToString(b),
+		base64.URLEncoding.EncodeToString(b),
+		base64.RawURLEncoding.EncodeToString(b),
+		url.QueryEscape(secret),
+		url.PathEscape(secret),
+	} {
+		if !slices.Contains(forms, f) {
+			forms = append(forms, f)
+		}
 	}
+	return forms
 }
 
 // FindLeak returns the first form of LeakSecret in data, or "".
-func FindLeak(data []byte) string {
-	for _, f := range LeakForms() {
-		if strings.Contains(string(data), f) {
+func FindLeak(data []byte) string { return FindSecret(data, LeakForms()) }
+
+// FindSecret returns the first of forms found in data, or "".
+func FindSecret(data []byte, forms []string) string {
+	for _, f := range forms {
+		if bytes.Contains(data, []byte(f)) {
 			return f
 		}
 	}

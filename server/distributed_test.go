@@ -61,8 +61,20 @@ type deployment struct {
 
 const testSecretKey = "3q2+7wAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=" // 32 bytes, base64
 
-func newDeployment(t *testing.T) *deployment {
-	d := &deployment{t: t, amqpURL: testinfra.AMQPURL(t), redisURL: testinfra.RedisURL(t), pgURL: storetest.PostgresURL(t),
+func newDeployment(t *testing.T) *deployment { return newDeploymentOn(t, testinfra.AMQPURL(t)) }
+
+// newTracedDeployment is a deployment on a RabbitMQ virtual host of its
+// own with the firehose on, so that a testinfra.Spy on the returned URL
+// sees every message its processes publish, and only theirs.
+func newTracedDeployment(t *testing.T) (*deployment, string) {
+	vhost := "rune-server-" + testinfra.Name(t)
+	amqpURL := testinfra.OwnVhost(t, vhost)
+	testinfra.Rabbitmqctl(t, "trace_on", "-p", vhost)
+	return newDeploymentOn(t, amqpURL), amqpURL
+}
+
+func newDeploymentOn(t *testing.T, amqpURL string) *deployment {
+	d := &deployment{t: t, amqpURL: amqpURL, redisURL: testinfra.RedisURL(t), pgURL: storetest.PostgresURL(t),
 		prefix: testinfra.Name(t), key: testSecretKey, logs: &testinfra.Buffer{}}
 	t.Cleanup(func() {
 		rt, err := distributed.Connect(context.Background(), distributed.Config{AMQPURL: d.amqpURL, RedisURL: d.redisURL,
@@ -203,14 +215,16 @@ func (d *deployment) store() *postgres.Store {
 
 // TestAPIDistributed runs the API suite against the distributed master:
 // a `rune server` process on PostgreSQL, RabbitMQ and Redis, two `rune
-// worker` processes (credentials from the store) and a `rune scheduler`.
+// worker` processes (credentials from the store) and a `rune scheduler`,
+// on a virtual host of their own whose every message a spy can read.
 func TestAPIDistributed(t *testing.T) {
-	d := newDeployment(t)
+	d, amqpURL := newTracedDeployment(t)
 	d.worker()
 	d.worker()
 	d.scheduler()
 	srv := d.server()
 	d.waitHealthy(srv)
 	st := d.store()
-	apiSuite(t, &target{url: "http://" + srv.addr, token: newToken(t, st, "suite"), store: st, output: d.logs.String})
+	apiSuite(t, &target{url: "http://" + srv.addr, token: newToken(t, st, "suite"), store: st, output: d.logs.String,
+		spy: func(t *testing.T) *testinfra.Spy { return testinfra.NewSpy(t, amqpURL) }})
 }

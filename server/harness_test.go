@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rune-org/rune/internal/testinfra"
 	"github.com/rune-org/rune/server"
 	"github.com/rune-org/rune/store"
 )
@@ -25,6 +26,10 @@ type target struct {
 	store store.Store
 	// output returns everything the server processes logged so far.
 	output func() string
+	// spy, when not nil, starts reading a copy of every message published
+	// on the target's broker from now on (the distributed target; the
+	// embedded one has no broker).
+	spy func(t *testing.T) *testinfra.Spy
 }
 
 // api is a test client of one target that records every response body,

@@ -14,8 +14,11 @@ import (
 	"testing"
 	"time"
 
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
 	"github.com/rune-org/rune/internal/testinfra"
 	"github.com/rune-org/rune/message"
+	"github.com/rune-org/rune/runtimetest"
 	"github.com/rune-org/rune/server"
 )
 
@@ -578,19 +581,26 @@ func testStream(t *testing.T, a *api, id string) {
 }
 
 // testCredentials: a stored credential is used by an http node, and its
-// value never appears in an API response, the event stream (every status
-// and completion), or the server's logs.
+// value, in any of its forms (runtimetest.SecretForms: as is, base64,
+// URL-escaped), never appears in an API response, the event stream (every
+// status and completion), the server's and workers' logs, or, on the
+// distributed target, any message published on the broker during the run
+// (node messages, statuses, completions, timers), read raw off RabbitMQ's
+// firehose.
 func testCredentials(t *testing.T, a *api, id string) {
-	const secret = "s3cr3t-value-4f9a"
+	// "/" and "+" give the secret URL-escaped forms of its own.
+	const secret = "s3cr3t/value+4f9a"
+	forms := runtimetest.SecretForms(secret)
 	var sawAuth atomic.Bool
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") == "Bearer "+secret {
 			sawAuth.Store(true)
 		}
 		// Echo the headers back, as a careless API might: the body lands in
-		// the node's output unless the node keeps credentials out of it.
+		// the node's output, and so in the messages that carry the context
+		// on, unless the node keeps credentials out of it.
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"ok":true}`)
+		json.NewEncoder(w).Encode(map[string]any{"ok": true, "headers": r.Header})
 	}))
 	defer api.Close()
 	name := "cred_" + id
@@ -621,11 +631,18 @@ func testCredentials(t *testing.T, a *api, id string) {
 	if !found {
 		t.Fatalf("credential %s not listed: %v", name, list.Items)
 	}
-	// A node that uses it, and one whose URL is wrong so its error is recorded.
+	// A node that uses it, a wait (a timer), and a node whose URL is wrong,
+	// retried once (a delayed message) and then its error recorded.
 	a.pushWorkflow(wfDef(id, `
 		{"id":"call","type":"http","parameters":{"method":"GET","url":"`+api.URL+`/x"},"credentials":{"ref":"`+name+`"}},
-		{"id":"bad","type":"http","parameters":{"method":"GET","url":"http://127.0.0.1:9/x","timeout":"1s"},"credentials":{"ref":"`+name+`"},"retry":{"max_attempts":1},"error":{"type":"ignore"}}`,
-		`{"id":"e1","src":"start","dst":"call"},{"id":"e2","src":"call","dst":"bad"}`))
+		{"id":"pause","type":"wait","parameters":{"amount":1}},
+		{"id":"bad","type":"http","parameters":{"method":"GET","url":"http://127.0.0.1:9/x","timeout":"1s"},"credentials":{"ref":"`+name+`"},"retry":{"max_attempts":2,"initial_delay":"200ms"},"error":{"type":"ignore"}}`,
+		`{"id":"e1","src":"start","dst":"call"},{"id":"e2","src":"call","dst":"pause"},{"id":"e3","src":"pause","dst":"bad"}`))
+	// The spy reads from before the trigger to the completion's copy.
+	var spy *testinfra.Spy
+	if a.tg.spy != nil {
+		spy = a.tg.spy(t)
+	}
 	x := a.trigger(id, `{}`)
 	ch, _, cancel := a.stream("/v1/executions/"+x.ID+"/events", "")
 	defer cancel()
@@ -634,16 +651,24 @@ func testCredentials(t *testing.T, a *api, id string) {
 	if done.Status != "completed" || !sawAuth.Load() {
 		t.Fatalf("status %s (completion %s), credential used: %v; want completed with the stored token sent", done.Status, done.Completion, sawAuth.Load())
 	}
+	if !strings.Contains(string(done.Completion), "[redacted]") {
+		t.Fatalf("completion %s: want the echoed Authorization header, redacted, in call's output", done.Completion)
+	}
+	if spy != nil {
+		checkWire(t, spy, x.ID, forms)
+	}
 	a.want(http.StatusNoContent, "DELETE", "/v1/credentials/"+name, nil, nil)
 	a.wantError(http.StatusNotFound, server.CodeNotFound, "DELETE", "/v1/credentials/"+name, nil)
 	a.mu.Lock()
 	bodies := a.bodies.String()
 	a.mu.Unlock()
-	if strings.Contains(bodies, secret) {
-		t.Fatal("the credential's value appears in an API response or event")
+	if f := runtimetest.FindSecret([]byte(bodies), forms); f != "" {
+		t.Fatalf("the credential's value appears in an API response or event (as %q)", f)
 	}
-	if a.tg.output != nil && strings.Contains(a.tg.output(), secret) {
-		t.Fatal("the credential's value appears in the server's logs")
+	if a.tg.output != nil {
+		if f := runtimetest.FindSecret([]byte(a.tg.output()), forms); f != "" {
+			t.Fatalf("the credential's value appears in the logs (as %q)", f)
+		}
 	}
 	// Stored encrypted: the ciphertext does not hold it either (checked
 	// before the delete through a second credential).
@@ -654,6 +679,49 @@ func testCredentials(t *testing.T, a *api, id string) {
 	}
 	if bytes.Contains(stored.Ciphertext, []byte(secret)) || stored.KeyID != c.KeyID {
 		t.Fatalf("stored credential: plaintext in ciphertext or key id %q != %q", stored.KeyID, c.KeyID)
+	}
+}
+
+// checkWire reads spy until the completion of execution xid has been
+// published, then fails t if any form of the secret is in a message, or if
+// the spy did not see the execution's node messages, statuses and
+// completion (it would then prove nothing).
+func checkWire(t *testing.T, spy *testinfra.Spy, xid string, forms []string) {
+	t.Helper()
+	isCompletion := func(d amqp091.Delivery) bool {
+		return strings.HasSuffix(d.RoutingKey, "workflow.events") && bytes.Contains(d.Body, []byte(`"final_context"`)) && bytes.Contains(d.Body, []byte(xid))
+	}
+	if !spy.Until(60*time.Second, isCompletion) {
+		t.Fatalf("execution %s: its completion never showed on the wire (%d messages seen)", xid, spy.Len())
+	}
+	wire := spy.Wire()
+	if f := runtimetest.FindSecret(wire, forms); f != "" {
+		i := bytes.Index(wire, []byte(f))
+		t.Fatalf("a published message holds the credential's value (as %q): …%s…", f, wire[max(0, i-200):min(len(wire), i+100)])
+	}
+	// The execution's own traffic, per exchange (the trace's routing key
+	// is publish.<exchange>).
+	per := map[string]int{}
+	for line := range bytes.Lines(wire) {
+		if rk, _, ok := bytes.Cut(line, []byte(" ")); ok && bytes.Contains(line, []byte(xid)) {
+			per[string(rk)]++
+		}
+	}
+	t.Logf("the spy read %d published messages (%d KiB); this execution's per exchange: %v", spy.Len(), len(wire)>>10, per)
+	execution, events := 0, 0
+	for rk, n := range per {
+		switch {
+		case strings.HasSuffix(rk, "workflow.execution.x"):
+			execution += n
+		case strings.HasSuffix(rk, "workflow.events"):
+			events += n
+		}
+	}
+	// call, pause and bad twice: their messages, a status each and the
+	// completion, and the echoed, redacted header carried on in the context.
+	if execution < 4 || events < 5 || !bytes.Contains(wire, []byte("[redacted]")) {
+		t.Fatalf("the spy saw %d node messages and %d statuses/completions of %s (redacted header seen: %v): not this run's traffic",
+			execution, events, xid, bytes.Contains(wire, []byte("[redacted]")))
 	}
 }
 
