@@ -3,16 +3,12 @@ package server_test
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rune-org/rune/broker"
-	"github.com/rune-org/rune/broker/memory"
-	"github.com/rune-org/rune/embedded"
 	"github.com/rune-org/rune/message"
-	"github.com/rune-org/rune/server"
 	"github.com/rune-org/rune/store"
 	"github.com/rune-org/rune/store/storetest"
 )
@@ -23,17 +19,7 @@ func TestHistoryRecordsEveryStatusOfAHop(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := storetest.SQLite(t)
-	rt, err := embedded.New(embedded.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
-	br := memory.New(memory.Options{})
-	defer br.Close()
-	s, err := server.New(server.Config{Store: st, Broker: br, Engine: rt.Engine, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, br := historyServer(t, st)
 	def := wfDef("hop", `{"id":"a","type":"set","parameters":{"values":{"v":1}}},{"id":"b","type":"set","parameters":{"values":{"w":2}}}`,
 		`{"id":"e1","src":"start","dst":"a"},{"id":"e2","src":"a","dst":"b"}`)
 	if _, err := st.CreateWorkflow(ctx, store.WorkflowInput{ID: "hop", Definition: []byte(def), At: time.Now()}); err != nil {

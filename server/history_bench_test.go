@@ -23,17 +23,7 @@ import (
 func BenchmarkHistoryPostgres(b *testing.B) {
 	ctx := context.Background()
 	st := storetest.Postgres(b)
-	rt, err := embedded.New(embedded.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer rt.Close()
-	br := memory.New(memory.Options{})
-	defer br.Close()
-	s, err := server.New(server.Config{Store: st, Broker: br, Engine: rt.Engine, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		b.Fatal(err)
-	}
+	s, br := historyServer(b, st)
 	def := wfDef("hist", `{"id":"s","type":"set","parameters":{"values":{"v":1}}}`, `{"id":"e1","src":"start","dst":"s"}`)
 	if _, err := st.CreateWorkflow(ctx, store.WorkflowInput{ID: "hist", Definition: []byte(def), At: time.Now()}); err != nil {
 		b.Fatal(err)
@@ -93,4 +83,21 @@ func BenchmarkHistoryPostgres(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "statuses/s")
+}
+
+// historyServer is a server on st with an embedded engine and an in-process
+// broker, both closed when tb ends: what the history tests publish to.
+func historyServer(tb testing.TB, st store.Store) (*server.Server, *memory.Broker) {
+	rt, err := embedded.New(embedded.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { rt.Close() })
+	br := memory.New(memory.Options{})
+	tb.Cleanup(func() { br.Close() })
+	s, err := server.New(server.Config{Store: st, Broker: br, Engine: rt.Engine, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s, br
 }
