@@ -29,6 +29,7 @@ const (
 	AttrLineage   = "rune.lineage"
 	AttrAttempt   = "rune.attempt"
 	AttrTimer     = "rune.resumed_by_scheduler"
+	AttrVersion   = "rune.workflow_version"
 )
 
 // Tracer starts Rune's spans.
@@ -88,14 +89,48 @@ func (t *Tracer) Start(ctx context.Context, r Run) (context.Context, trace.Span)
 	return t.t.Start(parent, name, trace.WithAttributes(attrs...), trace.WithSpanKind(trace.SpanKindConsumer))
 }
 
+// Dispatch starts the span of a server dispatching execution executionID
+// (publishing its first messages): a child of the execution's root. The
+// messages published under the returned context carry its traceparent
+// (Traceparent), so the first nodes' spans are its children. The caller
+// ends the span.
+func (t *Tracer) Dispatch(ctx context.Context, executionID, workflowID string, version int) (context.Context, trace.Span) {
+	if t == nil {
+		// A span that records nothing, never ctx's own: the caller ends it.
+		return ctx, trace.SpanFromContext(context.Background())
+	}
+	parent := trace.ContextWithRemoteSpanContext(ctx, Root(executionID))
+	return t.t.Start(parent, "dispatch "+executionID, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(
+		attribute.String(AttrExecution, executionID),
+		attribute.String(AttrWorkflow, workflowID),
+		attribute.Int(AttrVersion, version),
+	))
+}
+
 // Traceparent is the W3C traceparent of ctx's span ("" when none), for the
 // messages published under it.
 func (t *Tracer) Traceparent(ctx context.Context) string {
 	if t == nil {
 		return ""
 	}
+	return traceparent(ctx)
+}
+
+// ExecutionTraceparent is the W3C traceparent of ctx's span when that span
+// is in execution executionID's trace, else "": the first messages of an
+// execution started under a span of another trace (a caller's own) must
+// not take the execution out of its trace.
+func ExecutionTraceparent(ctx context.Context, executionID string) string {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() || sc.TraceID() != Root(executionID).TraceID() {
+		return ""
+	}
+	return traceparent(ctx)
+}
+
+func traceparent(ctx context.Context) string {
 	c := propagation.MapCarrier{}
-	t.prop.Inject(ctx, c)
+	propagation.TraceContext{}.Inject(ctx, c)
 	return c["traceparent"]
 }
 

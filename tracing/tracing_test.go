@@ -190,3 +190,29 @@ func TestInjectHTTP(t *testing.T) {
 		t.Errorf("without a span: headers %v, want none", none)
 	}
 }
+
+// The first messages of an execution carry the traceparent of a span of
+// its trace (the dispatch's), never that of another trace; a nil Tracer's
+// dispatch span records nothing.
+func TestExecutionTraceparent(t *testing.T) {
+	t.Parallel()
+	tr, _ := provider(t)
+	ctx, span := tr.Dispatch(context.Background(), "exec_1", "wf", 3)
+	defer span.End()
+	want := "00-" + tracing.Root("exec_1").TraceID().String() + "-" + span.SpanContext().SpanID().String() + "-01"
+	if got := tracing.ExecutionTraceparent(ctx, "exec_1"); got != want {
+		t.Errorf("traceparent %q, want %q", got, want)
+	}
+	if got := tracing.ExecutionTraceparent(ctx, "exec_2"); got != "" {
+		t.Errorf("traceparent for another execution %q, want none", got)
+	}
+	if got := tracing.ExecutionTraceparent(context.Background(), "exec_1"); got != "" {
+		t.Errorf("traceparent without a span %q, want none", got)
+	}
+	var off *tracing.Tracer
+	octx, ospan := off.Dispatch(ctx, "exec_1", "wf", 3)
+	ospan.End()
+	if ospan.IsRecording() || !span.IsRecording() || octx != ctx {
+		t.Error("a nil Tracer's dispatch recorded or ended the caller's span")
+	}
+}
