@@ -43,8 +43,11 @@ func New(tp trace.TracerProvider) *Tracer {
 	if tp == nil {
 		return nil
 	}
-	return &Tracer{t: tp.Tracer("github.com/rune-org/rune")}
+	return &Tracer{t: tp.Tracer(scope)}
 }
+
+// scope is the instrumentation scope of Rune's spans.
+const scope = "github.com/rune-org/rune"
 
 // Run names one node run for a span.
 type Run struct {
@@ -74,6 +77,25 @@ func (t *Tracer) Start(ctx context.Context, r Run) (context.Context, trace.Span)
 	if r.Resumed {
 		name = "resume " + r.NodeID
 	}
+	return t.t.Start(parent, name, trace.WithAttributes(r.attrs()...), trace.WithSpanKind(trace.SpanKindConsumer))
+}
+
+// Fused starts the span of a node run inside a hop (a fused node, run
+// without a message of its own): a child of ctx's span — the hop's or the
+// fused node's before it, ended or not — made by the same TracerProvider,
+// so that there is a span per node run with fusion on as off. When ctx has
+// no span (tracing off) it returns ctx and a span that records nothing.
+// The caller ends the span.
+func Fused(ctx context.Context, r Run) (context.Context, trace.Span) {
+	sp := trace.SpanFromContext(ctx)
+	if !sp.SpanContext().IsValid() {
+		return ctx, trace.SpanFromContext(context.Background())
+	}
+	return sp.TracerProvider().Tracer(scope).Start(ctx, "node "+r.NodeID, trace.WithAttributes(r.attrs()...), trace.WithSpanKind(trace.SpanKindInternal))
+}
+
+// attrs are the span attributes of the node run r.
+func (r Run) attrs() []attribute.KeyValue {
 	attrs := []attribute.KeyValue{
 		attribute.String(AttrExecution, r.ExecutionID),
 		attribute.String(AttrWorkflow, r.WorkflowID),
@@ -86,7 +108,7 @@ func (t *Tracer) Start(ctx context.Context, r Run) (context.Context, trace.Span)
 	if r.Resumed {
 		attrs = append(attrs, attribute.Bool(AttrTimer, true))
 	}
-	return t.t.Start(parent, name, trace.WithAttributes(attrs...), trace.WithSpanKind(trace.SpanKindConsumer))
+	return attrs
 }
 
 // Dispatch starts the span of a server dispatching execution executionID

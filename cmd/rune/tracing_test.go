@@ -58,10 +58,10 @@ func TestWorkerExportsTraces(t *testing.T) {
 	srv := httptest.NewServer(recv)
 	defer srv.Close()
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
-	// --no-fuse: two hops, two messages, whose spans must share a trace
-	// (fused, both nodes run in one hop and one span).
+	// Fusion on (the default): both nodes run in one hop, and still have a
+	// span each.
 	_, logs, stop := serveCommandEnv(t, os.Getenv, "worker", "--amqp", amqpURL, "--redis", redisURL, "--prefix", prefix,
-		"--metrics-addr", "127.0.0.1:0", "--log-format", "json", "--concurrency", "4", "--no-fuse")
+		"--metrics-addr", "127.0.0.1:0", "--log-format", "json", "--concurrency", "4")
 	wf := filepath.Join(t.TempDir(), "wf.json")
 	if err := os.WriteFile(wf, []byte(`{"id": "traced", "nodes": [
 	  {"id": "start", "type": "trigger", "trigger": true},
