@@ -11,6 +11,7 @@ import (
 	"github.com/rune-org/rune/broker"
 	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/message"
+	"github.com/rune-org/rune/tracing"
 	"github.com/rune-org/rune/worker"
 )
 
@@ -19,6 +20,9 @@ import (
 func Start(ctx context.Context, b broker.Broker, e *engine.Engine, wf *engine.Workflow, execID string, input any) error {
 	p := worker.NewPublisher(ctx, b)
 	p.OnComplete(e.Completed) // a workflow that ends at its trigger
+	// Started under a span of the execution's trace (the server's
+	// dispatch): the first nodes' spans are its children.
+	p.SetTrace(tracing.ExecutionTraceparent(ctx, execID))
 	if err := e.Start(ctx, wf, execID, input, p); err != nil {
 		return err
 	}

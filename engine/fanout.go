@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,15 +33,40 @@ type slot struct {
 	From string         `json:"from,omitempty"`
 	Ctx  map[string]any `json:"ctx,omitempty"`
 	// By is the message that made the arrival: a redelivery of it arrives
-	// with the same bytes, another path to the same slot does not.
+	// with the same By, another path to the same slot does not.
 	By string `json:"by"`
+	// At is when the arrival was made (Unix milliseconds): the earliest of
+	// a barrier's is where its aggregator's or merge's wait began.
+	At int64 `json:"at,omitempty"`
 }
 
 // lateRepeat reports an arrival that repeats the completing slot of a
 // barrier but comes from another message (a second path to the same item):
-// unlike a redelivery, it must not fire the node again.
-func lateRepeat(arr coord.Arrival, slotIdx int, val []byte) bool {
-	return arr.Duplicate && arr.Complete && slotIdx < len(arr.Values) && !bytes.Equal(arr.Values[slotIdx], val)
+// unlike a redelivery (same By, another At), it must not fire the node again.
+func lateRepeat(arr coord.Arrival, slotIdx int, by string) bool {
+	if !arr.Duplicate || !arr.Complete || slotIdx >= len(arr.Values) {
+		return false
+	}
+	var stored struct {
+		By string `json:"by"`
+	}
+	return json.Unmarshal(arr.Values[slotIdx], &stored) != nil || stored.By != by
+}
+
+// observeWait records how long barrier node n waited, from the earliest
+// arrival (Unix milliseconds; 0: none known) to now, when it fires.
+func (s *step) observeWait(n *workflow.Node, first int64) {
+	if m := s.e.cfg.Metrics; m != nil && first > 0 {
+		m.BarrierWait(s.m.WorkflowID, n.Type, s.e.cfg.Now().Sub(time.UnixMilli(first)))
+	}
+}
+
+// earliest is the earlier of two arrival times (0: none).
+func earliest(a, b int64) int64 {
+	if a == 0 || (b != 0 && b < a) {
+		return b
+	}
+	return a
 }
 
 const (
@@ -219,7 +243,7 @@ func (s *step) split(ctx context.Context, f *effects, next map[string]any) error
 			return s.endBranch(ctx, f, next, stack, slot{S: slotSkipped})
 		}
 		// Nothing to fan out: straight to the aggregator (RFC 004 §6.1).
-		return s.fireAggregator(ctx, f, agg, nil, next, stack)
+		return s.fireAggregator(ctx, f, agg, nil, next, stack, false)
 	}
 	n := len(items)
 	parent := branchOf(stack)
@@ -319,7 +343,7 @@ func (s *step) arriveAtAggregator(ctx context.Context, f *effects, agg *workflow
 		return err
 	}
 	top := stack[len(stack)-1]
-	v.By = s.m.MessageID
+	v.By, v.At = s.m.MessageID, s.e.cfg.Now().UnixMilli()
 	val, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("engine: encode arrival at %q: %w", agg.ID, err)
@@ -331,7 +355,7 @@ func (s *step) arriveAtAggregator(ctx context.Context, f *effects, agg *workflow
 	if err != nil {
 		return fmt.Errorf("engine: arrive at aggregator %q: %w", agg.ID, err)
 	}
-	if lateRepeat(arr, top.ItemIndex, val) {
+	if lateRepeat(arr, top.ItemIndex, v.By) {
 		return nil
 	}
 	if !arr.Complete {
@@ -348,19 +372,21 @@ func (s *step) arriveAtAggregator(ctx context.Context, f *effects, agg *workflow
 	if err := json.Unmarshal(arr.State, &base); err != nil {
 		return fmt.Errorf("engine: aggregator %q: split-time context unreadable: %w", agg.ID, err)
 	}
-	return s.fireAggregator(ctx, f, agg, arr.Values, base, stack[:len(stack)-1])
+	return s.fireAggregator(ctx, f, agg, arr.Values, base, stack[:len(stack)-1], !arr.Duplicate)
 }
 
 // fireAggregator completes aggregator agg from the items' contributions:
 // the context is the split-time context plus its output, on the outer lineage.
-func (s *step) fireAggregator(ctx context.Context, f *effects, agg *workflow.Node, values [][]byte, base map[string]any, outer []message.Frame) error {
+func (s *step) fireAggregator(ctx context.Context, f *effects, agg *workflow.Node, values [][]byte, base map[string]any, outer []message.Frame, observe bool) error {
 	items := make([]any, len(values))
 	var ok, failed, skipped int
+	var first int64
 	for i, raw := range values {
 		var v slot
 		if raw == nil || json.Unmarshal(raw, &v) != nil {
 			v.S = slotSkipped
 		}
+		first = earliest(first, v.At)
 		switch v.S {
 		case slotOK:
 			items[i] = v.V
@@ -371,6 +397,9 @@ func (s *step) fireAggregator(ctx context.Context, f *effects, agg *workflow.Nod
 		default:
 			skipped++
 		}
+	}
+	if observe {
+		s.observeWait(agg, first)
 	}
 	out := map[string]any{"items": items, "total": len(values), "succeeded": ok, "failed": failed, "skipped": skipped}
 	st := s.statusOf(agg, message.StatusSuccess, outer)
@@ -452,7 +481,7 @@ func (s *step) arriveAtMerge(ctx context.Context, f *effects, merge *workflow.No
 	if nodes.MergeWaitsForAny(merge) {
 		need = 1
 	}
-	v.By = s.m.MessageID
+	v.By, v.At = s.m.MessageID, s.e.cfg.Now().UnixMilli()
 	val, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("engine: encode arrival at %q: %w", merge.ID, err)
@@ -469,7 +498,7 @@ func (s *step) arriveAtMerge(ctx context.Context, f *effects, merge *workflow.No
 	if err != nil {
 		return fmt.Errorf("engine: arrive at merge %q: %w", merge.ID, err)
 	}
-	if lateRepeat(arr, idx, val) {
+	if lateRepeat(arr, idx, v.By) {
 		return nil
 	}
 	if !arr.Complete {
@@ -484,7 +513,7 @@ func (s *step) arriveAtMerge(ctx context.Context, f *effects, merge *workflow.No
 		}
 		return nil
 	}
-	return s.fireMerge(ctx, f, merge, arr.Values, stack)
+	return s.fireMerge(ctx, f, merge, arr.Values, stack, !arr.Duplicate)
 }
 
 // skip tells what d names that a path is not taken.
@@ -541,13 +570,18 @@ func (s *step) skipMerge(ctx context.Context, f *effects, d deadArrival, next ma
 
 // fireMerge completes merge: the context is the union of the parents'
 // contexts plus its output (RFC 005 §4.3).
-func (s *step) fireMerge(ctx context.Context, f *effects, merge *workflow.Node, values [][]byte, stack []message.Frame) error {
+func (s *step) fireMerge(ctx context.Context, f *effects, merge *workflow.Node, values [][]byte, stack []message.Frame, observe bool) error {
 	union := map[string]any{}
 	items := []any{}
 	from := []any{}
+	var first int64
 	for _, raw := range values {
 		var v slot
-		if raw == nil || json.Unmarshal(raw, &v) != nil || v.S != slotOK {
+		if raw == nil || json.Unmarshal(raw, &v) != nil {
+			continue
+		}
+		first = earliest(first, v.At)
+		if v.S != slotOK {
 			continue
 		}
 		for k, val := range v.Ctx {
@@ -562,6 +596,9 @@ func (s *step) fireMerge(ctx context.Context, f *effects, merge *workflow.Node, 
 	}
 	if len(from) == 0 {
 		return nil // every parent's path was not taken: the merge is not reached
+	}
+	if observe {
+		s.observeWait(merge, first)
 	}
 	out := map[string]any{"items": items, "from": from}
 	if nodes.MergeWaitsForAny(merge) {

@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/rune-org/rune/message"
+	"github.com/rune-org/rune/tracing"
 	"github.com/rune-org/rune/workflow"
 )
 
@@ -67,6 +71,8 @@ func (s *step) fuse(ctx context.Context, rec *record, f *effects) error {
 		}
 	}
 	began := time.Now()
+	// The hop's span, when it records, gets a child per fused node.
+	traced := trace.SpanFromContext(ctx).IsRecording()
 	for i := 0; ; i++ {
 		if s.replaying {
 			if i >= len(rec.Fused) {
@@ -84,26 +90,51 @@ func (s *step) fuse(ctx context.Context, rec *record, f *effects) error {
 		}
 		m := f.next[0]
 		sub := &step{e: s.e, wf: s.wf, m: m, node: n, sink: s.sink, ref: s.ref, replaying: s.replaying}
-		var r *record
-		if s.replaying {
-			if rec.Fused[i].Node != n.ID {
-				return invalidf("message %s: stored record fused node %q where the definition has %q", s.m.MessageID, rec.Fused[i].Node, n.ID)
-			}
-			r = &rec.Fused[i].record
-		} else {
-			var err error
-			if r, err = sub.run(ctx, s.e.cfg.Now()); err != nil {
-				return err
-			}
-			r = sub.jsonOutput(r)
-			rec.Fused = append(rec.Fused, fusedRecord{Node: n.ID, record: *r})
-		}
-		f.next = f.next[:0]
-		f.statuses = append(f.statuses, sub.status(message.StatusRunning, r.StartedAt))
-		if err := sub.outcome(ctx, r, f); err != nil {
-			return fmt.Errorf("fused node %q: %w", n.ID, err)
+		// Each fused node's span is a child of the one before it, as its
+		// message's would be: a span per node run, fused or not.
+		var err error
+		if ctx, err = sub.fused(ctx, traced, rec, i, f); err != nil {
+			return err
 		}
 	}
+}
+
+// fused runs (or replays, from rec) the step's node as the i-th fused node
+// of a hop, in a span of its own (a child of ctx's) when traced, and
+// returns the span's context.
+func (s *step) fused(ctx context.Context, traced bool, rec *record, i int, f *effects) (_ context.Context, err error) {
+	n, m := s.node, s.m
+	span := trace.SpanFromContext(context.Background()) // records nothing
+	if traced {                                         // else no lineage string to build
+		ctx, span = tracing.Fused(ctx, tracing.Run{ExecutionID: m.ExecutionID, WorkflowID: m.WorkflowID, NodeID: n.ID,
+			Lineage: Lineage(m.LineageStack), Attempt: m.Attempt})
+	}
+	defer func() {
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}()
+	tracing.NodeType(ctx, n.Type)
+	var r *record
+	if s.replaying {
+		if rec.Fused[i].Node != n.ID {
+			return ctx, invalidf("message %s: stored record fused node %q where the definition has %q", s.m.MessageID, rec.Fused[i].Node, n.ID)
+		}
+		r = &rec.Fused[i].record
+	} else {
+		if r, err = s.run(ctx, s.e.cfg.Now()); err != nil {
+			return ctx, err
+		}
+		r = s.jsonOutput(r)
+		rec.Fused = append(rec.Fused, fusedRecord{Node: n.ID, record: *r})
+	}
+	f.next = f.next[:0]
+	f.statuses = append(f.statuses, s.status(message.StatusRunning, r.StartedAt))
+	if err := s.outcome(ctx, r, f); err != nil {
+		return ctx, fmt.Errorf("fused node %q: %w", n.ID, err)
+	}
+	return ctx, nil
 }
 
 // fusibleNext returns the node of f's one successor message when it may run

@@ -58,6 +58,7 @@ type Recorder struct {
 	halts       *prometheus.CounterVec
 	completions *prometheus.CounterVec
 	splitItems  *prometheus.HistogramVec
+	barrierWait *prometheus.HistogramVec
 	deadLetters *prometheus.CounterVec
 	failures    *prometheus.CounterVec
 	inFlight    *prometheus.GaugeVec
@@ -90,6 +91,7 @@ func New(cfg Config) *Recorder {
 	r.halts = f.counter("rune_halts_total", "Node failures that halted their execution, by workflow.", "workflow")
 	r.completions = f.counter("rune_executions_completed_total", "Executions ended, by workflow and completion status (completed, failed, halted).", "workflow", "status")
 	r.splitItems = f.histogram("rune_split_items", "Items a split fanned out into, by workflow.", prometheus.ExponentialBuckets(1, 4, 10), "workflow")
+	r.barrierWait = f.histogram("rune_barrier_wait_seconds", "How long an aggregator or merge waited, from its first branch's arrival to its release, by workflow and node type.", prometheus.ExponentialBuckets(0.001, 4, 10), "workflow", "node_type")
 	r.deadLetters = f.counter("rune_dead_letters_total", "Messages a worker rejected to the dead-letter queue, by topic.", "topic")
 	r.failures = f.counter("rune_worker_redeliveries_total", "Messages a worker handed back to be delivered again after a transient failure, by topic.", "topic")
 	r.inFlight = f.gauge("rune_worker_messages_in_flight", "Messages being handled now, by topic.", "topic")
@@ -190,6 +192,15 @@ func (r *Recorder) Split(workflowID string, n int) {
 		return
 	}
 	r.splitItems.WithLabelValues(r.workflow(workflowID)).Observe(float64(n))
+}
+
+// BarrierWait records an aggregator or merge (nodeType) released after
+// waiting d since its first branch arrived.
+func (r *Recorder) BarrierWait(workflowID, nodeType string, d time.Duration) {
+	if r == nil {
+		return
+	}
+	r.barrierWait.WithLabelValues(r.workflow(workflowID), nodeType).Observe(max(d, 0).Seconds())
 }
 
 // DeadLetter records a message a worker rejected.

@@ -122,6 +122,7 @@ func TestNilRecorder(t *testing.T) {
 	r.Halt("w")
 	r.Completed("w", "completed")
 	r.Split("w", 3)
+	r.BarrierWait("w", "merge", time.Second)
 	r.DeadLetter("t")
 	r.Redelivery("t")
 	r.InFlight("t", 1)
@@ -147,5 +148,53 @@ func TestWorkflowLabelBounded(t *testing.T) {
 	}
 	if _, ok := got[`rune_halts_total{workflow="c"}`]; ok {
 		t.Error("workflow c has a series of its own past MaxWorkflows")
+	}
+}
+
+// rune_barrier_wait_seconds after real fan-ins on the embedded runtime: one
+// observation per aggregator or merge released, as long as the wait from
+// the first branch's arrival to the last's (the merge's slow parent is a
+// 0.3 s delay).
+func TestBarrierWait(t *testing.T) {
+	t.Parallel()
+	rec := metrics.New(metrics.Config{})
+	rt, err := embedded.New(embedded.Options{Metrics: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, def := range []string{`{"id": "fanwait", "nodes": [
+	  {"id": "start", "type": "trigger", "trigger": true},
+	  {"id": "each", "type": "split", "parameters": {"input_array": "{{ $trigger.xs }}"}},
+	  {"id": "double", "type": "set", "parameters": {"values": {"v": "{{ $item * 2 }}"}}},
+	  {"id": "all", "type": "aggregator"}],
+	 "edges": [{"id": "e1", "src": "start", "dst": "each"}, {"id": "e2", "src": "each", "dst": "double"},
+	  {"id": "e3", "src": "double", "dst": "all"}]}`, `{"id": "mergewait", "nodes": [
+	  {"id": "start", "type": "trigger", "trigger": true},
+	  {"id": "fast", "type": "set", "parameters": {"values": {"a": 1}}},
+	  {"id": "slow", "type": "delay", "parameters": {"duration": "PT0.3S"}},
+	  {"id": "both", "type": "merge", "parameters": {"wait_mode": "wait_for_all"}}],
+	 "edges": [{"id": "e1", "src": "start", "dst": "fast"}, {"id": "e2", "src": "start", "dst": "slow"},
+	  {"id": "e3", "src": "fast", "dst": "both"}, {"id": "e4", "src": "slow", "dst": "both"}]}`} {
+		c, err := rt.Run(ctx, []byte(def), map[string]any{"xs": []any{1, 2, 3}}, nil)
+		if err != nil || c.Status != message.CompletionCompleted {
+			t.Fatalf("run: %v %v", c, err)
+		}
+	}
+	srv := httptest.NewServer(rec.Handler())
+	defer srv.Close()
+	got := metricstest.Scrape(t, srv.URL)
+	for series, w := range map[string]float64{
+		`rune_barrier_wait_seconds_count{node_type="aggregator",workflow="fanwait"}`: 1,
+		`rune_barrier_wait_seconds_count{node_type="merge",workflow="mergewait"}`:    1,
+	} {
+		if got[series] != w {
+			t.Errorf("%s = %v, want %v", series, got[series], w)
+		}
+	}
+	if s := got[`rune_barrier_wait_seconds_sum{node_type="merge",workflow="mergewait"}`]; s < 0.25 || s > 30 {
+		t.Errorf("merge waited %v s, want the slow parent's 0.3 s delay or a little more", s)
 	}
 }

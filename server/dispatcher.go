@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
+
 	"github.com/rune-org/rune/client"
 	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/message"
@@ -96,6 +98,13 @@ func (s *Server) dispatchOnce(ctx context.Context) (int, error) {
 // dispatchOne publishes x's first messages (ok: published, to be marked
 // dispatched) or ends it without publishing.
 func (s *Server) dispatchOne(ctx context.Context, x *store.Execution) (ok bool, err error) {
+	ctx, span := s.cfg.Tracer.Dispatch(ctx, x.ID, x.WorkflowID, x.Version)
+	defer func() {
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}()
 	if x.CancelRequested {
 		return false, s.cancelUndispatched(ctx, x)
 	}

@@ -13,13 +13,18 @@ import (
 	"github.com/rune-org/rune/secrets"
 	"github.com/rune-org/rune/server"
 	"github.com/rune-org/rune/store/sqlite"
+	"github.com/rune-org/rune/tracing"
 )
 
 // embeddedTarget is the embedded default in this process: SQLite in a
 // temporary directory, the in-process runtime (worker and scheduler), the
 // server's API on an httptest server. Logs at debug level go to a buffer
 // the credential test searches.
-func embeddedTarget(t *testing.T) *target {
+func embeddedTarget(t *testing.T) *target { return embeddedTargetTraced(t, nil) }
+
+// embeddedTargetTraced is embeddedTarget with tr making the spans of the
+// server's dispatches and of the runtime's node runs.
+func embeddedTargetTraced(t *testing.T, tr *tracing.Tracer) *target {
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "rune.db"))
 	if err != nil {
@@ -31,11 +36,11 @@ func embeddedTarget(t *testing.T) *target {
 	}
 	logs := &testinfra.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	rt, err := embedded.New(embedded.Options{Logger: log, ConsumeEvents: true, Secrets: secrets.Store{Store: st, Keys: keys}})
+	rt, err := embedded.New(embedded.Options{Logger: log, ConsumeEvents: true, Tracer: tr, Secrets: secrets.Store{Store: st, Keys: keys}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := server.New(server.Config{Store: st, Broker: rt.Broker, Engine: rt.Engine, Keys: keys, Logger: log})
+	s, err := server.New(server.Config{Store: st, Broker: rt.Broker, Engine: rt.Engine, Keys: keys, Logger: log, Tracer: tr})
 	if err != nil {
 		t.Fatal(err)
 	}

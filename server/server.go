@@ -24,6 +24,7 @@ import (
 	"github.com/rune-org/rune/metrics"
 	"github.com/rune-org/rune/secrets"
 	"github.com/rune-org/rune/store"
+	"github.com/rune-org/rune/tracing"
 )
 
 // Defaults of Config.
@@ -110,6 +111,9 @@ type Config struct {
 	// Metrics is the registry GET /metrics serves; the server registers
 	// its rune_server_* metrics on it. Defaults to a new metrics.Recorder.
 	Metrics *metrics.Recorder
+	// Tracer makes a span of each dispatch, in the execution's trace, whose
+	// traceparent the first messages carry. Defaults to nil: no spans.
+	Tracer *tracing.Tracer
 	// ReadyChecks are the dependencies GET /readyz checks besides the
 	// store (the broker, Redis). Defaults to none.
 	ReadyChecks []ReadyCheck

@@ -29,6 +29,7 @@ const (
 	AttrLineage   = "rune.lineage"
 	AttrAttempt   = "rune.attempt"
 	AttrTimer     = "rune.resumed_by_scheduler"
+	AttrVersion   = "rune.workflow_version"
 )
 
 // Tracer starts Rune's spans.
@@ -42,8 +43,11 @@ func New(tp trace.TracerProvider) *Tracer {
 	if tp == nil {
 		return nil
 	}
-	return &Tracer{t: tp.Tracer("github.com/rune-org/rune")}
+	return &Tracer{t: tp.Tracer(scope)}
 }
+
+// scope is the instrumentation scope of Rune's spans.
+const scope = "github.com/rune-org/rune"
 
 // Run names one node run for a span.
 type Run struct {
@@ -73,6 +77,25 @@ func (t *Tracer) Start(ctx context.Context, r Run) (context.Context, trace.Span)
 	if r.Resumed {
 		name = "resume " + r.NodeID
 	}
+	return t.t.Start(parent, name, trace.WithAttributes(r.attrs()...), trace.WithSpanKind(trace.SpanKindConsumer))
+}
+
+// Fused starts the span of a node run inside a hop (a fused node, run
+// without a message of its own): a child of ctx's span — the hop's or the
+// fused node's before it, ended or not — made by the same TracerProvider,
+// so that there is a span per node run with fusion on as off. When ctx has
+// no span (tracing off) it returns ctx and a span that records nothing.
+// The caller ends the span.
+func Fused(ctx context.Context, r Run) (context.Context, trace.Span) {
+	sp := trace.SpanFromContext(ctx)
+	if !sp.SpanContext().IsValid() {
+		return ctx, trace.SpanFromContext(context.Background())
+	}
+	return sp.TracerProvider().Tracer(scope).Start(ctx, "node "+r.NodeID, trace.WithAttributes(r.attrs()...), trace.WithSpanKind(trace.SpanKindInternal))
+}
+
+// attrs are the span attributes of the node run r.
+func (r Run) attrs() []attribute.KeyValue {
 	attrs := []attribute.KeyValue{
 		attribute.String(AttrExecution, r.ExecutionID),
 		attribute.String(AttrWorkflow, r.WorkflowID),
@@ -85,7 +108,25 @@ func (t *Tracer) Start(ctx context.Context, r Run) (context.Context, trace.Span)
 	if r.Resumed {
 		attrs = append(attrs, attribute.Bool(AttrTimer, true))
 	}
-	return t.t.Start(parent, name, trace.WithAttributes(attrs...), trace.WithSpanKind(trace.SpanKindConsumer))
+	return attrs
+}
+
+// Dispatch starts the span of a server dispatching execution executionID
+// (publishing its first messages): a child of the execution's root. The
+// messages published under the returned context carry its traceparent
+// (Traceparent), so the first nodes' spans are its children. The caller
+// ends the span.
+func (t *Tracer) Dispatch(ctx context.Context, executionID, workflowID string, version int) (context.Context, trace.Span) {
+	if t == nil {
+		// A span that records nothing, never ctx's own: the caller ends it.
+		return ctx, trace.SpanFromContext(context.Background())
+	}
+	parent := trace.ContextWithRemoteSpanContext(ctx, Root(executionID))
+	return t.t.Start(parent, "dispatch "+executionID, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(
+		attribute.String(AttrExecution, executionID),
+		attribute.String(AttrWorkflow, workflowID),
+		attribute.Int(AttrVersion, version),
+	))
 }
 
 // Traceparent is the W3C traceparent of ctx's span ("" when none), for the
@@ -94,8 +135,24 @@ func (t *Tracer) Traceparent(ctx context.Context) string {
 	if t == nil {
 		return ""
 	}
+	return traceparent(ctx)
+}
+
+// ExecutionTraceparent is the W3C traceparent of ctx's span when that span
+// is in execution executionID's trace, else "": the first messages of an
+// execution started under a span of another trace (a caller's own) must
+// not take the execution out of its trace.
+func ExecutionTraceparent(ctx context.Context, executionID string) string {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() || sc.TraceID() != Root(executionID).TraceID() {
+		return ""
+	}
+	return traceparent(ctx)
+}
+
+func traceparent(ctx context.Context) string {
 	c := propagation.MapCarrier{}
-	t.prop.Inject(ctx, c)
+	propagation.TraceContext{}.Inject(ctx, c)
 	return c["traceparent"]
 }
 

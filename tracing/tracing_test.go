@@ -190,3 +190,100 @@ func TestInjectHTTP(t *testing.T) {
 		t.Errorf("without a span: headers %v, want none", none)
 	}
 }
+
+// The first messages of an execution carry the traceparent of a span of
+// its trace (the dispatch's), never that of another trace; a nil Tracer's
+// dispatch span records nothing.
+func TestExecutionTraceparent(t *testing.T) {
+	t.Parallel()
+	tr, _ := provider(t)
+	ctx, span := tr.Dispatch(context.Background(), "exec_1", "wf", 3)
+	defer span.End()
+	want := "00-" + tracing.Root("exec_1").TraceID().String() + "-" + span.SpanContext().SpanID().String() + "-01"
+	if got := tracing.ExecutionTraceparent(ctx, "exec_1"); got != want {
+		t.Errorf("traceparent %q, want %q", got, want)
+	}
+	if got := tracing.ExecutionTraceparent(ctx, "exec_2"); got != "" {
+		t.Errorf("traceparent for another execution %q, want none", got)
+	}
+	if got := tracing.ExecutionTraceparent(context.Background(), "exec_1"); got != "" {
+		t.Errorf("traceparent without a span %q, want none", got)
+	}
+	var off *tracing.Tracer
+	octx, ospan := off.Dispatch(ctx, "exec_1", "wf", 3)
+	ospan.End()
+	if ospan.IsRecording() || !span.IsRecording() || octx != ctx {
+		t.Error("a nil Tracer's dispatch recorded or ended the caller's span")
+	}
+}
+
+// With fusion on, the pure nodes run in the hop of the node before them
+// still have a span each, a child of the span of the node before: a span
+// per node run, as with fusion off.
+func TestTraceFused(t *testing.T) {
+	t.Parallel()
+	tr, exp := provider(t)
+	rt, err := embedded.New(embedded.Options{Tracer: tr, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := rt.Run(ctx, []byte(`{"id": "fused", "nodes": [
+	  {"id": "start", "type": "trigger", "trigger": true},
+	  {"id": "one", "type": "set", "parameters": {"values": {"a": 1}}},
+	  {"id": "two", "type": "set", "parameters": {"values": {"b": 2}}},
+	  {"id": "three", "type": "log", "parameters": {"message": "x"}}],
+	 "edges": [{"id": "e1", "src": "start", "dst": "one"}, {"id": "e2", "src": "one", "dst": "two"},
+	  {"id": "e3", "src": "two", "dst": "three"}]}`), map[string]any{}, nil)
+	if err != nil || c.Status != message.CompletionCompleted {
+		t.Fatalf("run: %v %v", c, err)
+	}
+	rt.Close()
+	root := tracing.Root(c.ExecutionID)
+	byName := map[string]tracetest.SpanStub{}
+	for _, s := range exp.GetSpans() {
+		if s.SpanContext.TraceID() == root.TraceID() {
+			byName[s.Name] = s
+		}
+	}
+	if len(byName) != 3 {
+		for _, s := range exp.GetSpans() {
+			t.Logf("%s %s %s parent %s", s.Name, s.SpanContext.TraceID(), s.SpanContext.SpanID(), s.Parent.SpanID())
+		}
+		t.Fatalf("spans of the execution's trace: %v, want node one, two and three", spanNames(byName))
+	}
+	for name, parent := range map[string]string{"node one": "", "node two": "node one", "node three": "node two"} {
+		s, ok := byName[name]
+		if !ok {
+			t.Fatalf("no span %q: %v", name, spanNames(byName))
+		}
+		wantParent := root.SpanID()
+		if parent != "" {
+			wantParent = byName[parent].SpanContext.SpanID()
+		}
+		if s.Parent.SpanID() != wantParent {
+			t.Errorf("span %q has parent %s, want %s (%s)", name, s.Parent.SpanID(), wantParent, parent)
+		}
+		attrs := map[string]string{}
+		for _, a := range s.Attributes {
+			attrs[string(a.Key)] = a.Value.String()
+		}
+		wantType := "set"
+		if name == "node three" {
+			wantType = "log"
+		}
+		if attrs[tracing.AttrExecution] != c.ExecutionID || attrs[tracing.AttrNode] != strings.TrimPrefix(name, "node ") || attrs[tracing.AttrAttempt] != "1" || attrs[tracing.AttrNodeType] != wantType {
+			t.Errorf("span %q attributes %v", name, attrs)
+		}
+	}
+}
+
+func spanNames(m map[string]tracetest.SpanStub) []string {
+	var names []string
+	for n := range m {
+		names = append(names, n)
+	}
+	return names
+}

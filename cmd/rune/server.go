@@ -130,6 +130,11 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 			closers[i]()
 		}
 	}()
+	tr, stopTracing, err := tracer(ctx, env, "rune-server", log)
+	if err != nil {
+		return err
+	}
+	closers = append(closers, stopTracing) // last: after the runtime's spans ended
 	if distributedMode {
 		rt, err := srv.connect(ctx, log, amqp.RoleMaster)
 		if err != nil {
@@ -141,7 +146,7 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 			ready = append(ready, server.ReadyCheck{Name: c.name, Check: c.check})
 		}
 	} else {
-		rt, err := embedded.New(embedded.Options{Logger: log, Concurrency: *concurrency, ConsumeEvents: true,
+		rt, err := embedded.New(embedded.Options{Logger: log, Concurrency: *concurrency, ConsumeEvents: true, Tracer: tr,
 			Secrets: secrets.Store{Store: st, Keys: keys}, Nodes: nodes.Options{Logger: log}})
 		if err != nil {
 			return err
@@ -150,7 +155,7 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 		b, eng = rt.Broker, rt.Engine
 	}
 	s, err := server.New(server.Config{Store: st, Broker: b, Engine: eng, Keys: keys, APIToken: env.getenv("RUNE_API_TOKEN"), Logger: log,
-		DispatchLease: *lease, DispatchPoll: *poll, ReadyChecks: ready, Retention: *retention})
+		DispatchLease: *lease, DispatchPoll: *poll, ReadyChecks: ready, Retention: *retention, Tracer: tr})
 	if err != nil {
 		return err
 	}

@@ -21,23 +21,28 @@ import (
 // headers, timeout, TLS — itself), and nil (no tracing, no cost) when they
 // do not. OTEL_SDK_DISABLED=true turns it off; OTEL_TRACES_SAMPLER
 // traceidratio (or parentbased_traceidratio) with OTEL_TRACES_SAMPLER_ARG
-// keeps that share of executions. stop flushes what is buffered.
+// keeps that share of executions. OTEL_TRACES_EXPORTER=none traces with no
+// exporter: every span is made and dropped (what tracing costs before the
+// export, for `rune bench`). stop flushes what is buffered.
 func tracer(ctx context.Context, env *cliEnv, service string, log *slog.Logger) (*tracing.Tracer, func(), error) {
+	noExporter := env.getenv("OTEL_TRACES_EXPORTER") == "none"
 	if env.getenv("OTEL_SDK_DISABLED") == "true" ||
-		(env.getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && env.getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "") {
+		(!noExporter && env.getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && env.getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "") {
 		return nil, func() {}, nil
-	}
-	exp, err := otlptracehttp.New(ctx)
-	if err != nil {
-		return nil, nil, fmt.Errorf("OTLP trace exporter (OTEL_EXPORTER_OTLP_*): %w", err)
 	}
 	name := env.getenv("OTEL_SERVICE_NAME")
 	if name == "" {
 		name = service
 	}
 	opts := []sdktrace.TracerProviderOption{
-		sdktrace.WithBatcher(exp),
 		sdktrace.WithResource(resource.NewSchemaless(semconv.ServiceName(name))),
+	}
+	if !noExporter {
+		exp, err := otlptracehttp.New(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("OTLP trace exporter (OTEL_EXPORTER_OTLP_*): %w", err)
+		}
+		opts = append(opts, sdktrace.WithBatcher(exp))
 	}
 	switch sampler := env.getenv("OTEL_TRACES_SAMPLER"); sampler {
 	case "traceidratio", "parentbased_traceidratio":
@@ -52,7 +57,11 @@ func tracer(ctx context.Context, env *cliEnv, service string, log *slog.Logger) 
 		opts = append(opts, sdktrace.WithSampler(sdktrace.TraceIDRatioBased(ratio)))
 	}
 	tp := sdktrace.NewTracerProvider(opts...)
-	log.Info("exporting traces over OTLP", "service", name)
+	if noExporter {
+		log.Info("tracing with no exporter (OTEL_TRACES_EXPORTER=none): spans are made and dropped", "service", name)
+	} else {
+		log.Info("exporting traces over OTLP", "service", name)
+	}
 	return tracing.New(tp), func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"encoding/hex"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -58,10 +60,10 @@ func TestWorkerExportsTraces(t *testing.T) {
 	srv := httptest.NewServer(recv)
 	defer srv.Close()
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
-	// --no-fuse: two hops, two messages, whose spans must share a trace
-	// (fused, both nodes run in one hop and one span).
+	// Fusion on (the default): both nodes run in one hop, and still have a
+	// span each.
 	_, logs, stop := serveCommandEnv(t, os.Getenv, "worker", "--amqp", amqpURL, "--redis", redisURL, "--prefix", prefix,
-		"--metrics-addr", "127.0.0.1:0", "--log-format", "json", "--concurrency", "4", "--no-fuse")
+		"--metrics-addr", "127.0.0.1:0", "--log-format", "json", "--concurrency", "4")
 	wf := filepath.Join(t.TempDir(), "wf.json")
 	if err := os.WriteFile(wf, []byte(`{"id": "traced", "nodes": [
 	  {"id": "start", "type": "trigger", "trigger": true},
@@ -87,5 +89,32 @@ func TestWorkerExportsTraces(t *testing.T) {
 	recv.mu.Unlock()
 	if strings.Join(names, ",") != "node one,node two" && strings.Join(names, ",") != "node two,node one" {
 		t.Fatalf("spans of execution %s's trace %s: %v (all: %v), want node one and node two", execID, root, names, recv.spans)
+	}
+}
+
+// OTEL_TRACES_EXPORTER=none traces with no exporter: spans are made (they
+// record) and dropped; with no endpoint and no such setting, or with
+// OTEL_SDK_DISABLED=true, there is no Tracer at all.
+func TestTracerNoExporter(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		env  map[string]string
+		want bool
+	}{
+		{map[string]string{"OTEL_TRACES_EXPORTER": "none"}, true},
+		{map[string]string{}, false},
+		{map[string]string{"OTEL_TRACES_EXPORTER": "none", "OTEL_SDK_DISABLED": "true"}, false},
+	} {
+		env := &cliEnv{stdout: io.Discard, stderr: io.Discard, getenv: func(k string) string { return c.env[k] }}
+		tr, stop, err := tracer(context.Background(), env, "rune-worker", slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatalf("%v: %v", c.env, err)
+		}
+		_, span := tr.Start(context.Background(), tracing.Run{ExecutionID: "exec_1", NodeID: "n"})
+		if span.IsRecording() != c.want {
+			t.Errorf("%v: span recording %v, want %v", c.env, span.IsRecording(), c.want)
+		}
+		span.End()
+		stop()
 	}
 }
