@@ -60,22 +60,11 @@ func checkTrace(t *testing.T, execID string, spans tracetest.SpanStubs) {
 		t.Fatalf("spans of the execution's trace: %v, want %d: one per node run and the resume", names, len(want))
 	}
 	for name, parent := range want {
-		s, ok := byName[name]
-		if !ok {
+		if _, ok := byName[name]; !ok {
 			t.Errorf("no span %q", name)
 			continue
 		}
-		wantParent := root.SpanID()
-		if parent != "" {
-			wantParent = byName[parent].SpanContext.SpanID()
-		}
-		if s.Parent.SpanID() != wantParent {
-			t.Errorf("span %q has parent %s, want %s (%s)", name, s.Parent.SpanID(), wantParent, parent)
-		}
-		attrs := map[string]string{}
-		for _, a := range s.Attributes {
-			attrs[string(a.Key)] = a.Value.String()
-		}
+		attrs := checkSpan(t, byName, name, parent, root)
 		wantType := "set"
 		if strings.HasSuffix(name, "pause") {
 			wantType = "delay"
@@ -255,21 +244,10 @@ func TestTraceFused(t *testing.T) {
 		t.Fatalf("spans of the execution's trace: %v, want node one, two and three", spanNames(byName))
 	}
 	for name, parent := range map[string]string{"node one": "", "node two": "node one", "node three": "node two"} {
-		s, ok := byName[name]
-		if !ok {
+		if _, ok := byName[name]; !ok {
 			t.Fatalf("no span %q: %v", name, spanNames(byName))
 		}
-		wantParent := root.SpanID()
-		if parent != "" {
-			wantParent = byName[parent].SpanContext.SpanID()
-		}
-		if s.Parent.SpanID() != wantParent {
-			t.Errorf("span %q has parent %s, want %s (%s)", name, s.Parent.SpanID(), wantParent, parent)
-		}
-		attrs := map[string]string{}
-		for _, a := range s.Attributes {
-			attrs[string(a.Key)] = a.Value.String()
-		}
+		attrs := checkSpan(t, byName, name, parent, root)
 		wantType := "set"
 		if name == "node three" {
 			wantType = "log"
@@ -286,4 +264,23 @@ func spanNames(m map[string]tracetest.SpanStub) []string {
 		names = append(names, n)
 	}
 	return names
+}
+
+// checkSpan checks that the span name has as parent the span named parent
+// ("": the execution's root) and returns its attributes.
+func checkSpan(t *testing.T, byName map[string]tracetest.SpanStub, name, parent string, root trace.SpanContext) map[string]string {
+	t.Helper()
+	s := byName[name]
+	wantParent := root.SpanID()
+	if parent != "" {
+		wantParent = byName[parent].SpanContext.SpanID()
+	}
+	if s.Parent.SpanID() != wantParent {
+		t.Errorf("span %q has parent %s, want %s (%s)", name, s.Parent.SpanID(), wantParent, parent)
+	}
+	attrs := map[string]string{}
+	for _, a := range s.Attributes {
+		attrs[string(a.Key)] = a.Value.String()
+	}
+	return attrs
 }
