@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"github.com/rune-org/rune/internal/testinfra"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -10,8 +9,10 @@ import (
 	"testing"
 
 	"github.com/rune-org/rune/embedded"
+	"github.com/rune-org/rune/internal/testinfra"
 	"github.com/rune-org/rune/secrets"
 	"github.com/rune-org/rune/server"
+	"github.com/rune-org/rune/store"
 	"github.com/rune-org/rune/store/sqlite"
 	"github.com/rune-org/rune/tracing"
 )
@@ -25,26 +26,38 @@ func embeddedTarget(t *testing.T) *target { return embeddedTargetTraced(t, nil) 
 // embeddedTargetTraced is embeddedTarget with tr making the spans of the
 // server's dispatches and of the runtime's node runs.
 func embeddedTargetTraced(t *testing.T, tr *tracing.Tracer) *target {
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "rune.db"))
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "rune.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { st.Close() }) // after the server's clean-up, registered later
+	return runTarget(t, st, "suite", func(c *server.Config) { c.Tracer = tr })
+}
+
+// runTarget is a server on st with the in-process runtime (worker and
+// scheduler), its API on an httptest server, and a token named token; tweak
+// adjusts the server's config. Logs at debug level go to a buffer the
+// credential tests search. Everything stops when the test ends.
+func runTarget(t *testing.T, st store.Store, token string, tweak func(*server.Config)) *target {
+	t.Helper()
 	keys, err := secrets.LoadKeys("", filepath.Join(t.TempDir(), "secret.key"), true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	logs := &testinfra.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	rt, err := embedded.New(embedded.Options{Logger: log, ConsumeEvents: true, Tracer: tr, Secrets: secrets.Store{Store: st, Keys: keys}})
+	cfg := server.Config{Store: st, Keys: keys, Logger: log}
+	tweak(&cfg)
+	rt, err := embedded.New(embedded.Options{Logger: log, ConsumeEvents: true, Tracer: cfg.Tracer, Secrets: secrets.Store{Store: st, Keys: keys}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := server.New(server.Config{Store: st, Broker: rt.Broker, Engine: rt.Engine, Keys: keys, Logger: log, Tracer: tr})
+	cfg.Broker, cfg.Engine = rt.Broker, rt.Engine
+	s, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(ctx)
+	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(runCtx) }()
 	hs := httptest.NewServer(s.Handler())
@@ -56,9 +69,8 @@ func embeddedTargetTraced(t *testing.T, tr *tracing.Tracer) *target {
 			t.Errorf("server run: %v", err)
 		}
 		rt.Close()
-		st.Close()
 	})
-	return &target{url: hs.URL, token: newToken(t, st, "suite"), store: st, output: logs.String}
+	return &target{url: hs.URL, token: newToken(t, st, token), store: st, output: logs.String}
 }
 
 func TestAPIEmbedded(t *testing.T) {

@@ -7,18 +7,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/rune-org/rune/embedded"
-	"github.com/rune-org/rune/internal/testinfra"
-	"github.com/rune-org/rune/secrets"
 	"github.com/rune-org/rune/server"
 	"github.com/rune-org/rune/store"
 	"github.com/rune-org/rune/store/storetest"
@@ -28,35 +22,7 @@ import (
 // an httptest server: the triggers' tests run it on both stores.
 func triggerTarget(t *testing.T, st store.Store) *target {
 	t.Helper()
-	keys, err := secrets.LoadKeys("", filepath.Join(t.TempDir(), "secret.key"), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &testinfra.Buffer{}
-	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	rt, err := embedded.New(embedded.Options{Logger: log, ConsumeEvents: true, Secrets: secrets.Store{Store: st, Keys: keys}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := server.New(server.Config{Store: st, Broker: rt.Broker, Engine: rt.Engine, Keys: keys, Logger: log,
-		SchedulePoll: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	hs := httptest.NewServer(s.Handler())
-	t.Cleanup(func() {
-		hs.CloseClientConnections()
-		hs.Close()
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("server run: %v", err)
-		}
-		rt.Close()
-	})
-	return &target{url: hs.URL, token: newToken(t, st, "triggers"), store: st, output: logs.String}
+	return runTarget(t, st, "triggers", func(c *server.Config) { c.SchedulePoll = 50 * time.Millisecond })
 }
 
 func eachStore(t *testing.T, fn func(t *testing.T, tg *target)) {
