@@ -82,9 +82,10 @@ func provider(t *testing.T) (*tracing.Tracer, *tracetest.InMemoryExporter) {
 	return tracing.New(tp), exp
 }
 
-// On the embedded runtime, an execution with a wait is one trace.
-func TestTraceEmbedded(t *testing.T) {
-	t.Parallel()
+// runTraced runs def to its completion on a traced embedded runtime and
+// returns the completion and every span recorded.
+func runTraced(t *testing.T, def string) (*message.Completion, tracetest.SpanStubs) {
+	t.Helper()
 	tr, exp := provider(t)
 	rt, err := embedded.New(embedded.Options{Tracer: tr, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -93,12 +94,19 @@ func TestTraceEmbedded(t *testing.T) {
 	defer rt.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := rt.Run(ctx, []byte(waitWorkflow), map[string]any{}, nil)
+	c, err := rt.Run(ctx, []byte(def), map[string]any{}, nil)
 	if err != nil || c.Status != message.CompletionCompleted {
 		t.Fatalf("run: %v %v", c, err)
 	}
 	rt.Close() // spans end when their handlers return
-	checkTrace(t, c.ExecutionID, exp.GetSpans())
+	return c, exp.GetSpans()
+}
+
+// On the embedded runtime, an execution with a wait is one trace.
+func TestTraceEmbedded(t *testing.T) {
+	t.Parallel()
+	c, spans := runTraced(t, waitWorkflow)
+	checkTrace(t, c.ExecutionID, spans)
 }
 
 // Across RabbitMQ — two workers and a scheduler on one deployment — the
@@ -211,34 +219,22 @@ func TestExecutionTraceparent(t *testing.T) {
 // per node run, as with fusion off.
 func TestTraceFused(t *testing.T) {
 	t.Parallel()
-	tr, exp := provider(t)
-	rt, err := embedded.New(embedded.Options{Tracer: tr, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, err := rt.Run(ctx, []byte(`{"id": "fused", "nodes": [
+	c, spans := runTraced(t, `{"id": "fused", "nodes": [
 	  {"id": "start", "type": "trigger", "trigger": true},
 	  {"id": "one", "type": "set", "parameters": {"values": {"a": 1}}},
 	  {"id": "two", "type": "set", "parameters": {"values": {"b": 2}}},
 	  {"id": "three", "type": "log", "parameters": {"message": "x"}}],
 	 "edges": [{"id": "e1", "src": "start", "dst": "one"}, {"id": "e2", "src": "one", "dst": "two"},
-	  {"id": "e3", "src": "two", "dst": "three"}]}`), map[string]any{}, nil)
-	if err != nil || c.Status != message.CompletionCompleted {
-		t.Fatalf("run: %v %v", c, err)
-	}
-	rt.Close()
+	  {"id": "e3", "src": "two", "dst": "three"}]}`)
 	root := tracing.Root(c.ExecutionID)
 	byName := map[string]tracetest.SpanStub{}
-	for _, s := range exp.GetSpans() {
+	for _, s := range spans {
 		if s.SpanContext.TraceID() == root.TraceID() {
 			byName[s.Name] = s
 		}
 	}
 	if len(byName) != 3 {
-		for _, s := range exp.GetSpans() {
+		for _, s := range spans {
 			t.Logf("%s %s %s parent %s", s.Name, s.SpanContext.TraceID(), s.SpanContext.SpanID(), s.Parent.SpanID())
 		}
 		t.Fatalf("spans of the execution's trace: %v, want node one, two and three", spanNames(byName))
