@@ -25,11 +25,17 @@ func newBarriers(t testing.TB, opts redis.BarrierOptions) (*redis.Barriers, *gor
 	return redis.NewBarriers(client, opts), client, opts.Prefix
 }
 
+// TestBarriersConformance runs the suite with the values in the barrier's
+// vals hash (1 shard) and spread over 16 shard keys.
 func TestBarriersConformance(t *testing.T) {
-	coordtest.RunBarriers(t, func(t *testing.T) coord.Barriers {
-		b, _, _ := newBarriers(t, redis.BarrierOptions{})
-		return b
-	})
+	for _, shards := range []int{1, 16} {
+		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) {
+			coordtest.RunBarriers(t, func(t *testing.T) coord.Barriers {
+				b, _, _ := newBarriers(t, redis.BarrierOptions{Shards: shards})
+				return b
+			})
+		})
+	}
 }
 
 func TestBlobsConformance(t *testing.T) {

@@ -73,12 +73,14 @@ func TestClusterConformance(t *testing.T) {
 			return redis.New(newClusterClient(t, prefix), redis.Options{Prefix: prefix})
 		})
 	})
-	t.Run("barriers", func(t *testing.T) {
-		coordtest.RunBarriers(t, func(t *testing.T) coord.Barriers {
-			prefix := testinfra.Name(t)
-			return redis.NewBarriers(newClusterClient(t, prefix), redis.BarrierOptions{Prefix: prefix})
+	for _, shards := range []int{1, 16} {
+		t.Run(fmt.Sprintf("barriers/shards=%d", shards), func(t *testing.T) {
+			coordtest.RunBarriers(t, func(t *testing.T) coord.Barriers {
+				prefix := testinfra.Name(t)
+				return redis.NewBarriers(newClusterClient(t, prefix), redis.BarrierOptions{Prefix: prefix, Shards: shards})
+			})
 		})
-	})
+	}
 	t.Run("effects", func(t *testing.T) {
 		coordtest.RunEffects(t, func(t *testing.T) coord.Effects {
 			prefix := testinfra.Name(t)
