@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -208,29 +207,15 @@ func TestClusterFanoutSpread(t *testing.T) {
 	}
 	before := masterStats(t, client)
 	start := time.Now()
-	var (
-		next atomic.Int64
-		wg   sync.WaitGroup
-	)
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= items-1 {
-					return
-				}
-				if _, err := co.Finish(ctx, exec, fmt.Sprintf("%032x", i), coord.Finish{Record: record(i)}); err != nil {
-					t.Errorf("Finish item %d: %v", i, err)
-					return
-				}
-				if a, err := bars.Arrive(ctx, exec, key, spec, i, value(i)); err != nil || a.Complete {
-					t.Errorf("Arrive item %d: Complete %v, %v; want pending", i, a.Complete, err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
+	inParallel(t, workers, items-1, func(i int) error {
+		if _, err := co.Finish(ctx, exec, fmt.Sprintf("%032x", i), coord.Finish{Record: record(i)}); err != nil {
+			return fmt.Errorf("Finish item %d: %w", i, err)
+		}
+		if a, err := bars.Arrive(ctx, exec, key, spec, i, value(i)); err != nil || a.Complete {
+			return fmt.Errorf("Arrive item %d: Complete %v, %v; want pending", i, a.Complete, err)
+		}
+		return nil
+	})
 	if t.Failed() {
 		return
 	}
