@@ -164,3 +164,27 @@ func TestBarrierShardRenew(t *testing.T) {
 		t.Fatalf("completing Arrive: %+v, want the values early, b, c", a)
 	}
 }
+
+// TestBarrierShardRoundTrips: with shards an Arrive is two round trips (the
+// value, then the count), the first pending one of a barrier three (and
+// the shards' TTL renewed), the completing one three (the shards read back
+// in one pipeline), a Cancel two (the shards deleted in one pipeline).
+func TestBarrierShardRoundTrips(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, client, _ := newBarriers(t, redis.BarrierOptions{Shards: 4})
+	spec := coord.BarrierSpec{Total: 3, Need: 3}
+	// Warm the script cache (a cold EVALSHA falls back to EVAL).
+	b.Arrive(ctx, "warm", "k", spec, 0, nil)
+	b.Cancel(ctx, "warm", "k")
+
+	hook := &tripHook{}
+	client.AddHook(hook)
+	arrive := func(slot int) func() error {
+		return func() error { _, err := b.Arrive(ctx, "e", "k", spec, slot, []byte("v")); return err }
+	}
+	trips(t, hook, step{"first Arrive", arrive(0)}, 3)
+	trips(t, hook, step{"Arrive", arrive(1)}, 2)
+	trips(t, hook, step{"completing Arrive", arrive(2)}, 3)
+	trips(t, hook, step{"Cancel", func() error { _, err := b.Cancel(ctx, "e", "other"); return err }}, 2)
+}
