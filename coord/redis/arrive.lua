@@ -19,7 +19,8 @@
 -- {1, dup, n, state or nil, total, {slot, value, ...}} complete. With
 -- shards: {-3, win, counted} (counted 1 when slot's bit is set),
 -- {0, dup, n, renew} (renew 1 when the caller must renew every shard's TTL
--- to ARGV[8], see pending), and complete ends with the seen bitmap instead of values.
+-- to ARGV[8], see pending), and complete ends with the seen bitmap instead
+-- of the values.
 local meta, vals, state = KEYS[1], KEYS[2], KEYS[3]
 local ttl, slot = ARGV[3], ARGV[4]
 
@@ -39,7 +40,9 @@ end
 -- asks the caller to renew every shard's TTL (twice the barrier's) on the
 -- first pending arrival and then once a TTL has passed since the last
 -- renewal: a shard is written only by its own slots, yet its TTL so
--- outlasts the meta's.
+-- outlasts the meta's. (A caller that dies before renewing leaves the next
+-- renewal a TTL away: only a barrier whose arrivals come more than a TTL
+-- apart could then lose a shard, and its completion would say so.)
 local function pending(dup, n)
   for i = 1, 3 do
     redis.call('PEXPIRE', KEYS[i], ttl)

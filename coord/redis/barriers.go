@@ -91,8 +91,8 @@ var (
 //	                                   with s % n == i (HSETNX), i in 0..n-1
 //
 // so the values of one large fan-out spread over n slots, and over the
-// masters of a Redis Cluster, as Temporal keeps an execution's history on
-// one shard but its payloads wherever the blob store puts them. A shard
+// masters of a Redis Cluster, while the count and the decision stay in X's
+// slot (as Temporal binds an execution to one history shard). A shard
 // lives twice the barrier's TTL, renewed once per TTL while the barrier is
 // open (arrive.lua says when); on completion the completer's read shortens
 // every shard's TTL to Retain, so the shards go with meta and seen; Cancel
