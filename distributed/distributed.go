@@ -107,7 +107,7 @@ func Connect(ctx context.Context, cfg Config) (*Runtime, error) {
 		Broker:   b,
 		Redis:    rc,
 		Coord:    coordredis.New(rc, coordredis.Options{Prefix: kprefix}),
-		Barriers: coordredis.NewBarriers(rc, coordredis.BarrierOptions{Prefix: kprefix}),
+		Barriers: coordredis.NewBarriers(rc, coordredis.BarrierOptions{Prefix: kprefix, Shards: conn.Shards}),
 		Timers:   coordredis.NewTimers(rc, coordredis.TimerOptions{Prefix: kprefix, Shards: conn.Shards}),
 	}
 	if cfg.Nodes.Effects == nil { // sends recorded once for every worker

@@ -3,6 +3,7 @@ package distributed_test
 import (
 	"context"
 	"log/slog"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -37,9 +38,13 @@ func newRuntime(t *testing.T) runtimetest.Runtime {
 	return newRuntimeWith(t, distributed.Config{})
 }
 
-// newRuntimeWith is newRuntime with cfg's Secrets, Signing and Logger.
+// newRuntimeWith is newRuntime with cfg's Secrets, Signing, Logger and
+// RedisURL (when set).
 func newRuntimeWith(t *testing.T, cfg distributed.Config) runtime {
-	amqpURL, redisURL := testinfra.AMQPURL(t), testinfra.RedisURL(t)
+	amqpURL, redisURL := testinfra.AMQPURL(t), cfg.RedisURL
+	if redisURL == "" {
+		redisURL = testinfra.RedisURL(t)
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -71,8 +76,24 @@ func newRuntimeWith(t *testing.T, cfg distributed.Config) runtime {
 	return runtime{rt: rt, prefix: prefix}
 }
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testinfra.StopRedisCluster()
+	os.Exit(code)
+}
+
 func TestRuntimeConformance(t *testing.T) {
 	runtimetest.Run(t, newRuntime)
+}
+
+// TestRuntimeConformanceCluster runs the suite on the local three-master
+// Redis Cluster with the URL's default 16 shards: timers, definitions and
+// barrier values (splits, aggregators with skipped items and timeouts,
+// merges) in shard keys of their own hash tags.
+func TestRuntimeConformanceCluster(t *testing.T) {
+	runtimetest.Run(t, func(t *testing.T) runtimetest.Runtime {
+		return newRuntimeWith(t, distributed.Config{RedisURL: testinfra.RedisClusterURL(t)})
+	})
 }
 
 func TestDuplicateAggregatorArrival(t *testing.T) {

@@ -7,7 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/rune-org/rune/bench"
 	"github.com/rune-org/rune/broker/amqp"
@@ -80,19 +83,35 @@ func benchFanout(ctx context.Context, env *cliEnv, srv *servers, n, spawn, concu
 	return err
 }
 
-// redisUsed reads Redis's used_memory (0 when it cannot).
+// redisUsed reads Redis's used_memory, summed over the masters of a
+// cluster (0 when it cannot): a cluster client's INFO would ask one node.
 func redisUsed(ctx context.Context, srv *servers) uint64 {
 	rt := srv.redisClient()
 	if rt == nil {
 		return 0
 	}
 	defer rt.Close()
-	mem, err := rt.InfoMap(ctx, "memory").Result()
+	var total atomic.Uint64
+	read := func(ctx context.Context, c *goredis.Client) error {
+		mem, err := c.InfoMap(ctx, "memory").Result()
+		if err != nil {
+			return err
+		}
+		u, _ := strconv.ParseUint(mem["Memory"]["used_memory"], 10, 64)
+		total.Add(u)
+		return nil
+	}
+	var err error
+	switch c := rt.(type) {
+	case *goredis.ClusterClient:
+		err = c.ForEachMaster(ctx, read)
+	case *goredis.Client:
+		err = read(ctx, c)
+	}
 	if err != nil {
 		return 0
 	}
-	u, _ := strconv.ParseUint(mem["Memory"]["used_memory"], 10, 64)
-	return u
+	return total.Load()
 }
 
 type timerBench struct {

@@ -27,6 +27,17 @@ type BarrierOptions struct {
 	// that a repeat of the completing arrival gets the completed Arrival
 	// again. Default 10 minutes.
 	Retain time.Duration
+	// Shards is how many hashes, each with a hash tag of its own (so each
+	// its own Redis Cluster slot), a barrier's values are spread over: slot
+	// s's value is in shard s % Shards. Default 1: the values are a field of
+	// the barrier's vals hash and every operation is one script. With more,
+	// an Arrive is two round trips (the value, then the count) and the
+	// completing one three (the values read back from the shards); what the
+	// execution's slot holds per arrival shrinks to one bit. Distributed
+	// runtimes take the Redis URL's shards parameter (Connection.Shards). It
+	// must not change for a store in use: the values of a barrier opened
+	// under one count are not found under another.
+	Shards int
 }
 
 var (
@@ -36,10 +47,16 @@ var (
 	openLua string
 	//go:embed cancel.lua
 	cancelLua string
+	//go:embed barval.lua
+	barvalLua string
+	//go:embed barvals.lua
+	barvalsLua string
 
-	arriveScript = goredis.NewScript(arriveLua)
-	openScript   = goredis.NewScript(openLua)
-	cancelScript = goredis.NewScript(cancelLua)
+	arriveScript  = goredis.NewScript(arriveLua)
+	openScript    = goredis.NewScript(openLua)
+	cancelScript  = goredis.NewScript(cancelLua)
+	barvalScript  = goredis.NewScript(barvalLua)
+	barvalsScript = goredis.NewScript(barvalsLua)
 )
 
 // Barriers implements coord.Barriers on Redis, one Lua script per operation
@@ -64,10 +81,29 @@ var (
 //
 // The completing Arrive gets every value in the same round trip: 100,000
 // values of 100 bytes come back in one reply of about 10 MB.
+//
+// With BarrierOptions.Shards n > 1 the values leave the execution's slot,
+// which keeps only what decides the barrier atomically:
+//
+//	<prefix>:{X}:bar:K:seen            bitmap: bit s set once slot s counted
+//	                                   (instead of vals)
+//	<prefix>:{X/K/i}:bar:K:vals.i      hash: slot -> value for the slots s
+//	                                   with s % n == i (HSETNX), i in 0..n-1
+//
+// so the values of one large fan-out spread over n slots, and over the
+// masters of a Redis Cluster, while the count and the decision stay in X's
+// slot (as Temporal binds an execution to one history shard). A shard
+// lives twice the barrier's TTL, renewed once per TTL while the barrier is
+// open (arrive.lua says when); on completion the completer's read shortens
+// every shard's TTL to Retain, so the shards go with meta and seen; Cancel
+// deletes them. A late arrival's value, written before the barrier said it
+// was closed, is deleted again (or, should that process die in between,
+// expires with its shard: at most twice the TTL).
 type Barriers struct {
 	client goredis.UniversalClient
 	prefix string
 	retain string // milliseconds, as the scripts take them
+	shards int
 }
 
 var _ coord.Barriers = (*Barriers)(nil)
@@ -76,32 +112,50 @@ var _ coord.Barriers = (*Barriers)(nil)
 // negative Retain, a Prefix with '{' or '}'): that is a programming error.
 // The caller keeps ownership of client.
 func NewBarriers(client goredis.UniversalClient, opts BarrierOptions) *Barriers {
+	if opts.Shards < 0 {
+		panic(fmt.Sprintf("coord/redis: BarrierOptions.Shards is negative (%d)", opts.Shards))
+	}
 	return &Barriers{client: client, prefix: keyPrefix("BarrierOptions", opts.Prefix),
-		retain: millis(orDefault("BarrierOptions.Retain", opts.Retain, DefaultRetain))}
+		retain: millis(orDefault("BarrierOptions.Retain", opts.Retain, DefaultRetain)), shards: max(opts.Shards, 1)}
 }
 
-// keys returns the meta, vals and state keys of barrier key of exec.
+// keys returns the meta, vals (with shards: seen), state and closed keys of
+// barrier key of exec.
 func (b *Barriers) keys(exec, key string) []string {
 	x := b.prefix + ":{" + exec + "}:"
 	base := x + "bar:" + key + ":"
-	return []string{base + "meta", base + "vals", base + "state", x + "closed"}
+	slots := base + "vals"
+	if b.shards > 1 {
+		slots = base + "seen"
+	}
+	return []string{base + "meta", slots, base + "state", x + "closed"}
 }
 
-// checkSpec validates spec and returns its TTL in milliseconds.
-func checkSpec(spec coord.BarrierSpec) (string, error) {
+// shardKey is the hash of barrier key of exec holding the values of the
+// slots s with s % shards == i. The tag holds the barrier key too, so the
+// small barriers of a nested fan-out spread as well; the suffix repeats it
+// (and i), so that no two barriers' shards share a name whatever '/' their
+// execution ids and keys hold.
+func (b *Barriers) shardKey(exec, key string, i int) string {
+	n := strconv.Itoa(i)
+	return b.prefix + ":{" + exec + "/" + key + "/" + n + "}:bar:" + key + ":vals." + n
+}
+
+// checkSpec validates spec and returns its TTL (DefaultBarrierTTL when 0).
+func checkSpec(spec coord.BarrierSpec) (time.Duration, error) {
 	if spec.Total < 1 {
-		return "", fmt.Errorf("spec.Total is %d, want at least 1", spec.Total)
+		return 0, fmt.Errorf("spec.Total is %d, want at least 1", spec.Total)
 	}
 	if spec.Need < 1 || spec.Need > spec.Total {
-		return "", fmt.Errorf("spec.Need is %d, want 1..Total (%d)", spec.Need, spec.Total)
+		return 0, fmt.Errorf("spec.Need is %d, want 1..Total (%d)", spec.Need, spec.Total)
 	}
 	if spec.TTL < 0 {
-		return "", fmt.Errorf("spec.TTL is negative (%v)", spec.TTL)
+		return 0, fmt.Errorf("spec.TTL is negative (%v)", spec.TTL)
 	}
 	if spec.TTL == 0 {
-		spec.TTL = DefaultBarrierTTL
+		return DefaultBarrierTTL, nil
 	}
-	return millis(spec.TTL), nil
+	return spec.TTL, nil
 }
 
 // Open implements coord.Barriers.
@@ -118,7 +172,7 @@ func (b *Barriers) Open(ctx context.Context, exec, key string, spec coord.Barrie
 		hasState = "1"
 	}
 	k := b.keys(exec, key)
-	err = openScript.Run(ctx, b.client, []string{k[0], k[2], k[3]}, spec.Total, spec.Need, ttl, hasState, spec.State, key).Err()
+	err = openScript.Run(ctx, b.client, []string{k[0], k[2], k[3]}, spec.Total, spec.Need, millis(ttl), hasState, spec.State, key).Err()
 	if err != nil {
 		return where(err)
 	}
@@ -126,6 +180,17 @@ func (b *Barriers) Open(ctx context.Context, exec, key string, spec coord.Barrie
 }
 
 // Arrive implements coord.Barriers.
+//
+// With shards it writes the value to its shard (barval.lua, HSETNX) before
+// arrive.lua counts the slot, and that order is what makes it crash-safe:
+//   - a crash after the write, before the count: the redelivery's HSETNX
+//     writes nothing new (the first value stays, as with one vals hash)
+//     and arrive.lua counts the slot once, its bit being still unset;
+//   - a crash after the count: the value is there, the bit is set, and the
+//     redelivery is a Duplicate;
+//   - an arrival after the barrier closed wrote a value no bit refers to
+//     (the completer reads only the values of set bits): Arrive deletes it
+//     again, or it expires with its shard.
 func (b *Barriers) Arrive(ctx context.Context, exec, key string, spec coord.BarrierSpec, slot int, value []byte) (coord.Arrival, error) {
 	where := func(err error) error {
 		return fmt.Errorf("coord/redis: Arrive barrier %q exec %q slot %d: %w", key, exec, slot, err)
@@ -137,62 +202,187 @@ func (b *Barriers) Arrive(ctx context.Context, exec, key string, spec coord.Barr
 	if value == nil {
 		value = []byte{} // go-redis would send nil as "" anyway; be explicit
 	}
+	shardTTL, written := "", false
+	if b.shards > 1 {
+		if slot < 0 { // no shard to write to; arrive.lua would say the same
+			return coord.Arrival{}, where(fmt.Errorf("slot out of range 0..%d", spec.Total-1))
+		}
+		shardTTL = millis(2 * ttl)
+		if written, err = b.writeValue(ctx, exec, key, slot, value, shardTTL); err != nil {
+			return coord.Arrival{}, where(err)
+		}
+	}
 	reply, err := arriveScript.Run(ctx, b.client, b.keys(exec, key),
-		spec.Total, spec.Need, ttl, slot, value, b.retain, key).Slice()
+		spec.Total, spec.Need, millis(ttl), slot, value, b.retain, key, shardTTL).Slice()
 	if err != nil {
 		return coord.Arrival{}, where(err)
 	}
-	a, err := parseArrival(reply)
+	r, err := parseArrival(reply, b.shards > 1)
+	if err == nil && b.shards > 1 {
+		err = b.afterArrive(ctx, exec, key, slot, shardTTL, written, &r)
+	}
+	if err == nil {
+		err = r.closed
+	}
 	if err != nil {
 		return coord.Arrival{}, where(err)
 	}
-	return a, nil
+	return r.Arrival, nil
 }
 
-// parseArrival reads arrive.lua's reply.
-func parseArrival(reply []any) (coord.Arrival, error) {
+// writeValue writes slot's value to its shard unless the slot has one
+// there, and reports whether it wrote it.
+func (b *Barriers) writeValue(ctx context.Context, exec, key string, slot int, value []byte, shardTTL string) (bool, error) {
+	i := slot % b.shards
+	n, err := barvalScript.Run(ctx, b.client, []string{b.shardKey(exec, key, i)}, slot, value, shardTTL).Int()
+	if err != nil {
+		return false, fmt.Errorf("write value to shard %d: %w", i, err)
+	}
+	return n == 1, nil
+}
+
+// afterArrive does what arrive.lua's reply asks of a sharded Arrive: renew
+// the shards, read the values back on completion, or delete the value just
+// written for a slot that was not counted.
+func (b *Barriers) afterArrive(ctx context.Context, exec, key string, slot int, shardTTL string, written bool, r *arriveReply) error {
+	switch {
+	case r.renew:
+		_, err := b.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for i := range b.shards {
+				p.Do(ctx, "PEXPIRE", b.shardKey(exec, key, i), shardTTL)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("renew the value shards' TTL: %w", err)
+		}
+	case r.Complete:
+		vals, err := b.readValues(ctx, exec, key, r.seen, len(r.Values))
+		if err != nil {
+			return err
+		}
+		r.Values = vals
+	case r.closed != nil && written && !r.counted:
+		// Best effort: else it expires with its shard.
+		b.client.HDel(ctx, b.shardKey(exec, key, slot%b.shards), strconv.Itoa(slot))
+	}
+	return nil
+}
+
+// readValues reads every shard of a completed barrier of total slots in one
+// pipeline (per master on a cluster) and returns the values of the slots
+// whose bit is set in seen, in slot order. Each shard's TTL drops to Retain
+// on the way, so the values go with the barrier's other keys.
+func (b *Barriers) readValues(ctx context.Context, exec, key, seen string, total int) ([][]byte, error) {
+	n := min(b.shards, total) // shards past total hold no slot
+	cmds := make([]*goredis.Cmd, n)
+	_, err := b.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i := range n {
+			// EVAL, not EVALSHA: a pipeline cannot fall back on NOSCRIPT.
+			cmds[i] = barvalsScript.Eval(ctx, p, []string{b.shardKey(exec, key, i)}, b.retain)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the value shards: %w", err)
+	}
+	counted := func(s int) bool { return s/8 < len(seen) && seen[s/8]&(0x80>>(s%8)) != 0 }
+	vals := make([][]byte, total)
+	for i, c := range cmds {
+		kv, _ := c.Val().([]any)
+		for j := 0; j+1 < len(kv); j += 2 {
+			f, _ := kv[j].(string)
+			s, err := strconv.Atoi(f)
+			if err != nil || s < 0 || s >= total || s%b.shards != i {
+				return nil, fmt.Errorf("value shard %d holds field %q, no slot of its own in 0..%d", i, f, total-1)
+			}
+			if counted(s) {
+				v, _ := kv[j+1].(string)
+				vals[s] = []byte(v)
+			}
+		}
+	}
+	for s := range total {
+		if counted(s) && vals[s] == nil {
+			return nil, fmt.Errorf("the value of counted slot %d is gone from shard %d", s, s%b.shards)
+		}
+	}
+	return vals, nil
+}
+
+// arriveReply is arrive.lua's reply read.
+type arriveReply struct {
+	coord.Arrival
+	closed  error  // ErrBarrierClosed, wrapped, when the barrier is closed to slot
+	renew   bool   // sharded: renew every shard's TTL
+	counted bool   // sharded, closed: slot was counted before
+	seen    string // sharded, complete: the seen bitmap
+}
+
+// parseArrival reads arrive.lua's reply (sharded: with shards, see there).
+func parseArrival(reply []any, sharded bool) (arriveReply, error) {
+	var r arriveReply
 	if len(reply) == 0 {
-		return coord.Arrival{}, errors.New("empty reply")
+		return r, errors.New("empty reply")
 	}
 	code, _ := reply[0].(int64)
 	switch {
 	case code == -1:
-		return coord.Arrival{}, fmt.Errorf("%w: cancelled", coord.ErrBarrierClosed)
+		r.closed = fmt.Errorf("%w: cancelled", coord.ErrBarrierClosed)
+		return r, nil
 	case code == -2 && len(reply) == 2:
 		total, _ := reply[1].(int64)
 		// Checked in the script against the barrier's own Total.
-		return coord.Arrival{}, fmt.Errorf("slot out of range 0..%d", total-1)
-	case code == -3 && len(reply) == 2:
-		return coord.Arrival{}, fmt.Errorf("%w: completed by slot %v", coord.ErrBarrierClosed, reply[1])
-	case code == 0 && len(reply) == 3:
+		r.closed = fmt.Errorf("slot out of range 0..%d", total-1)
+		return r, nil
+	case code == -3 && len(reply) == 2 && !sharded, code == -3 && len(reply) == 3 && sharded:
+		r.closed = fmt.Errorf("%w: completed by slot %v", coord.ErrBarrierClosed, reply[1])
+		if sharded {
+			c, _ := reply[2].(int64)
+			r.counted = c == 1
+		}
+		return r, nil
+	case code == 0 && len(reply) == 3 && !sharded, code == 0 && len(reply) == 4 && sharded:
 		dup, _ := reply[1].(int64)
 		n, _ := reply[2].(int64)
-		return coord.Arrival{Duplicate: dup == 1, Arrived: int(n)}, nil
+		r.Arrival = coord.Arrival{Duplicate: dup == 1, Arrived: int(n)}
+		if sharded {
+			renew, _ := reply[3].(int64)
+			r.renew = renew == 1
+		}
+		return r, nil
 	case code != 1 || len(reply) != 6:
-		return coord.Arrival{}, fmt.Errorf("unexpected reply %.200v", reply)
+		return r, fmt.Errorf("unexpected reply %.200v", reply)
 	}
 	dup, _ := reply[1].(int64)
 	n, _ := reply[2].(int64)
-	a := coord.Arrival{Duplicate: dup == 1, Arrived: int(n), Complete: true}
+	r.Arrival = coord.Arrival{Duplicate: dup == 1, Arrived: int(n), Complete: true}
 	if s, ok := reply[3].(string); ok {
-		a.State = []byte(s)
+		r.State = []byte(s)
 	}
 	total, _ := reply[4].(int64)
-	kv, _ := reply[5].([]any)
-	if len(kv)%2 != 0 || total < 1 {
-		return coord.Arrival{}, fmt.Errorf("unexpected completion of %d values for Total %d", len(kv), total)
+	if total < 1 {
+		return r, fmt.Errorf("unexpected completion for Total %d", total)
 	}
-	a.Values = make([][]byte, total)
+	r.Values = make([][]byte, total)
+	if sharded {
+		r.seen, _ = reply[5].(string)
+		return r, nil
+	}
+	kv, _ := reply[5].([]any)
+	if len(kv)%2 != 0 {
+		return r, fmt.Errorf("unexpected completion of %d values for Total %d", len(kv), total)
+	}
 	for i := 0; i < len(kv); i += 2 {
 		f, _ := kv[i].(string)
 		s, err := strconv.Atoi(f)
-		if err != nil || s < 0 || s >= len(a.Values) {
-			return coord.Arrival{}, fmt.Errorf("values hash field %q is no slot of 0..%d", f, total-1)
+		if err != nil || s < 0 || s >= len(r.Values) {
+			return r, fmt.Errorf("values hash field %q is no slot of 0..%d", f, total-1)
 		}
 		v, _ := kv[i+1].(string)
-		a.Values[s] = []byte(v)
+		r.Values[s] = []byte(v)
 	}
-	return a, nil
+	return r, nil
 }
 
 // Cancel implements coord.Barriers.
@@ -200,6 +390,19 @@ func (b *Barriers) Cancel(ctx context.Context, exec, key string) (bool, error) {
 	n, err := cancelScript.Run(ctx, b.client, b.keys(exec, key), millis(DefaultBarrierTTL), key).Int()
 	if err != nil {
 		return false, fmt.Errorf("coord/redis: Cancel barrier %q exec %q: %w", key, exec, err)
+	}
+	if n == 1 && b.shards > 1 {
+		// After cancel.lua: an arrival between the two finds the barrier
+		// closed and its value is deleted here or by that arrival. Best
+		// effort: the barrier is closed, and this caller must act on it
+		// (a retry would get false); shards left behind (an error, or this
+		// process dying here) expire within twice the TTL.
+		_, _ = b.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for i := range b.shards {
+				p.Unlink(ctx, b.shardKey(exec, key, i))
+			}
+			return nil
+		})
 	}
 	return n == 1, nil
 }

@@ -25,11 +25,17 @@ func newBarriers(t testing.TB, opts redis.BarrierOptions) (*redis.Barriers, *gor
 	return redis.NewBarriers(client, opts), client, opts.Prefix
 }
 
+// TestBarriersConformance runs the suite with the values in the barrier's
+// vals hash (1 shard) and spread over 16 shard keys.
 func TestBarriersConformance(t *testing.T) {
-	coordtest.RunBarriers(t, func(t *testing.T) coord.Barriers {
-		b, _, _ := newBarriers(t, redis.BarrierOptions{})
-		return b
-	})
+	for _, shards := range []int{1, 16} {
+		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) {
+			coordtest.RunBarriers(t, func(t *testing.T) coord.Barriers {
+				b, _, _ := newBarriers(t, redis.BarrierOptions{Shards: shards})
+				return b
+			})
+		})
+	}
 }
 
 func TestBlobsConformance(t *testing.T) {
@@ -199,25 +205,12 @@ func TestBarrierScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	var (
-		next atomic.Int64
-		wg   sync.WaitGroup
-	)
-	for range workers {
-		wg.Go(func() {
-			for {
-				slot := int(next.Add(1)) - 1
-				if slot >= total-1 {
-					return
-				}
-				if _, err := b.Arrive(ctx, "exec-scale", "agg", spec, slot, value(slot)); err != nil {
-					t.Errorf("Arrive slot %d: %v", slot, err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
+	inParallel(t, workers, total-1, func(slot int) error {
+		if _, err := b.Arrive(ctx, "exec-scale", "agg", spec, slot, value(slot)); err != nil {
+			return fmt.Errorf("Arrive slot %d: %w", slot, err)
+		}
+		return nil
+	})
 	if t.Failed() {
 		return
 	}
@@ -246,6 +239,30 @@ func TestBarrierScale(t *testing.T) {
 	}
 	t.Logf("%d arrivals from %d goroutines in %v (%.0f/s); completing Arrive %v for %.1f MB of values; vals hash %.1f MB, %d B per slot",
 		total-1, workers, fill, float64(total-1)/fill.Seconds(), last, float64(size)/1e6, float64(usage)/1e6, usage/total)
+}
+
+// inParallel calls fn(i) for every i in 0..n-1, from workers goroutines; a
+// goroutine stops at its first error, which fails t.
+func inParallel(t testing.TB, workers, n int, fn func(i int) error) {
+	var (
+		next atomic.Int64
+		wg   sync.WaitGroup
+	)
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				if err := fn(i); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // BenchmarkArrive measures one non-completing Arrive of 100 bytes, from one

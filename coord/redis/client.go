@@ -12,20 +12,22 @@ import (
 )
 
 // DefaultClusterShards is Connection.Shards on a Redis Cluster when the URL
-// does not say: enough hash tags to spread timers and definitions over up
-// to 16 masters.
+// does not say: enough hash tags to spread timers, definitions and a
+// barrier's values over up to 16 masters.
 const DefaultClusterShards = 16
 
 // Connection is a Redis client opened from a URL, and how the stores on it
-// shard their single-key structures (the timer index, the definitions).
+// shard their single-key structures (the timer index, the definitions) and
+// a barrier's values.
 type Connection struct {
 	// Client is a *goredis.Client, or a *goredis.ClusterClient for a cluster.
 	Client goredis.UniversalClient
 	// Cluster says Client is a cluster client.
 	Cluster bool
-	// Shards is what TimerOptions.Shards and the definitions'
-	// BlobOptions.Shards take: the URL's shards parameter, default 1 on a
-	// single Redis and DefaultClusterShards on a cluster.
+	// Shards is what TimerOptions.Shards, the definitions'
+	// BlobOptions.Shards and BarrierOptions.Shards take: the URL's shards
+	// parameter, default 1 on a single Redis and DefaultClusterShards on a
+	// cluster.
 	Shards int
 	// Addrs are the addresses Client was given (for messages).
 	Addrs []string

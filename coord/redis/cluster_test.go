@@ -3,7 +3,11 @@ package redis_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -73,12 +77,14 @@ func TestClusterConformance(t *testing.T) {
 			return redis.New(newClusterClient(t, prefix), redis.Options{Prefix: prefix})
 		})
 	})
-	t.Run("barriers", func(t *testing.T) {
-		coordtest.RunBarriers(t, func(t *testing.T) coord.Barriers {
-			prefix := testinfra.Name(t)
-			return redis.NewBarriers(newClusterClient(t, prefix), redis.BarrierOptions{Prefix: prefix})
+	for _, shards := range []int{1, 16} {
+		t.Run(fmt.Sprintf("barriers/shards=%d", shards), func(t *testing.T) {
+			coordtest.RunBarriers(t, func(t *testing.T) coord.Barriers {
+				prefix := testinfra.Name(t)
+				return redis.NewBarriers(newClusterClient(t, prefix), redis.BarrierOptions{Prefix: prefix, Shards: shards})
+			})
 		})
-	})
+	}
 	t.Run("effects", func(t *testing.T) {
 		coordtest.RunEffects(t, func(t *testing.T) coord.Effects {
 			prefix := testinfra.Name(t)
@@ -167,4 +173,103 @@ func TestClusterSpread(t *testing.T) {
 			t.Fatalf("master %s keeps %d blob keys after Release", addr, k)
 		}
 	}
+}
+
+// TestClusterFanoutSpread: the Redis side of a 10,000-item fan-out on the
+// three-master cluster with 16 shards, driven through the coord API from 64
+// goroutines as workers drive it: per item a Finish (a record of about 150
+// bytes, the size a set node's is) and an Arrive at the aggregator (a value
+// of about 100 bytes). At the peak, all items but the last arrived, every
+// master holds some of the execution's keys; it logs keys, bytes (MEMORY
+// USAGE) and commands per master. The last arrival completes the barrier
+// with every value in slot order.
+func TestClusterFanoutSpread(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: 10,000 items")
+	}
+	t.Parallel()
+	ctx := context.Background()
+	prefix := testinfra.Name(t)
+	client := newClusterClient(t, prefix)
+	const exec, key, items, workers = "fanout-1", "split_1/0", 10_000, 64
+	co := redis.New(client, redis.Options{Prefix: prefix})
+	bars := redis.NewBarriers(client, redis.BarrierOptions{Prefix: prefix, Shards: 16})
+	spec := coord.BarrierSpec{Total: items, Need: items}
+	value := func(i int) []byte { return fmt.Appendf(nil, `{"double":%d,"pad":"%s"}`, 2*i, strings.Repeat("x", 70)) }
+	record := func(i int) coord.Bytes {
+		return coord.Bytes(fmt.Sprintf(`{"output":{"double":%d},"route":null,"started_at":"2026-11-24T14:29:54.180578446Z","finished_at":"2026-11-24T14:29:54.180590429Z","duration_ms":0}`, 2*i))
+	}
+	if err := co.Start(ctx, exec, items+1); err != nil { // +1: the execution goes on
+		t.Fatal(err)
+	}
+	if err := bars.Open(ctx, exec, key, coord.BarrierSpec{Total: items, Need: items, State: []byte(`{"items":"…"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	before := masterStats(t, client)
+	start := time.Now()
+	inParallel(t, workers, items-1, func(i int) error {
+		if _, err := co.Finish(ctx, exec, fmt.Sprintf("%032x", i), coord.Finish{Record: record(i)}); err != nil {
+			return fmt.Errorf("Finish item %d: %w", i, err)
+		}
+		if a, err := bars.Arrive(ctx, exec, key, spec, i, value(i)); err != nil || a.Complete {
+			return fmt.Errorf("Arrive item %d: Complete %v, %v; want pending", i, a.Complete, err)
+		}
+		return nil
+	})
+	if t.Failed() {
+		return
+	}
+	fill := time.Since(start)
+	peak := masterStats(t, client)
+	keys := keysPerMaster(t, client, prefix)
+	bytes := bytesPerMaster(t, client, prefix)
+	a, err := bars.Arrive(ctx, exec, key, spec, items-1, value(items-1))
+	if err != nil || !a.Complete || len(a.Values) != items {
+		t.Fatalf("last Arrive: Complete %v with %d values, %v; want the completion of %d values", a.Complete, len(a.Values), err, items)
+	}
+	for i, v := range a.Values {
+		if string(v) != string(value(i)) {
+			t.Fatalf("Values[%d] = %q, want %q", i, v, value(i))
+		}
+	}
+	t.Logf("%d items (Finish + Arrive) from %d goroutines in %v", items-1, workers, fill)
+	for _, addr := range slices.Sorted(maps.Keys(keys)) {
+		t.Logf("master %s at the peak: %d keys, %.2f MiB (MEMORY USAGE), %d commands served (the whole cluster's tests included)",
+			addr, keys[addr], float64(bytes[addr])/(1<<20), peak[addr].cmds-before[addr].cmds)
+	}
+	if len(keys) != testinfra.RedisClusterMasters {
+		t.Fatalf("keys per master %v, want %d masters", keys, testinfra.RedisClusterMasters)
+	}
+	for addr, k := range keys {
+		if k == 0 {
+			t.Fatalf("master %s holds none of the execution's keys at the peak (per master: %v)", addr, keys)
+		}
+	}
+}
+
+// bytesPerMaster sums MEMORY USAGE of the keys under prefix on each master
+// of client.
+func bytesPerMaster(t testing.TB, client *goredis.ClusterClient, prefix string) map[string]int64 {
+	t.Helper()
+	var mu sync.Mutex
+	out := map[string]int64{}
+	err := client.ForEachMaster(context.Background(), func(ctx context.Context, m *goredis.Client) error {
+		var sum int64
+		iter := m.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+		for iter.Next(ctx) {
+			n, err := m.MemoryUsage(ctx, iter.Val(), 0).Result()
+			if err != nil {
+				return err
+			}
+			sum += n
+		}
+		mu.Lock()
+		out[m.Options().Addr] = sum
+		mu.Unlock()
+		return iter.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

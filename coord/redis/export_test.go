@@ -1,6 +1,12 @@
 package redis
 
-import goredis "github.com/redis/go-redis/v9"
+import (
+	"context"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/rune-org/rune/coord"
+)
 
 // NewTimersBuckets is NewTimers with n buckets instead of 32,768, so that
 // tests fill buckets with a few timers.
@@ -8,4 +14,15 @@ func NewTimersBuckets(client goredis.UniversalClient, opts TimerOptions, n uint3
 	ts := NewTimers(client, opts)
 	ts.buckets = n
 	return ts
+}
+
+// WriteValue is the first half of a sharded Arrive: slot's value written to
+// its shard, not counted (a worker that crashed between the two).
+func (b *Barriers) WriteValue(ctx context.Context, exec, key string, spec coord.BarrierSpec, slot int, value []byte) error {
+	ttl, err := checkSpec(spec)
+	if err != nil {
+		return err
+	}
+	_, err = b.writeValue(ctx, exec, key, slot, value, millis(2*ttl))
+	return err
 }

@@ -123,13 +123,19 @@ type step struct {
 func oneTripEach(t *testing.T, hook *tripHook, steps []step) {
 	t.Helper()
 	for _, s := range steps {
-		before := hook.n.Load()
-		if err := s.fn(); err != nil {
-			t.Fatalf("%s: %v", s.name, err)
-		}
-		if n := hook.n.Load() - before; n != 1 {
-			t.Errorf("%s took %d round trips, want 1", s.name, n)
-		}
+		trips(t, hook, s, 1)
+	}
+}
+
+// trips runs s and checks it took want round trips.
+func trips(t *testing.T, hook *tripHook, s step, want int64) {
+	t.Helper()
+	before := hook.n.Load()
+	if err := s.fn(); err != nil {
+		t.Fatalf("%s: %v", s.name, err)
+	}
+	if n := hook.n.Load() - before; n != want {
+		t.Errorf("%s took %d round trips, want %d", s.name, n, want)
 	}
 }
 
