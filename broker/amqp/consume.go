@@ -255,7 +255,9 @@ func (c *consumer) handle(ctx context.Context, d *amqp091.Delivery) {
 	if c.topic == broker.DeadLetter {
 		c.b.fillDeadLetter(del, d)
 	} else {
-		if err := c.b.verify(d, c.topic); err != nil {
+		first, _ := d.Headers[headerFirst].(bool)
+		del.First = first && c.topic == broker.Execution
+		if err := c.b.verify(d, signedTopic(c.topic, first)); err != nil {
 			c.reject(ctx, d, err)
 			return
 		}
@@ -335,7 +337,7 @@ func (b *Broker) deadLetter(ctx context.Context, topic broker.Topic, d *amqp091.
 	}
 	headers := amqp091.Table{}
 	for k, v := range d.Headers {
-		if k != headerSeq {
+		if k != headerSeq && k != headerFirst {
 			headers[k] = v
 		}
 	}

@@ -29,6 +29,16 @@ func (b *Broker) signInto(pub *amqp091.Publishing, topic broker.Topic, id, key s
 	pub.Headers[headerSignature] = sig
 }
 
+// signedTopic is the topic a message is signed under: a first copy's
+// (broker.Message.First) differs, so that its header cannot be added to
+// another copy of a signed message without breaking the signature.
+func signedTopic(topic broker.Topic, first bool) broker.Topic {
+	if first {
+		return topic + "+first"
+	}
+	return topic
+}
+
 // verify checks the signature of a delivery consumed on topic, when this
 // broker verifies. Its error wraps broker.ErrReject: the message is
 // dead-lettered, never handled.
