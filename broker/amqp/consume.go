@@ -255,9 +255,8 @@ func (c *consumer) handle(ctx context.Context, d *amqp091.Delivery) {
 	if c.topic == broker.DeadLetter {
 		c.b.fillDeadLetter(del, d)
 	} else {
-		first, _ := d.Headers[headerFirst].(bool)
-		del.First = first && c.topic == broker.Execution
-		if err := c.b.verify(d, signedTopic(c.topic, first)); err != nil {
+		del.First = c.topic == broker.Execution && c.b.firstCopy(d, c.topic)
+		if err := c.b.verify(d, c.topic); err != nil {
 			c.reject(ctx, d, err)
 			return
 		}

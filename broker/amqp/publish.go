@@ -81,12 +81,11 @@ func (b *Broker) Publish(ctx context.Context, msgs ...broker.Message) broker.Pen
 		if m.Trace != "" {
 			out[i].pub.Headers = amqp091.Table{headerTraceparent: m.Trace}
 		}
-		first := m.First && m.Topic == broker.Execution && m.Delay == 0
-		if first {
+		if m.First && m.Topic == broker.Execution && m.Delay == 0 {
 			if out[i].pub.Headers == nil {
 				out[i].pub.Headers = amqp091.Table{}
 			}
-			out[i].pub.Headers[headerFirst] = true
+			out[i].pub.Headers[headerFirst] = b.firstMark(m.Topic, m.ID, m.Key, body)
 		}
 		if m.Topic == broker.Completion {
 			if out[i].pub.Headers == nil {
@@ -94,7 +93,7 @@ func (b *Broker) Publish(ctx context.Context, msgs ...broker.Message) broker.Pen
 			}
 			out[i].pub.Headers["BCC"] = []any{receiptKey}
 		}
-		b.signInto(&out[i].pub, signedTopic(m.Topic, first), m.ID, m.Key)
+		b.signInto(&out[i].pub, m.Topic, m.ID, m.Key)
 	}
 	return b.send(ctx, msgs[0].Key+"\x00"+msgs[0].Lane, out)
 }

@@ -164,8 +164,7 @@ const (
 	headerReason  = "x-rune-reason"
 	headerTopic   = "x-rune-topic"
 	headerSeq     = "x-rune-seq"
-	// headerFirst marks broker.Message.First; it is signed with the message
-	// (signedTopic), so it cannot be added to a copy.
+	// headerFirst marks broker.Message.First (firstMark).
 	headerFirst = "x-rune-first"
 	// headerTraceparent carries broker.Message.Trace (W3C trace context).
 	headerTraceparent = "traceparent"
