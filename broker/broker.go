@@ -49,6 +49,14 @@ type Message struct {
 	// ("" when nothing traces): brokers carry it as a header, beside the
 	// body, so one execution is one trace across processes.
 	Trace string
+	// First, on Execution, marks the first copy of a message: published by
+	// the handling that first finished its parent (engine.FirstCopies), of
+	// which there is one per message id. Any other copy (a replay's, the
+	// trigger's, a dead letter's) is published without it. Brokers carry it
+	// beside the body and drop it on dead letters; a consumer that gets it
+	// on a first delivery (not Redelivered) knows no earlier delivery of
+	// that id can have run (dead letters and redeliveries aside).
+	First bool
 }
 
 // Delivery is a consumed message.

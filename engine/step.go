@@ -36,8 +36,12 @@ type step struct {
 	// uncounted is set for barrier timeouts, which the live count never
 	// included (see HandleTimeout).
 	uncounted bool
-	// running is set while a node that skipped Begin awaits its Finish's
-	// verdict: its running status, reported only if the verdict is Run.
+	// unchecked is set while a message run without Begin awaits its
+	// Finish's verdict (coord.Finish.Optimistic).
+	unchecked bool
+	// running is set while a pure node that skipped Begin awaits its
+	// Finish's verdict: its running status, reported only if the verdict is
+	// Run.
 	running *message.NodeStatus
 	// secrets are the credential values this step's node resolved: they
 	// are redacted from everything it produces (see stepSecrets).
@@ -77,8 +81,22 @@ func (s *step) handle(ctx context.Context) error {
 		// two. Its running status waits for the verdict (the node takes
 		// microseconds), so a message that must not run never reports one.
 		now := s.e.cfg.Now()
+		s.unchecked = true
 		s.running = s.status(message.StatusRunning, now)
 		rec, err := s.run(ctx, now)
+		if err != nil {
+			return err
+		}
+		return s.finish(ctx, rec)
+	}
+	if s.eager() {
+		// A first copy's first delivery: no earlier delivery of it ran, so
+		// Begin could only say Drop (a halt landed while it was queued),
+		// which its Finish says too, after the node ran. Its running
+		// status goes out as a Begin's would: the node may take long.
+		s.unchecked = true
+		s.sink.Status(s.status(message.StatusRunning, s.e.cfg.Now()))
+		rec, err := s.run(ctx, s.e.cfg.Now())
 		if err != nil {
 			return err
 		}
@@ -146,6 +164,17 @@ func (s *step) optimistic() bool {
 	}
 	_, pure := s.wf.runners[s.node.ID].(node.Pure)
 	return pure
+}
+
+// eager says whether the message may run without Begin although its node
+// is not pure: the node allows it (node.Eager) and the message is a first
+// copy on its first delivery (FirstCopies).
+func (s *step) eager() bool {
+	if !s.resumedAt.IsZero() || s.uncounted || isWait(s.node.Type) || s.node.Type == "aggregator" || s.node.Type == "merge" {
+		return false
+	}
+	_, eager := s.wf.runners[s.node.ID].(node.Eager)
+	return eager && firstCopy(s.sink)
 }
 
 // replay publishes again the effects of a message that finished before,
@@ -562,7 +591,7 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
 		// remove it (see HandleTimeout).
 		spawned++
 	}
-	optimistic := s.running != nil
+	optimistic := s.unchecked
 	early, err := s.statusesFirst(ctx, f, spawned)
 	if err != nil || early == done {
 		return err
@@ -585,7 +614,7 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
 		return fmt.Errorf("engine: finish message %s: %w", s.m.MessageID, err)
 	}
 	running := s.running
-	s.running = nil
+	s.running, s.unchecked = nil, false
 	switch out.Verdict {
 	case coord.Replay:
 		return s.replay(ctx, out.Record)
@@ -618,6 +647,9 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
 			s.sink.Status(st)
 		}
 	}
+	// This Finish recorded the message (not a duplicate, not a replay):
+	// no other handling publishes these successors but as replays.
+	markFirst(s.sink, !out.Duplicate && !s.replaying)
 	for _, n := range f.next {
 		s.sink.Execute(n, f.delay)
 	}
@@ -721,28 +753,29 @@ const (
 // spawns successors cannot be overtaken so: the execution lives on at least
 // until they finish, and they are published after its statuses.
 //
-// A message run optimistically asks Begin first, so that a halted
+// A message run without Begin asks Begin first, so that a halted
 // execution's or a finished message's statuses are not reported as new.
 func (s *step) statusesFirst(ctx context.Context, f *effects, spawned int) (statusTiming, error) {
 	syncer, ok := s.sink.(StatusSyncer)
 	if !ok || spawned > 0 || len(f.statuses) == 0 {
 		return none, nil
 	}
-	running := s.running
-	if running != nil {
+	if s.unchecked {
 		b, err := s.e.cfg.Coord.Begin(ctx, s.m.ExecutionID, s.m.MessageID)
 		if err != nil {
 			return done, fmt.Errorf("engine: begin message %s: %w", s.m.MessageID, err)
 		}
 		switch b.State {
 		case coord.Drop:
-			s.running = nil
+			s.running, s.unchecked = nil, false
 			return done, s.drop(ctx)
 		case coord.Replay:
-			s.running = nil
+			s.running, s.unchecked = nil, false
 			return done, s.replay(ctx, b.Record)
 		}
-		s.sink.Status(running)
+		if s.running != nil {
+			s.sink.Status(s.running)
+		}
 	}
 	for _, st := range f.statuses {
 		s.sink.Status(st)

@@ -41,6 +41,20 @@ type Pure interface {
 	Pure()
 }
 
+// Eager is implemented by runners that may start before the coordinator
+// has said their message should run, when the message is a first copy on
+// its first delivery (engine.FirstCopies): one coordination round trip per
+// node instead of two. The price, for such a node: a halt (or cancel) that
+// lands while its message is queued is seen after the node ran, whose
+// result is then discarded and which reports skipped; and in the rare race
+// of a first copy delivered after a replayed copy of the same message has
+// finished, the node runs a second time (as it does today when both copies
+// run at once). Nodes whose repetition must not happen (email, sms) keep
+// their own record and do not implement it; the http node does.
+type Eager interface {
+	Eager()
+}
+
 // Vars is implemented by runners whose output is also recorded under
 // $vars.<VarName()> (the notification steps' email_<id> and sms_<id>): the
 // engine adds it to the context that later nodes and the completion see.

@@ -17,6 +17,11 @@ func checkIdempotencyKey(c *workflow.NodeCheck) {
 	}
 }
 
+// Eager implements node.Eager: an http hop on a first copy makes one
+// coordination round trip (its Finish) instead of two; a call short next to
+// a round trip is what makes the second one count (docs/benchmarks.md).
+func (*httpRunner) Eager() {}
+
 // Run calls the endpoint. With idempotency_key: true the call is made at
 // most once per idempotency key, as an email or a text is: a retry or
 // redelivery after a successful call returns the recorded response

@@ -26,8 +26,9 @@ type Options struct {
 	// Default 10 MiB.
 	MaxResponseBytes int64
 	// HTTPClient sends the http nodes' requests. Nil means a client of its own
-	// (a clone of http.DefaultTransport); timeouts come from the options above
-	// either way.
+	// (a clone of http.DefaultTransport keeping IdleConnsPerHost idle
+	// connections per host); timeouts come from the options above either
+	// way.
 	HTTPClient *http.Client
 	// Effects records the sends of email and sms nodes by idempotency key, so
 	// a retried or redelivered node does not send again. Nil: every attempt
@@ -51,6 +52,12 @@ type Options struct {
 const (
 	DefaultHTTPTimeout      = 30 * time.Second
 	DefaultMaxResponseBytes = 10 << 20
+	// IdleConnsPerHost is how many idle connections to one host the default
+	// client keeps: a worker runs its http nodes many at once (64 handlers
+	// by default), often against one host. net/http's default of 2 made
+	// every call past the second dial anew, 12 % of a worker's CPU in the
+	// bench's http chain (docs/benchmarks.md, round 5).
+	IdleConnsPerHost = 64
 )
 
 func (o Options) withDefaults() Options {
@@ -64,7 +71,10 @@ func (o Options) withDefaults() Options {
 		o.SMTPTimeout = DefaultHTTPTimeout
 	}
 	if o.HTTPClient == nil {
-		o.HTTPClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = IdleConnsPerHost
+		t.MaxIdleConns = max(t.MaxIdleConns, 4*IdleConnsPerHost)
+		o.HTTPClient = &http.Client{Transport: t}
 	}
 	return o
 }

@@ -136,7 +136,7 @@ func settle(ctx, running context.Context, cfg Config, d *broker.Delivery, ids ru
 	topic := string(d.Topic)
 	cfg.Metrics.InFlight(topic, 1)
 	defer cfg.Metrics.InFlight(topic, -1)
-	s := &Publisher{ctx: ctx, b: cfg.Broker, onComplete: cfg.Engine.Completed, running: running}
+	s := &Publisher{ctx: ctx, b: cfg.Broker, onComplete: cfg.Engine.Completed, running: running, first: d.First && !d.Redelivered}
 	s.SetRunningAfter(cfg.RunningAfter)
 	var err error
 	if cfg.Tracer != nil {
@@ -205,6 +205,10 @@ type Publisher struct {
 	onComplete func(context.Context, *message.Completion)
 	// trace is the traceparent the messages that run nodes carry.
 	trace string
+	// first is set when the message handled is a first copy on its first
+	// delivery; mark when the successors reported now are first copies
+	// (engine.FirstCopies).
+	first, mark bool
 
 	// runningAfter is how long a running status is held back.
 	runningAfter time.Duration
@@ -326,12 +330,21 @@ func (p *Publisher) publishNow(m broker.Message) {
 	p.pending = append(p.pending, p.b.Publish(p.ctx, m))
 }
 
-// Execute implements engine.Sink.
+// Execute implements engine.Sink. A delayed message (a retry) is never a
+// first copy: a delay queue may dead-letter it twice (quorum queues'
+// at-least-once dead-lettering).
 func (p *Publisher) Execute(m *message.NodeExecution, delay time.Duration) {
 	p.release()
 	p.open = nil
-	p.batch = append(p.batch, broker.Message{Topic: broker.Execution, ID: m.MessageID, Key: m.ExecutionID, Lane: lane(m.LineageStack), Body: m, Delay: delay, Trace: p.trace})
+	p.batch = append(p.batch, broker.Message{Topic: broker.Execution, ID: m.MessageID, Key: m.ExecutionID, Lane: lane(m.LineageStack), Body: m, Delay: delay, Trace: p.trace,
+		First: p.mark && delay == 0})
 }
+
+// FirstCopy implements engine.FirstCopies.
+func (p *Publisher) FirstCopy() bool { return p.first }
+
+// MarkFirst implements engine.FirstCopies.
+func (p *Publisher) MarkFirst(first bool) { p.mark = first }
 
 // Timeout implements engine.Sink.
 func (p *Publisher) Timeout(t *message.Timeout, delay time.Duration) {

@@ -255,6 +255,7 @@ func (c *consumer) handle(ctx context.Context, d *amqp091.Delivery) {
 	if c.topic == broker.DeadLetter {
 		c.b.fillDeadLetter(del, d)
 	} else {
+		del.First = c.topic == broker.Execution && c.b.firstCopy(d, c.topic)
 		if err := c.b.verify(d, c.topic); err != nil {
 			c.reject(ctx, d, err)
 			return
@@ -335,7 +336,7 @@ func (b *Broker) deadLetter(ctx context.Context, topic broker.Topic, d *amqp091.
 	}
 	headers := amqp091.Table{}
 	for k, v := range d.Headers {
-		if k != headerSeq {
+		if k != headerSeq && k != headerFirst {
 			headers[k] = v
 		}
 	}

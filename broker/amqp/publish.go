@@ -81,6 +81,12 @@ func (b *Broker) Publish(ctx context.Context, msgs ...broker.Message) broker.Pen
 		if m.Trace != "" {
 			out[i].pub.Headers = amqp091.Table{headerTraceparent: m.Trace}
 		}
+		if m.First && m.Topic == broker.Execution && m.Delay == 0 {
+			if out[i].pub.Headers == nil {
+				out[i].pub.Headers = amqp091.Table{}
+			}
+			out[i].pub.Headers[headerFirst] = b.firstMark(m.Topic, m.ID, m.Key, body)
+		}
 		if m.Topic == broker.Completion {
 			if out[i].pub.Headers == nil {
 				out[i].pub.Headers = amqp091.Table{}

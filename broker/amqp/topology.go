@@ -164,6 +164,8 @@ const (
 	headerReason  = "x-rune-reason"
 	headerTopic   = "x-rune-topic"
 	headerSeq     = "x-rune-seq"
+	// headerFirst marks broker.Message.First (firstMark).
+	headerFirst = "x-rune-first"
 	// headerTraceparent carries broker.Message.Trace (W3C trace context).
 	headerTraceparent = "traceparent"
 	contentType       = "application/json"

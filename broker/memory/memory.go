@@ -285,7 +285,7 @@ func (b *Broker) handle(ctx context.Context, q *queue, topic broker.Topic, d *br
 func (b *Broker) deadLetter(d *broker.Delivery, reason string) {
 	b.log.Warn("memory broker: message dead-lettered", "topic", d.Topic, "id", d.ID, "key", d.Key, "reason", reason)
 	dl := *d
-	dl.Redelivered = false
+	dl.Redelivered, dl.First = false, false
 	dl.Reason = reason
 	b.queues[topicIndex(broker.DeadLetter)].push(&dl)
 }

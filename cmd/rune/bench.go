@@ -61,6 +61,7 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) error {
 	wait := fs.Duration("wait", 2*time.Second, "timers: how long each execution waits")
 	pending := fs.Int("pending", 1000000, "timers: pending timers in the backlog (0: skip the backlog)")
 	rate := fs.Int("rate", 5000, "timers: backlog timers coming due per second while lateness is measured")
+	httpProbe := fs.String("http-probe", "", "internal, for --chain http: make 200 GETs of this URL one at a time, 1 ms apart, and print their p50 in nanoseconds (the bench runs it in a process of its own)")
 	startRate := fs.Int("start-rate", 0, "timers: executions started per second, paced evenly, so that their waits come due at that rate (default 0: as fast as possible)")
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, `Usage: rune bench [flags]
@@ -97,6 +98,14 @@ the nodes).`)
 	}
 	if *execs < 0 || *inflight <= 0 || *nodes <= 0 || *concurrency < 0 || *prefetch < 0 || *spawn < 0 || *idle < 0 || *startRate < 0 {
 		return usagef("--executions, --inflight and --nodes must be positive; --concurrency, --prefetch, --spawn-workers, --idle-executions and --start-rate not negative")
+	}
+	if *httpProbe != "" {
+		p50, err := timeGETs(ctx, *httpProbe, time.Millisecond)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(env.stdout, int64(p50))
+		return nil
 	}
 	switch *mode {
 	case "linear":
@@ -212,8 +221,12 @@ type distributedReport struct {
 	RatioSame float64         `json:"ratio_to_raw_ceiling_same_messages,omitempty"`
 	// Chain is the chain's node type; HTTPCallP50 is, for http, the p50 of
 	// the same GET made by the bench itself: the call without Rune.
-	Chain       string        `json:"chain"`
-	HTTPCallP50 time.Duration `json:"http_call_p50_ns,omitempty"`
+	// HTTPCallOtherP50 is that of the GET made from a process of its own,
+	// 1 ms apart, as a worker makes it in the idle run: the call includes
+	// waking the serving process.
+	Chain            string        `json:"chain"`
+	HTTPCallP50      time.Duration `json:"http_call_p50_ns,omitempty"`
+	HTTPCallOtherP50 time.Duration `json:"http_call_other_process_p50_ns,omitempty"`
 }
 
 func benchDistributed(ctx context.Context, env *cliEnv, srv *servers, o distributedBench) error {
@@ -268,6 +281,9 @@ func benchDistributed(ctx context.Context, env *cliEnv, srv *servers, o distribu
 		}
 		defer stop()
 		def, rep.Chain, rep.HTTPCallP50 = bench.HTTPWorkflow(o.nodes, url), "http", callP50
+		if rep.HTTPCallOtherP50, err = probeFromProcess(ctx, url); err != nil {
+			return err
+		}
 	}
 	wf, err := eng.Compile(def)
 	if err != nil {
@@ -347,26 +363,53 @@ func benchHTTPServer(ctx context.Context) (url string, callP50 time.Duration, st
 	}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	url = "http://" + ln.Addr().String() + "/"
+	if callP50, err = timeGETs(ctx, url, 0); err != nil {
+		_ = srv.Close()
+		return "", 0, nil, err
+	}
+	return url, callP50, func() { _ = srv.Close() }, nil
+}
+
+// timeGETs makes 200 GETs of url one at a time, gap apart, on one
+// kept-alive connection, and returns their p50.
+func timeGETs(ctx context.Context, url string, gap time.Duration) (time.Duration, error) {
 	calls := make([]time.Duration, 0, 200)
 	client := &http.Client{Timeout: 10 * time.Second}
 	for range 200 {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
-			_ = srv.Close()
-			return "", 0, nil, err
+			return 0, err
 		}
 		t0 := time.Now()
 		resp, err := client.Do(req)
 		if err != nil {
-			_ = srv.Close()
-			return "", 0, nil, err
+			return 0, err
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		_ = resp.Body.Close()
 		calls = append(calls, time.Since(t0))
+		time.Sleep(gap)
 	}
 	sort.Slice(calls, func(i, j int) bool { return calls[i] < calls[j] })
-	return url, bench.Percentile(calls, 0.5), func() { _ = srv.Close() }, nil
+	return bench.Percentile(calls, 0.5), nil
+}
+
+// probeFromProcess times the GETs of url from a process of its own (this
+// binary, --http-probe), as a worker makes them.
+func probeFromProcess(ctx context.Context, url string) (time.Duration, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return 0, fmt.Errorf("http probe: %w", err)
+	}
+	out, err := exec.CommandContext(ctx, exe, "bench", "--http-probe", url).Output()
+	if err != nil {
+		return 0, fmt.Errorf("http probe: %w", err)
+	}
+	ns, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("http probe: reading %q: %w", out, err)
+	}
+	return time.Duration(ns), nil
 }
 
 func orDefault(n int) string {
@@ -384,7 +427,8 @@ func (r *distributedReport) print(w io.Writer, nodes int) {
 	r.Throughput.Print(w, fmt.Sprintf("distributed runtime (RabbitMQ, Redis), linear workflow of %d %s nodes, %d in flight, %s, concurrency %d, prefetch %s",
 		nodes, r.Chain, r.InFlight, who, r.Concurrency, orDefault(r.Prefetch)))
 	if r.HTTPCallP50 > 0 {
-		fmt.Fprintf(w, "  the HTTP call itself (200 GETs by the bench): p50 %s\n", r.HTTPCallP50.Round(time.Microsecond))
+		fmt.Fprintf(w, "  the HTTP call itself (200 GETs by the bench): p50 %s; from another process, 1 ms apart: p50 %s\n",
+			r.HTTPCallP50.Round(time.Microsecond), r.HTTPCallOtherP50.Round(time.Microsecond))
 	}
 	if r.WorkerPeakRSS > 0 {
 		fmt.Fprintf(w, "  worker peak RSS:  %.1f MiB\n", float64(r.WorkerPeakRSS)/(1<<20))
