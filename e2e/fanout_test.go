@@ -1,21 +1,43 @@
 package e2e
 
 import (
+	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rune-org/rune/bench"
 	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/internal/testinfra"
 	"github.com/rune-org/rune/message"
 )
 
 // Two workers share a 10,000-item fan-out; one is killed with kill -9
 // midway. The other finishes: the aggregate is right, and the execution
-// completes exactly once.
+// completes exactly once. With shards=16 the aggregator's values live in
+// shard keys written before each arrival is counted (coord/redis
+// BarrierOptions.Shards), so a kill can fall between the two.
 func TestFanoutSurvivesKill(t *testing.T) {
+	for _, shards := range []string{"", "16"} {
+		t.Run("shards="+shards, func(t *testing.T) {
+			redisURL := ""
+			if shards != "" {
+				u, err := url.Parse(testinfra.RedisURL(t))
+				if err != nil {
+					t.Fatal(err)
+				}
+				q := u.Query()
+				q.Set("shards", shards)
+				u.RawQuery = q.Encode()
+				redisURL = u.String()
+			}
+			fanoutSurvivesKill(t, newClusterOn(t, "", redisURL), shards != "")
+		})
+	}
+}
+
+func fanoutSurvivesKill(t *testing.T, c *cluster, sharded bool) {
 	const items = 10000
-	c := newCluster(t, "")
 	workers := []*proc{c.startWorker(), c.startWorker()}
 	waitFor(t, 30*time.Second, "both workers consuming", func() bool {
 		return inspectQueue(t, c, c.prefix+".workflow.execution").Consumers == 2
@@ -73,6 +95,11 @@ func TestFanoutSurvivesKill(t *testing.T) {
 		if v != float64(2*i) {
 			t.Fatalf("items[%d] = %v, want %d", i, v, 2*i)
 		}
+	}
+	// The sharded run went through the shards: the aggregator's 16 value
+	// keys are still there, kept Retain after the completion.
+	if shardKeys, err := c.redis.Keys(t.Context(), c.prefix+":{"+id+"/*").Result(); err != nil || sharded != (len(shardKeys) == 16) {
+		t.Fatalf("%d shard keys of the aggregator (%v), want 16 with shards=16 and none without", len(shardKeys), err)
 	}
 	t.Logf("1 execution, %d items, completed once (%d duplicate completion messages, identical)", items, cs.dups)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -234,7 +235,16 @@ func newClusterOn(t *testing.T, amqpURL, redisURL string) *cluster {
 	}
 	c := &cluster{t: t, prefix: testinfra.Name(t), amqpURL: amqpURL, redisURL: redisURL}
 	t.Logf("prefix %s", c.prefix)
-	opts, err := goredis.ParseURL(c.redisURL)
+	// The test's own client: without Rune's options (shards), which
+	// go-redis does not know.
+	u, err := url.Parse(c.redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Del("shards")
+	u.RawQuery = q.Encode()
+	opts, err := goredis.ParseURL(u.String())
 	if err != nil {
 		t.Fatal(err)
 	}
