@@ -11,7 +11,7 @@
 --         arrivals cannot open it anew. The Coordinator expires it with the
 --         execution's own keys (10 minutes after the end).
 -- ARGV[1] total, ARGV[2] need (used when the barrier does not exist yet),
--- ARGV[3] TTL ms, ARGV[4] slot, ARGV[5] value, ARGV[6] retain ms, ARGV[7]
+-- ARGV[3] TTL ms, ARGV[4] slot, ARGV[5] value (empty when sharded: it is in its shard), ARGV[6] retain ms, ARGV[7]
 -- the barrier's field in the closed hash, ARGV[8] with shards the shards'
 -- TTL ms (twice the TTL), else "".
 -- Returns {-1} cancelled, {-2, total} slot out of range, {-3, win} completed

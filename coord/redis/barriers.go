@@ -202,7 +202,7 @@ func (b *Barriers) Arrive(ctx context.Context, exec, key string, spec coord.Barr
 	if value == nil {
 		value = []byte{} // go-redis would send nil as "" anyway; be explicit
 	}
-	shardTTL, written := "", false
+	shardTTL, written, scriptValue := "", false, value
 	if b.shards > 1 {
 		if slot < 0 { // no shard to write to; arrive.lua would say the same
 			return coord.Arrival{}, where(fmt.Errorf("slot out of range 0..%d", spec.Total-1))
@@ -211,9 +211,10 @@ func (b *Barriers) Arrive(ctx context.Context, exec, key string, spec coord.Barr
 		if written, err = b.writeValue(ctx, exec, key, slot, value, shardTTL); err != nil {
 			return coord.Arrival{}, where(err)
 		}
+		scriptValue = []byte{} // the value is in its shard: the script only counts the slot
 	}
 	reply, err := arriveScript.Run(ctx, b.client, b.keys(exec, key),
-		spec.Total, spec.Need, millis(ttl), slot, value, b.retain, key, shardTTL).Slice()
+		spec.Total, spec.Need, millis(ttl), slot, scriptValue, b.retain, key, shardTTL).Slice()
 	if err != nil {
 		return coord.Arrival{}, where(err)
 	}
