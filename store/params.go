@@ -130,14 +130,7 @@ func CheckCredential(c *Credential) error {
 	case c.KeyID == "":
 		return invalid("credential %s: key id: missing", c.Name)
 	}
-	if c.UpdatedAt.IsZero() {
-		c.UpdatedAt = time.Now()
-	}
-	c.UpdatedAt = Micro(c.UpdatedAt)
-	if c.CreatedAt.IsZero() {
-		c.CreatedAt = c.UpdatedAt
-	}
-	c.CreatedAt = Micro(c.CreatedAt)
+	stamp(&c.CreatedAt, &c.UpdatedAt)
 	return nil
 }
 
@@ -152,10 +145,7 @@ func CheckToken(t *Token) error {
 	if t.ID == "" {
 		t.ID = NewID("tok_")
 	}
-	if t.CreatedAt.IsZero() {
-		t.CreatedAt = time.Now()
-	}
-	t.CreatedAt = Micro(t.CreatedAt)
+	t.CreatedAt = Micro(orNow(t.CreatedAt))
 	return nil
 }
 

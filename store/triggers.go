@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -112,11 +113,7 @@ func CheckHook(h *Hook) error {
 	case len(h.Settings) > 0 && !json.Valid(h.Settings):
 		return invalid("hook %s: settings: not valid JSON", h.ID)
 	}
-	h.UpdatedAt = Micro(orNow(h.UpdatedAt))
-	if h.CreatedAt.IsZero() {
-		h.CreatedAt = h.UpdatedAt
-	}
-	h.CreatedAt = Micro(h.CreatedAt)
+	stamp(&h.CreatedAt, &h.UpdatedAt)
 	return nil
 }
 
@@ -130,11 +127,7 @@ func CheckSchedule(sc *Schedule) error {
 	case len(sc.Settings) > 0 && !json.Valid(sc.Settings):
 		return invalid("schedule %s: settings: not valid JSON", sc.ID)
 	}
-	sc.UpdatedAt = Micro(orNow(sc.UpdatedAt))
-	if sc.CreatedAt.IsZero() {
-		sc.CreatedAt = sc.UpdatedAt
-	}
-	sc.CreatedAt = Micro(sc.CreatedAt)
+	stamp(&sc.CreatedAt, &sc.UpdatedAt)
 	sc.NextAt, sc.LastSlot = microPtr(sc.NextAt), microPtr(sc.LastSlot)
 	return nil
 }
@@ -168,6 +161,23 @@ func orNow(t time.Time) time.Time {
 		return time.Now()
 	}
 	return t
+}
+
+// stamp fills in a stored record's times: updated defaults to now, created
+// to updated, both to the microsecond that the stores keep.
+func stamp(created, updated *time.Time) {
+	*updated = Micro(orNow(*updated))
+	if created.IsZero() {
+		*created = *updated
+	}
+	*created = Micro(*created)
+}
+
+// SlotTaken is FireSchedule's error when f's slot was fired by another
+// server, or the schedule was paused or changed since it was read.
+func SlotTaken(f Fire) error {
+	return fmt.Errorf("schedule %s slot %s: %w: fired by another server, paused or changed", f.ScheduleID,
+		f.From.Format(time.RFC3339Nano), ErrConflict)
 }
 
 func microPtr(t *time.Time) *time.Time {

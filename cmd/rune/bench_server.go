@@ -247,19 +247,8 @@ func benchServer(ctx context.Context, env *cliEnv, srv *servers, b serverBench) 
 	fmt.Fprintf(env.stderr, "load: %d triggers accepted in %s by %d clients: %.0f/s\n", b.executions, triggered.Round(time.Millisecond), b.clients, res.TriggersPerSec)
 	// History: every status of every execution persisted.
 	want := b.executions + b.idle
-	for {
-		n, err := countCompleted(ctx, st)
-		if err != nil {
-			return err
-		}
-		if n >= want {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
+	if err := waitCompleted(ctx, st, want); err != nil {
+		return err
 	}
 	all := time.Since(start)
 	res.StatusesPersisted = b.executions * (1 + 2*b.nodes)
@@ -291,8 +280,22 @@ func waitFinal(ctx context.Context, st store.Store, id string) (*store.Execution
 	}
 }
 
-func countCompleted(ctx context.Context, st store.Store) (int, error) {
-	return countExecutions(ctx, st, store.ExecutionFilter{Status: store.StatusCompleted})
+// waitCompleted polls st until want executions are completed, or ctx ends.
+func waitCompleted(ctx context.Context, st store.Store, want int) error {
+	for {
+		n, err := countExecutions(ctx, st, store.ExecutionFilter{Status: store.StatusCompleted})
+		if err != nil {
+			return fmt.Errorf("count completed executions: %w", err)
+		}
+		if n >= want {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // countExecutions counts the executions f selects.

@@ -127,19 +127,8 @@ func benchWebhooks(ctx context.Context, env *cliEnv, srv *servers, b serverBench
 		}
 		res.Replays++
 	}
-	for {
-		n, err := countCompleted(ctx, rig.st)
-		if err != nil {
-			return fmt.Errorf("count completed executions: %w", err)
-		}
-		if n >= b.executions {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
+	if err := waitCompleted(ctx, rig.st, b.executions); err != nil {
+		return err
 	}
 	all := time.Since(start)
 	total, err := countExecutions(ctx, rig.st, store.ExecutionFilter{WorkflowID: "bench_linear"})

@@ -67,6 +67,18 @@ func settingsBody(settings string, fields map[string]any) ([]byte, error) {
 	return json.Marshal(body)
 }
 
+// args parses a trigger command's flags and returns its positional
+// arguments, which start with a subcommand and a workflow id.
+func (tc *triggerCmd) args(fs *flag.FlagSet, args []string) (pos []string, err error) {
+	if pos, err = parseInterspersed(fs, args); err != nil {
+		return nil, err
+	}
+	if len(pos) < 2 {
+		return nil, usagef("want a subcommand and a workflow id (rune %s --help)", tc.kind)
+	}
+	return pos, nil
+}
+
 // want checks the positional arguments of a subcommand.
 func want(pos []string, n int, usage string) error {
 	if len(pos) != n {
@@ -95,12 +107,9 @@ Webhooks start executions from POST <server>/v1/hooks/<secret> (docs/triggers.md
 The URL's secret and the signing secret are shown once: by create and rotate.`)
 		fs.PrintDefaults()
 	}
-	pos, err := parseInterspersed(fs, args)
+	pos, err := tc.args(fs, args)
 	if err != nil {
 		return err
-	}
-	if len(pos) < 2 {
-		return usagef("want a subcommand and a workflow id (rune hooks --help)")
 	}
 	wf := pos[1]
 	switch pos[0] {

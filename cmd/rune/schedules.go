@@ -31,12 +31,9 @@ func cmdSchedules(ctx context.Context, env *cliEnv, args []string) error {
 Every slot of a schedule starts one execution, across any number of servers (docs/triggers.md).`)
 		fs.PrintDefaults()
 	}
-	pos, err := parseInterspersed(fs, args)
+	pos, err := tc.args(fs, args)
 	if err != nil {
 		return err
-	}
-	if len(pos) < 2 {
-		return usagef("want a subcommand and a workflow id (rune schedules --help)")
 	}
 	wf := pos[1]
 	switch pos[0] {

@@ -171,8 +171,7 @@ func (s *Store) FireSchedule(ctx context.Context, f store.Fire) ([]*store.Execut
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("schedule %s slot %s: %w: fired by another server, paused or changed", f.ScheduleID,
-				f.From.Format(time.RFC3339Nano), store.ErrConflict)
+			return store.SlotTaken(f)
 		}
 		for _, x := range xs {
 			err := tx.QueryRow(ctx, queries["execution_create_many"], createManyArgs([]*store.Execution{x})...).Scan(new(string), &x.Version)

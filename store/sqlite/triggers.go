@@ -179,8 +179,7 @@ func (s *Store) FireSchedule(ctx context.Context, f store.Fire) ([]*store.Execut
 			return err
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("schedule %s slot %s: %w: fired by another server, paused or changed", f.ScheduleID,
-				f.From.Format(time.RFC3339Nano), store.ErrConflict)
+			return store.SlotTaken(f)
 		}
 		for _, x := range xs {
 			x, ok, err := createExecution(ctx, tx, x)
