@@ -476,9 +476,20 @@ func TestBenchSpawnWorkers(t *testing.T) {
 			} `json:"pattern"`
 		} `json:"raw_ceiling_same_messages"`
 		RatioSame float64 `json:"ratio_to_raw_ceiling_same_messages"`
+		CPU       struct {
+			Worker   int64 `json:"worker_ns"`
+			RabbitMQ int64 `json:"rabbitmq_ns"`
+			Bench    int64 `json:"bench_ns"`
+		} `json:"cpu_per_node"`
 	}
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("rune bench --json: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	// CPU per node of every process the machine shows: the broker's when it
+	// runs here (its /proc entries need root to be read).
+	local := strings.Contains(amqpURL, "@127.0.0.1:") || strings.Contains(amqpURL, "@localhost:")
+	if rep.CPU.Worker <= 0 || rep.CPU.Bench <= 0 || (local && os.Geteuid() == 0 && rep.CPU.RabbitMQ <= 0) {
+		t.Errorf("CPU per node %+v, want the worker's, the bench's and (local, root) RabbitMQ's:\n%s", rep.CPU, out)
 	}
 	tp := rep.Throughput
 	// Status messages (issue 11): one per hop, the trigger's included, and a

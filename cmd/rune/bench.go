@@ -207,10 +207,13 @@ type distributedReport struct {
 	WorkerPeakRSS uint64 `json:"worker_peak_rss_bytes,omitempty"`
 	// WorkerCPUPerNode is the spawned workers' CPU time over the node
 	// executions of the throughput run (Linux, 10 ms resolution).
-	WorkerCPUPerNode time.Duration   `json:"worker_cpu_per_node_ns,omitempty"`
-	Throughput       *bench.Result   `json:"throughput"`
-	Idle             *bench.Result   `json:"idle,omitempty"`
-	Raw              *amqp.HopResult `json:"raw_ceiling,omitempty"`
+	WorkerCPUPerNode time.Duration `json:"worker_cpu_per_node_ns,omitempty"`
+	// CPU is the CPU time per node execution of every process of the
+	// throughput run that this machine can see (Worker is WorkerCPUPerNode).
+	CPU        cpuPerNode      `json:"cpu_per_node"`
+	Throughput *bench.Result   `json:"throughput"`
+	Idle       *bench.Result   `json:"idle,omitempty"`
+	Raw        *amqp.HopResult `json:"raw_ceiling,omitempty"`
 	// Ratio is the node execution rate over the raw hop rate.
 	Ratio float64 `json:"ratio_to_raw_ceiling,omitempty"`
 	// Sizes are the workflow's messages; RawSame is the raw ceiling for
@@ -291,17 +294,13 @@ func benchDistributed(ctx context.Context, env *cliEnv, srv *servers, o distribu
 	}
 
 	fmt.Fprintf(env.stderr, "rune bench: %d executions of %d %s nodes, %d in flight, distributed runtime\n", o.executions, o.nodes, rep.Chain, o.inflight)
-	var cpu0 time.Duration
-	if workers != nil {
-		cpu0 = workers.cpu()
-	}
+	cpu := newCPUMeter(workers, srv)
 	rep.Throughput, err = bench.RunWatching(ctx, b, eng, wf, bench.Config{Executions: o.executions, InFlight: o.inflight, Progress: env.stderr})
 	if err != nil {
 		return workers.explain(err)
 	}
-	if workers != nil && rep.Throughput.NodeExecutions > 0 {
-		rep.WorkerCPUPerNode = (workers.cpu() - cpu0) / time.Duration(rep.Throughput.NodeExecutions)
-	}
+	rep.CPU = cpu.perNode(rep.Throughput.NodeExecutions)
+	rep.WorkerCPUPerNode = rep.CPU.Worker
 	if o.idle > 0 {
 		fmt.Fprintf(env.stderr, "rune bench: %d executions one at a time (idle latency)\n", o.idle)
 		rep.Idle, err = bench.RunWatching(ctx, b, eng, wf, bench.Config{Executions: o.idle, InFlight: 1})
@@ -433,9 +432,7 @@ func (r *distributedReport) print(w io.Writer, nodes int) {
 	if r.WorkerPeakRSS > 0 {
 		fmt.Fprintf(w, "  worker peak RSS:  %.1f MiB\n", float64(r.WorkerPeakRSS)/(1<<20))
 	}
-	if r.WorkerCPUPerNode > 0 {
-		fmt.Fprintf(w, "  worker CPU:       %s per node execution\n", r.WorkerCPUPerNode.Round(time.Microsecond))
-	}
+	r.CPU.print(w)
 	if r.Idle != nil {
 		fmt.Fprintf(w, "idle system, one execution at a time (%d executions)\n", r.Idle.Executions)
 		fmt.Fprintf(w, "  per-node latency: p50 %s, p99 %s (%.0f node executions/s)\n",
@@ -593,29 +590,17 @@ func (g *workerGroup) explain(err error) error {
 	return fmt.Errorf("%w%s", err, b.String())
 }
 
-// peakRSS is the largest peak resident set size among the workers, from
-// /proc (0 where there is none).
-// cpu is the CPU time (user + system) the workers used so far (Linux).
-func (g *workerGroup) cpu() time.Duration {
-	var ticks uint64
-	for _, p := range g.procs {
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
-		if err != nil {
-			continue
-		}
-		// Fields after the command name (which may hold spaces): utime and
-		// stime are the 12th and 13th.
-		s := string(data)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) > 12 {
-			u, _ := strconv.ParseUint(f[11], 10, 64)
-			st, _ := strconv.ParseUint(f[12], 10, 64)
-			ticks += u + st
-		}
+// pids are the workers' process IDs.
+func (g *workerGroup) pids() []int {
+	pids := make([]int, len(g.procs))
+	for i, p := range g.procs {
+		pids[i] = p.cmd.Process.Pid
 	}
-	return time.Duration(ticks) * (time.Second / 100) // USER_HZ is 100 on Linux
+	return pids
 }
 
+// peakRSS is the largest peak resident set size among the workers, from
+// /proc (0 where there is none).
 func (g *workerGroup) peakRSS() uint64 {
 	var peak uint64
 	for _, p := range g.procs {

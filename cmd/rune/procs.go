@@ -1,0 +1,190 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The bench charges the CPU time of the servers it talks to (RabbitMQ,
+// Redis) to the node executions when they run on this machine: on a small
+// machine they share the cores with the workers, and their cost per node
+// is what bounds the rate. Linux only; elsewhere, or without the right to
+// read another user's /proc entries (root is needed for RabbitMQ's), the
+// figures are left out.
+
+// localServerPIDs returns the processes on this machine that listen on the
+// loopback ports of rawURL's hosts (several for a Redis Cluster URL,
+// "redis://h1:6379,h2:6379"), or nil when a host is not loopback or no
+// listener is found.
+func localServerPIDs(rawURL string, defaultPort int) []int {
+	rest, ok := strings.CutPrefix(rawURL, "amqp://")
+	for _, scheme := range []string{"amqps://", "redis://", "rediss://"} {
+		if ok {
+			break
+		}
+		rest, ok = strings.CutPrefix(rawURL, scheme)
+	}
+	if !ok {
+		return nil
+	}
+	if i := strings.IndexAny(rest, "/?"); i >= 0 {
+		rest = rest[:i]
+	}
+	var ports []int
+	for _, host := range strings.Split(rest, ",") {
+		if i := strings.LastIndexByte(host, '@'); i >= 0 {
+			host = host[i+1:]
+		}
+		name, port := host, defaultPort
+		if h, p, err := net.SplitHostPort(host); err == nil {
+			name = h
+			if port, err = strconv.Atoi(p); err != nil {
+				return nil
+			}
+		}
+		if name, err := url.PathUnescape(name); err != nil || !isLoopback(name) {
+			return nil
+		}
+		ports = append(ports, port)
+	}
+	return listeningPIDs(ports)
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// listeningPIDs returns the processes holding a TCP socket that listens on
+// one of ports, each once.
+func listeningPIDs(ports []int) []int {
+	inodes := map[string]bool{}
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		f, err := os.Open(table)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		sc.Scan() // the header
+		for sc.Scan() {
+			// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+			fields := strings.Fields(sc.Text())
+			if len(fields) < 10 || fields[3] != "0A" { // 0A: LISTEN
+				continue
+			}
+			_, hexPort, _ := strings.Cut(fields[1], ":")
+			port, err := strconv.ParseUint(hexPort, 16, 16)
+			if err == nil && slices.Contains(ports, int(port)) {
+				inodes["socket:["+fields[9]+"]"] = true
+			}
+		}
+		f.Close()
+	}
+	if len(inodes) == 0 {
+		return nil
+	}
+	fds, _ := filepath.Glob("/proc/[0-9]*/fd/*")
+	var pids []int
+	for _, fd := range fds {
+		if link, err := os.Readlink(fd); err == nil && inodes[link] {
+			pid, _ := strconv.Atoi(strings.Split(fd, "/")[2])
+			if !slices.Contains(pids, pid) {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// cpuOf is the CPU time (user + system) the processes used so far; a
+// process that is gone counts nothing.
+func cpuOf(pids []int) time.Duration {
+	var ticks uint64
+	for _, pid := range pids {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// Fields after the command name (which may hold spaces): utime and
+		// stime are the 12th and 13th.
+		s := string(data)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) > 12 {
+			u, _ := strconv.ParseUint(f[11], 10, 64)
+			st, _ := strconv.ParseUint(f[12], 10, 64)
+			ticks += u + st
+		}
+	}
+	return time.Duration(ticks) * (time.Second / 100) // USER_HZ is 100 on Linux
+}
+
+// cpuPerNode is the CPU time per node execution of the processes that ran
+// them: the spawned workers, the RabbitMQ and Redis servers when they are
+// on this machine, and the bench itself (which starts the executions and
+// consumes every status and completion). 0: not measured. A server's
+// figure is all it did during the run: other clients' work included.
+type cpuPerNode struct {
+	Worker   time.Duration `json:"worker_ns,omitempty"`
+	RabbitMQ time.Duration `json:"rabbitmq_ns,omitempty"`
+	Redis    time.Duration `json:"redis_ns,omitempty"`
+	Bench    time.Duration `json:"bench_ns"`
+}
+
+func (c cpuPerNode) print(w io.Writer) {
+	parts := []string{}
+	for _, p := range []struct {
+		name string
+		d    time.Duration
+	}{{"worker", c.Worker}, {"RabbitMQ", c.RabbitMQ}, {"Redis", c.Redis}, {"this bench", c.Bench}} {
+		if p.d > 0 {
+			parts = append(parts, fmt.Sprintf("%s %s", p.name, p.d.Round(time.Microsecond)))
+		}
+	}
+	if c.Worker > 0 {
+		// One line of its own, as earlier benches printed it.
+		fmt.Fprintf(w, "  worker CPU:       %s per node execution\n", c.Worker.Round(time.Microsecond))
+	}
+	fmt.Fprintf(w, "  CPU per node:     %s (total %s)\n", strings.Join(parts, ", "),
+		(c.Worker + c.RabbitMQ + c.Redis + c.Bench).Round(time.Microsecond))
+}
+
+// cpuMeter takes the CPU times at the start of a run.
+type cpuMeter struct {
+	workers, rabbit, redis []int
+	start                  [4]time.Duration
+}
+
+func newCPUMeter(workers *workerGroup, srv *servers) *cpuMeter {
+	m := &cpuMeter{rabbit: localServerPIDs(srv.amqpURL, 5672), redis: localServerPIDs(srv.redisURL, 6379)}
+	if workers != nil {
+		m.workers = workers.pids()
+	}
+	m.start = m.now()
+	return m
+}
+
+func (m *cpuMeter) now() [4]time.Duration {
+	return [4]time.Duration{cpuOf(m.workers), cpuOf(m.rabbit), cpuOf(m.redis), cpuTime()}
+}
+
+// perNode divides what each process used since the start by nodes.
+func (m *cpuMeter) perNode(nodes int) cpuPerNode {
+	if nodes <= 0 {
+		return cpuPerNode{}
+	}
+	end := m.now()
+	per := func(i int) time.Duration { return (end[i] - m.start[i]) / time.Duration(nodes) }
+	return cpuPerNode{Worker: per(0), RabbitMQ: per(1), Redis: per(2), Bench: per(3)}
+}
