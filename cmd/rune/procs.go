@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -156,8 +157,14 @@ func (c cpuPerNode) print(w io.Writer) {
 		// One line of its own, as earlier benches printed it.
 		fmt.Fprintf(w, "  worker CPU:       %s per node execution\n", c.Worker.Round(time.Microsecond))
 	}
-	fmt.Fprintf(w, "  CPU per node:     %s (total %s)\n", strings.Join(parts, ", "),
-		(c.Worker + c.RabbitMQ + c.Redis + c.Bench).Round(time.Microsecond))
+	total := c.Worker + c.RabbitMQ + c.Redis + c.Bench
+	fmt.Fprintf(w, "  CPU per node:     %s (total %s)\n", strings.Join(parts, ", "), total.Round(time.Microsecond))
+	if c.RabbitMQ > 0 && c.Redis > 0 && c.Worker > 0 {
+		// Everything runs here: the machine's cores bound the rate.
+		cores := runtime.NumCPU()
+		fmt.Fprintf(w, "  so %d cores carry at most %.0f node executions/s at this CPU per node\n",
+			cores, float64(cores)*float64(time.Second)/float64(total))
+	}
 }
 
 // cpuMeter takes the CPU times at the start of a run.

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -51,5 +53,22 @@ func TestCPUOf(t *testing.T) {
 	}
 	if cpuOf([]int{-1}) != 0 {
 		t.Fatal("a process that does not exist counted CPU")
+	}
+}
+
+// The CPU line adds up the processes and, when all of them ran here, says
+// what the machine's cores can carry at that cost.
+func TestCPUPerNodePrint(t *testing.T) {
+	var b strings.Builder
+	c := cpuPerNode{Worker: 300 * time.Microsecond, RabbitMQ: 600 * time.Microsecond, Redis: 100 * time.Microsecond, Bench: time.Millisecond}
+	c.print(&b)
+	want := fmt.Sprintf("worker 300µs, RabbitMQ 600µs, Redis 100µs, this bench 1ms (total 2ms)\n  so %d cores carry at most %d node executions/s", runtime.NumCPU(), 500*runtime.NumCPU())
+	if !strings.Contains(b.String(), want) {
+		t.Fatalf("printed:\n%s\nwant it to hold %q", b.String(), want)
+	}
+	b.Reset()
+	cpuPerNode{Worker: 300 * time.Microsecond, Bench: time.Millisecond}.print(&b) // the servers are elsewhere
+	if strings.Contains(b.String(), "carry") || !strings.Contains(b.String(), "(total 1.3ms)") {
+		t.Fatalf("printed:\n%s\nwant the total of two processes and no ceiling", b.String())
 	}
 }
