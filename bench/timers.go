@@ -590,7 +590,7 @@ func TimerBacklog(ctx context.Context, cfg TimerBacklogConfig) (*TimerBacklogRes
 	loopErr := make(chan error, cfg.Schedulers)
 	for range cfg.Schedulers {
 		loops.Go(func() {
-			if err := claimLoop(lctx, cfg, func(t coord.Timer, at time.Time) {
+			if err := claimLoop(lctx, ctx, cfg, func(t coord.Timer, at time.Time) {
 				i, ok := index[t.ID]
 				if !ok {
 					return // a backlog timer: not due in this run
@@ -665,7 +665,11 @@ func TimerBacklog(ctx context.Context, cfg TimerBacklogConfig) (*TimerBacklogRes
 
 // claimLoop claims and removes due timers as scheduler.Run does, calling
 // seen for each with the time of its claim, until ctx is done.
-func claimLoop(ctx context.Context, cfg TimerBacklogConfig, seen func(coord.Timer, time.Time)) error {
+//
+// It claims until ctx is done, but marks what it claimed done on doneCtx:
+// the run stops as soon as the last due timer is seen, and a claim left
+// open would keep that timer claimed in the store until its lease ends.
+func claimLoop(ctx, doneCtx context.Context, cfg TimerBacklogConfig, seen func(coord.Timer, time.Time)) error {
 	for ctx.Err() == nil {
 		now := time.Now()
 		ts, err := cfg.Timers.Claim(ctx, now, cfg.Batch, cfg.Lease)
@@ -678,10 +682,7 @@ func claimLoop(ctx context.Context, cfg TimerBacklogConfig, seen func(coord.Time
 		for _, t := range ts {
 			seen(t, now)
 		}
-		if err := parallel(ctx, 64, len(ts), func(i int) error { return cfg.Timers.Done(ctx, ts[i].ID) }); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
+		if err := parallel(doneCtx, 64, len(ts), func(i int) error { return cfg.Timers.Done(doneCtx, ts[i].ID) }); err != nil {
 			return err
 		}
 		if len(ts) == cfg.Batch {

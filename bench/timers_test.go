@@ -17,6 +17,7 @@ import (
 	"github.com/rune-org/rune/broker"
 	"github.com/rune-org/rune/broker/amqp"
 	"github.com/rune-org/rune/broker/memory"
+	"github.com/rune-org/rune/coord"
 	coordmem "github.com/rune-org/rune/coord/memory"
 	coordredis "github.com/rune-org/rune/coord/redis"
 	"github.com/rune-org/rune/distributed"
@@ -171,6 +172,35 @@ func TestTimerBacklogInProcess(t *testing.T) {
 	}
 	if st.Scheduled != pending || st.Claimed != 0 || st.NextDue.Before(time.Now().Add(50*time.Minute)) {
 		t.Fatalf("after the run: %+v, want the backlog only, due an hour from now or later", st)
+	}
+}
+
+// slowDone is a timer store whose Done takes a while, as a busy Redis's
+// does: the run sees the last due timer claimed before its Done is made.
+type slowDone struct{ coord.Timers }
+
+func (s slowDone) Done(ctx context.Context, id string) error {
+	time.Sleep(20 * time.Millisecond)
+	return s.Timers.Done(ctx, id)
+}
+
+// Every timer the run claimed is done when it returns: none is left
+// claimed (it would fire again when its lease ends).
+func TestTimerBacklogLeavesNoClaim(t *testing.T) {
+	timers := coordmem.NewTimers()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	res, err := bench.TimerBacklog(ctx, bench.TimerBacklogConfig{Timers: slowDone{timers}, Pending: 50, Rate: 1000, Duration: 200 * time.Millisecond, Schedulers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkBacklog(t, res, 50, 200)
+	st, err := timers.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Scheduled != 50 || st.Claimed != 0 {
+		t.Fatalf("after the run: %+v, want the 50 of the backlog scheduled and none claimed", st)
 	}
 }
 
