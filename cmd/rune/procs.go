@@ -27,14 +27,8 @@ import (
 // "redis://h1:6379,h2:6379"), or nil when a host is not loopback or no
 // listener is found.
 func localServerPIDs(rawURL string, defaultPort int) []int {
-	rest, ok := strings.CutPrefix(rawURL, "amqp://")
-	for _, scheme := range []string{"amqps://", "redis://", "rediss://"} {
-		if ok {
-			break
-		}
-		rest, ok = strings.CutPrefix(rawURL, scheme)
-	}
-	if !ok {
+	scheme, rest, ok := strings.Cut(rawURL, "://")
+	if !ok || !slices.Contains([]string{"amqp", "amqps", "redis", "rediss"}, scheme) {
 		return nil
 	}
 	if i := strings.IndexAny(rest, "/?"); i >= 0 {
