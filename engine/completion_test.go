@@ -59,10 +59,7 @@ func TestCompletionIsPublishedOnceRecorded(t *testing.T) {
 			t.Fatalf("redelivered %s after the record: completion %v, %d successors, %d timeouts; want none",
 				m.CurrentNode, f.Completion != nil, len(f.Next), len(f.Timeouts))
 		}
-		var sts []string
-		for _, s := range f.Statuses {
-			sts = append(sts, s.NodeID+":"+s.Status)
-		}
+		sts := statusNames(f.Statuses)
 		wantSts := ""
 		if m == first {
 			wantSts = "a:success" // may never have been published: its crash could precede it

@@ -135,9 +135,12 @@ func (h *harness) completion() *message.Completion {
 }
 
 // statuses returns "node:status" for every status, in order.
-func (h *harness) statuses() []string {
+func (h *harness) statuses() []string { return statusNames(h.status) }
+
+// statusNames returns "node:status" for every status in ss, in order.
+func statusNames(ss []*message.NodeStatus) []string {
 	var out []string
-	for _, s := range h.status {
+	for _, s := range ss {
 		out = append(out, s.NodeID+":"+s.Status)
 	}
 	return out

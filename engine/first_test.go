@@ -11,29 +11,10 @@ import (
 	"github.com/rune-org/rune/coord"
 	coordmem "github.com/rune-org/rune/coord/memory"
 	"github.com/rune-org/rune/engine"
-	"github.com/rune-org/rune/expr"
+	"github.com/rune-org/rune/internal/nodetest"
 	"github.com/rune-org/rune/message"
-	"github.com/rune-org/rune/node"
 	"github.com/rune-org/rune/nodes"
-	"github.com/rune-org/rune/workflow"
 )
-
-// eagerType is a node with I/O that may start before Begin (node.Eager):
-// it counts its runs.
-type eagerType struct{ runs *atomic.Int64 }
-
-func (eagerType) Check(*workflow.NodeCheck) {}
-func (t eagerType) Compile(*workflow.Node, *expr.Compiler) (node.Runner, error) {
-	return eagerRunner(t), nil
-}
-
-type eagerRunner struct{ runs *atomic.Int64 }
-
-func (eagerRunner) Eager() {}
-func (r eagerRunner) Run(context.Context, *node.Input) (node.Result, error) {
-	r.runs.Add(1)
-	return node.Result{Output: map[string]any{"ok": true}}, nil
-}
 
 // countingCoord counts Begin calls.
 type countingCoord struct {
@@ -72,15 +53,15 @@ type firstHarness struct {
 	t    *testing.T
 	eng  *engine.Engine
 	co   *countingCoord
-	runs *atomic.Int64
+	runs *nodetest.Eager
 	wf   *engine.Workflow
 }
 
 func newFirstHarness(t *testing.T) *firstHarness {
 	t.Helper()
-	h := &firstHarness{t: t, runs: new(atomic.Int64)}
+	h := &firstHarness{t: t, runs: &nodetest.Eager{}}
 	reg := nodes.NewRegistry(nodes.Options{})
-	reg.Register("eager", eagerType{runs: h.runs})
+	reg.Register("eager", h.runs)
 	mem := coordmem.New(coordmem.Options{})
 	t.Cleanup(func() { mem.Close() })
 	h.co = &countingCoord{Coordinator: mem}
@@ -116,14 +97,6 @@ func (h *firstHarness) start(exec string) *message.NodeExecution {
 	return s.Next[0].Msg
 }
 
-func statusNames(ss []*message.NodeStatus) []string {
-	var out []string
-	for _, s := range ss {
-		out = append(out, s.NodeID+":"+s.Status)
-	}
-	return out
-}
-
 // TestFirstCopyRunsWithoutBegin: the successors of a message's first
 // Finish are marked first copies; an eager node's first copy on its first
 // delivery runs without Begin (one coordination round trip), reporting the
@@ -142,8 +115,8 @@ func TestFirstCopyRunsWithoutBegin(t *testing.T) {
 	if len(again.marks) != 1 || again.marks[0] {
 		t.Fatalf("a's replay published its successor marked %v, want not first", again.marks)
 	}
-	if h.runs.Load() != 1 {
-		t.Fatalf("a ran %d times, want once (its redelivery replays)", h.runs.Load())
+	if h.runs.Total() != 1 {
+		t.Fatalf("a ran %d times, want once (its redelivery replays)", h.runs.Total())
 	}
 	b := h.handle(a.Next[0].Msg, true)
 	if got := h.co.begins.Load(); got != 2 {
@@ -158,8 +131,8 @@ func TestFirstCopyRunsWithoutBegin(t *testing.T) {
 	// The replayed copy of b's message (a's replay published it again),
 	// delivered after the first: Begin, Replay, no second run.
 	dup := h.handle(again.Next[0].Msg, false)
-	if h.runs.Load() != 2 {
-		t.Fatalf("nodes ran %d times, want 2 (a and b once each)", h.runs.Load())
+	if h.runs.Total() != 2 {
+		t.Fatalf("nodes ran %d times, want 2 (a and b once each)", h.runs.Total())
 	}
 	if got, want := statusNames(dup.Statuses), []string{"b:success"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("b's duplicate reported %v, want the replayed %v", got, want)
@@ -182,8 +155,8 @@ func TestFirstCopyAfterReplayedCopyFinished(t *testing.T) {
 	b := a.Next[0].Msg
 	replayed := h.handle(b, false)
 	late := h.handle(b, true)
-	if h.runs.Load() != 3 {
-		t.Fatalf("nodes ran %d times, want 3 (b twice: the race)", h.runs.Load())
+	if h.runs.Total() != 3 {
+		t.Fatalf("nodes ran %d times, want 3 (b twice: the race)", h.runs.Total())
 	}
 	if got, want := statusNames(late.Statuses), []string{"b:running", "b:success"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("late first copy reported %v, want %v", got, want)

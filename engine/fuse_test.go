@@ -71,9 +71,7 @@ func runAll(t *testing.T, eng *engine.Engine, def string) (hops []*engine.Effect
 // a run, in order.
 func trace(hops []*engine.Effects) (statuses, msgs []string) {
 	for _, f := range hops {
-		for _, s := range f.Statuses {
-			statuses = append(statuses, s.NodeID+":"+s.Status)
-		}
+		statuses = append(statuses, statusNames(f.Statuses)...)
 		for _, d := range f.Next {
 			m := *d.Msg
 			m.StartedAt = time.Time{} // the two runs started apart

@@ -3,7 +3,6 @@ package worker_test
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,35 +11,16 @@ import (
 	"github.com/rune-org/rune/coord"
 	coordmem "github.com/rune-org/rune/coord/memory"
 	"github.com/rune-org/rune/engine"
-	"github.com/rune-org/rune/expr"
-	"github.com/rune-org/rune/node"
+	"github.com/rune-org/rune/internal/nodetest"
 	"github.com/rune-org/rune/nodes"
 	"github.com/rune-org/rune/worker"
-	"github.com/rune-org/rune/workflow"
 )
-
-// eagerType counts the runs of each node of its type; its runner is
-// node.Eager, as the http node's is.
-type eagerType struct{ runs map[string]*atomic.Int64 }
-
-func (eagerType) Check(*workflow.NodeCheck) {}
-func (t eagerType) Compile(n *workflow.Node, _ *expr.Compiler) (node.Runner, error) {
-	return eagerRunner{runs: t.runs[n.ID]}, nil
-}
-
-type eagerRunner struct{ runs *atomic.Int64 }
-
-func (eagerRunner) Eager() {}
-func (r eagerRunner) Run(context.Context, *node.Input) (node.Result, error) {
-	r.runs.Add(1)
-	return node.Result{Output: map[string]any{"ok": true}}, nil
-}
 
 // beginLog records each Begin call: its message id and how many times the
 // nodes had run then.
 type beginLog struct {
 	coord.Coordinator
-	runs map[string]*atomic.Int64
+	runs *nodetest.Eager
 	mu   sync.Mutex
 	log  []begun
 }
@@ -51,10 +31,7 @@ type begun struct {
 }
 
 func (c *beginLog) Begin(ctx context.Context, exec, id string) (coord.Begin, error) {
-	b := begun{id: id, runs: map[string]int64{}}
-	for n, r := range c.runs {
-		b.runs[n] = r.Load()
-	}
+	b := begun{id: id, runs: c.runs.Runs()}
 	c.mu.Lock()
 	c.log = append(c.log, b)
 	c.mu.Unlock()
@@ -73,9 +50,9 @@ func (c *beginLog) calls() []begun {
 // Finish); the second copy of b makes Begin, replays, and its copy of c
 // replays as well: every node ran once.
 func TestFirstCopyDuplicatePublish(t *testing.T) {
-	runs := map[string]*atomic.Int64{"a": {}, "b": {}, "c": {}}
+	runs := &nodetest.Eager{}
 	reg := nodes.NewRegistry(nodes.Options{})
-	reg.Register("eager", eagerType{runs: runs})
+	reg.Register("eager", runs)
 	mem := coordmem.New(coordmem.Options{})
 	t.Cleanup(func() { mem.Close() })
 	co := &beginLog{Coordinator: mem, runs: runs}
@@ -157,9 +134,10 @@ func TestFirstCopyDuplicatePublish(t *testing.T) {
 			t.Errorf("Begin on c's message %s when c had run %d times: its first copy asked before running", c.id, c.runs["c"])
 		}
 	}
-	for id, n := range runs {
-		if n.Load() != 1 {
-			t.Errorf("%s ran %d times, want once", id, n.Load())
+	ran := runs.Runs()
+	for _, id := range []string{"a", "b", "c"} {
+		if ran[id] != 1 {
+			t.Errorf("%s ran %d times, want once", id, ran[id])
 		}
 	}
 }
