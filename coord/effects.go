@@ -8,7 +8,11 @@ import "context"
 // acting twice (the notification spec's last rule: no duplicated side
 // effects).
 //
-// A node calls Begin before it acts and Record after the action succeeded.
+// A node calls Begin before it acts and Record once the action has left its
+// hands (an email's final "." written, an SMS accepted). An email records
+// before the SMTP server's reply to its data, so that a worker dying while it
+// waits leaves a record; when the reply then refuses the mail, the node calls
+// Withdraw.
 // The key must be the same for every attempt and delivery of the same work
 // (node.Input.IdempotencyKey), and different for different work.
 //
@@ -20,12 +24,17 @@ import "context"
 //     caller decides what to do about that window.
 //   - Record stores result under key. The first Record wins; a later one
 //     keeps the first result and returns nil.
-//   - Both are atomic per key, safe for concurrent use, and keep the key for
-//     the store's retention after its last use (at least a day).
+//   - Withdraw removes the result stored under key when it is result, byte
+//     for byte, so that the next Begin acts again: what was recorded did not
+//     happen after all. Another result, or none, is left as it is, and
+//     returns nil. The intents counted so far are kept.
+//   - All three are atomic per key, safe for concurrent use, and keep the key
+//     for the store's retention after its last use (at least a day).
 //   - An empty key is an error.
 type Effects interface {
 	Begin(ctx context.Context, key string) (Effect, error)
 	Record(ctx context.Context, key string, result []byte) error
+	Withdraw(ctx context.Context, key string, result []byte) error
 }
 
 // Effect is what Begin knows of one side effect.

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"time"
 
@@ -62,6 +63,12 @@ type Config struct {
 	Metrics *metrics.Recorder
 	// NoFuse runs every node in a hop of its own (engine.Config.NoFuse).
 	NoFuse bool
+	// EffectsPool is the least number of Redis connections the records of
+	// sends (email, sms, http with idempotency_key) have to themselves; give
+	// a worker its concurrency, so that no record waits for a connection.
+	// Default 32 × GOMAXPROCS, a worker's default concurrency. Connections
+	// are dialled only as sends need them.
+	EffectsPool int
 }
 
 // Runtime is a connected distributed runtime.
@@ -72,6 +79,8 @@ type Runtime struct {
 	Timers   *coordredis.Timers
 	Coord    *coordredis.Coordinator
 	Barriers *coordredis.Barriers
+
+	effects goredis.UniversalClient // the sends' records' own pool, when the runtime made it
 }
 
 // Connect connects to RabbitMQ and Redis and builds the engine.
@@ -111,7 +120,20 @@ func Connect(ctx context.Context, cfg Config) (*Runtime, error) {
 		Timers:   coordredis.NewTimers(rc, coordredis.TimerOptions{Prefix: kprefix, Shards: conn.Shards}),
 	}
 	if cfg.Nodes.Effects == nil { // sends recorded once for every worker
-		cfg.Nodes.Effects = coordredis.NewEffects(rc, coordredis.EffectOptions{Prefix: kprefix})
+		// On a pool of their own, large enough that a send's record never
+		// waits for a connection: a worker killed while it waits would send
+		// that mail again (docs/dsl.md, "Sending exactly once").
+		pool := cfg.EffectsPool
+		if pool <= 0 {
+			pool = 32 * runtime.GOMAXPROCS(0)
+		}
+		ec, err := coordredis.OpenPool(cfg.RedisURL, pool)
+		if err != nil {
+			r.Close()
+			return nil, err
+		}
+		r.effects = ec.Client
+		cfg.Nodes.Effects = coordredis.NewEffects(ec.Client, coordredis.EffectOptions{Prefix: kprefix})
 	}
 	var routed func(context.Context, string) (bool, error)
 	if cfg.Role != amqp.RoleMaster { // a master never replays a completer
@@ -155,4 +177,7 @@ func (r *Runtime) DeleteTopology(ctx context.Context, prefix string) error {
 func (r *Runtime) Close() {
 	r.Broker.Close()
 	r.Redis.Close()
+	if r.effects != nil {
+		r.effects.Close()
+	}
 }

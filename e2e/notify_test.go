@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emersion/go-smtp"
+
 	"github.com/rune-org/rune/internal/catcher"
 )
 
@@ -21,9 +23,9 @@ type notifyServices struct {
 	creds string
 }
 
-func startNotifyServices(t *testing.T, dedupe bool) *notifyServices {
+func startNotifyServices(t *testing.T, dedupe bool, smtpCfg catcher.SMTPConfig) *notifyServices {
 	t.Helper()
-	mail, err := catcher.StartSMTP(catcher.SMTPConfig{})
+	mail, err := catcher.StartSMTP(smtpCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,11 +57,12 @@ func oneSend(kind string) []byte {
 
 // A worker that dies with kill -9 at a point of a send (RUNE_TEST_KILL_AT),
 // then a second worker that takes the redelivered message: what the SMTP
-// server and the SMS provider received.
-func crashAt(t *testing.T, kind, point string) (*notifyServices, map[string]any) {
+// server and the SMS provider received. sends is how many the first worker
+// made (0 when the server refuses them), smtpCfg the SMTP server's settings.
+func crashAt(t *testing.T, kind, point string, sends int, smtpCfg catcher.SMTPConfig) (*notifyServices, map[string]any) {
 	t.Helper()
 	c := newCluster(t, "")
-	svc := startNotifyServices(t, true)
+	svc := startNotifyServices(t, true, smtpCfg)
 	victim := c.startWorkerEnv([]string{"RUNE_TEST_KILL_AT=" + point}, "--credentials", svc.creds)
 	cs := c.collect()
 	id := fmt.Sprintf("e2e_%s_%s_%d", kind, point, time.Now().UnixNano())
@@ -69,9 +72,15 @@ func crashAt(t *testing.T, kind, point string) (*notifyServices, map[string]any)
 	if code := victim.wait(t, 60*time.Second); code != -1 {
 		t.Fatalf("the worker exited with status %d, want killed at %q (-1)", code, point)
 	}
-	sends := len(svc.mail.Mails()) + svc.texts.Requests()
-	if sends != 1 {
-		t.Fatalf("%d sends before the kill, want 1", sends)
+	// An email's final "." was written before the kill: the server goes on
+	// with it after the worker is gone.
+	made := func() int { return len(svc.mail.Mails()) + len(svc.mail.Refused()) + svc.texts.Requests() }
+	waitFor(t, 30*time.Second, "the send the killed worker made", func() bool { return made() >= 1 })
+	if got := made(); got != 1 {
+		t.Fatalf("%d sends before the kill, want 1", got)
+	}
+	if got := len(svc.mail.Mails()) + svc.texts.Requests(); got != sends {
+		t.Fatalf("%d sends accepted before the kill, want %d", got, sends)
 	}
 	rescuer := c.startWorker("--credentials", svc.creds)
 	cs.waitDistinct(1, 60*time.Second)
@@ -91,14 +100,15 @@ func crashAt(t *testing.T, kind, point string) (*notifyServices, map[string]any)
 	return svc, out
 }
 
-// Killed after the send was recorded, before the message was acked: the
+// Killed after the send was recorded, before the message was acked (an
+// email: before the server's reply to its data was even read): the
 // redelivery returns the recorded result and nothing is sent again.
 func TestSendRecordedThenKilled(t *testing.T) {
 	t.Parallel()
 	for _, kind := range []string{"email", "sms"} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			svc, out := crashAt(t, kind, "recorded")
+			svc, out := crashAt(t, kind, "recorded", 1, catcher.SMTPConfig{})
 			if kind == "email" {
 				mails := svc.mail.Mails()
 				if len(mails) != 1 || out["message_id"] != mails[0].Header.Get("Message-Id") {
@@ -114,8 +124,10 @@ func TestSendRecordedThenKilled(t *testing.T) {
 	}
 }
 
-// Killed after the provider accepted, before the send was recorded (the
-// documented window): the redelivery sends again with the same key. The
+// Killed after the send left the worker, before it was recorded (the
+// documented window: for an email, between writing the final "." of its
+// data and writing the record, so the server accepts it; for an SMS, after
+// the provider answered): the redelivery sends again with the same key. The
 // SMTP server receives the mail twice, with the same Message-ID; the SMS
 // provider, which honours Idempotency-Key, gets two requests and keeps one
 // message.
@@ -124,7 +136,7 @@ func TestSendAcceptedThenKilledBeforeRecord(t *testing.T) {
 	for _, kind := range []string{"email", "sms"} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			svc, out := crashAt(t, kind, "sent")
+			svc, out := crashAt(t, kind, "sent", 1, catcher.SMTPConfig{})
 			if kind == "email" {
 				mails := svc.mail.Mails()
 				if len(mails) != 2 || mails[0].Header.Get("Message-Id") != mails[1].Header.Get("Message-Id") ||
@@ -141,13 +153,31 @@ func TestSendAcceptedThenKilledBeforeRecord(t *testing.T) {
 	}
 }
 
+// The one way an email is lost (docs/dsl.md, "Sending exactly once"): the
+// worker recorded the mail once its data was written, the server then
+// refused it, and the worker was killed before it could read the refusal
+// and withdraw the record. The redelivery takes the record for a send.
+func TestEmailRefusedAfterRecordThenKilled(t *testing.T) {
+	t.Parallel()
+	refuse := catcher.SMTPConfig{Reply: func(stage, _ string) error {
+		if stage == "DATA" {
+			return &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 7, 1}, Message: "refused by content filter"}
+		}
+		return nil
+	}}
+	svc, out := crashAt(t, "email", "recorded", 0, refuse)
+	if len(svc.mail.Mails()) != 0 || len(svc.mail.Refused()) != 1 || out["message_id"] == nil {
+		t.Fatalf("%d mails kept, %d refused, result %v: want the one refused mail taken as sent", len(svc.mail.Mails()), len(svc.mail.Refused()), out)
+	}
+}
+
 // 1,000 executions of the welcome series on the distributed runtime, one of
 // the two workers killed with kill -9 mid-run: every recipient receives one
 // email and one text.
 func TestWelcomeSeriesThousandWithKill(t *testing.T) {
 	const n = 1000
 	c := newCluster(t, "")
-	svc := startNotifyServices(t, true)
+	svc := startNotifyServices(t, true, catcher.SMTPConfig{})
 	var mailed atomic.Int64
 	raw, err := os.ReadFile("../examples/welcome_series.json")
 	if err != nil {
@@ -208,9 +238,10 @@ func TestWelcomeSeriesThousandWithKill(t *testing.T) {
 			t.Fatalf("%s: completion %+v, want completed with a text sent", id, comp)
 		}
 		mails := mailsTo[fmt.Sprintf("user%d@example.com", i)]
-		// A mail received twice is the documented window (the worker died
-		// between the server accepting it and the record): the same
-		// Message-ID, which mailboxes deduplicate.
+		// A second copy is the documented window (docs/dsl.md, "Sending
+		// exactly once"): the worker was stopped between writing the mail's
+		// final "." and writing its record, and killed there. It carries the
+		// same Message-ID, which mailboxes deduplicate.
 		if len(mails) == 0 || len(mails) > 2 || mails[0].Header.Get("Message-Id") != mails[len(mails)-1].Header.Get("Message-Id") {
 			t.Fatalf("user%d: %d mails, want one Message-ID", i, len(mails))
 		}

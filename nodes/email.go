@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	netmail "net/mail"
 	"net/textproto"
@@ -12,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/wneessen/go-mail"
+	"github.com/wneessen/go-mail/smtp"
 
 	"github.com/rune-org/rune/expr"
 	"github.com/rune-org/rune/node"
@@ -209,20 +211,8 @@ func (r *emailRunner) Run(ctx context.Context, in *node.Input) (node.Result, err
 		}
 		m.from = a
 	}
-	// The connection is closed (QUIT) only after the send is recorded: the
-	// window between the server accepting and the record stays one
-	// coordination-store round trip.
-	var closeConn func()
-	defer func() {
-		if closeConn != nil {
-			closeConn()
-		}
-	}()
-	out, err := sendOnce(ctx, r.opts, in, func() (map[string]any, error) {
-		var out map[string]any
-		var err error
-		closeConn, out, err = r.send(ctx, in, cfg, m)
-		return out, err
+	out, err := sendOnce(ctx, r.opts, in, func(rec *sendRecord) (map[string]any, error) {
+		return r.send(ctx, in, cfg, m, rec)
 	})
 	if err != nil {
 		return node.Result{}, err
@@ -292,16 +282,20 @@ func (r *emailRunner) message(in *node.Input) (*rendered, error) {
 	return m, nil
 }
 
-// send delivers m and returns a function that closes the still open
-// connection, to be called by the caller once the send is recorded.
+// send delivers m. The send is recorded (rec.handedOver) as soon as the
+// final "." of the data is written, before the server's reply is read: a
+// worker killed while it waits for that reply leaves a record, and the
+// server, which has the whole message, goes on to accept it; the
+// redelivery does not send it again. A reply refusing the mail withdraws
+// the record.
 //
 // Recipients are given one by one: a 5xx for one of them rejects that
 // address only (it is listed in "rejected"), unless every recipient is
 // rejected; a 4xx for any of them fails the whole send, to be retried.
-func (r *emailRunner) send(ctx context.Context, in *node.Input, cfg smtpConfig, m *rendered) (func(), map[string]any, error) {
+func (r *emailRunner) send(ctx context.Context, in *node.Input, cfg smtpConfig, m *rendered, rec *sendRecord) (map[string]any, error) {
 	msg := mail.NewMsg()
 	if err := msg.FromFormat(m.from.Name, m.from.Address); err != nil {
-		return nil, nil, invalidAddress("from", m.from.Address)
+		return nil, invalidAddress("from", m.from.Address)
 	}
 	type rcpt struct{ field, addr string }
 	var rcpts []rcpt
@@ -315,17 +309,17 @@ func (r *emailRunner) send(ctx context.Context, in *node.Input, cfg smtpConfig, 
 		return nil
 	}
 	if err := set("to", m.to, msg.AddToFormat); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := set("cc", m.cc, msg.AddCcFormat); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := set("bcc", m.bcc, msg.AddBccFormat); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if len(m.replyTo) > 0 {
 		if err := msg.ReplyToFormat(m.replyTo[0].Name, m.replyTo[0].Address); err != nil {
-			return nil, nil, invalidAddress("reply_to", m.replyTo[0].Address)
+			return nil, invalidAddress("reply_to", m.replyTo[0].Address)
 		}
 	}
 	msg.Subject(m.subject)
@@ -348,22 +342,21 @@ func (r *emailRunner) send(ctx context.Context, in *node.Input, cfg smtpConfig, 
 	}
 	client, err := mail.NewClient(cfg.host, r.clientOptions(cfg)...)
 	if err != nil {
-		return nil, nil, &node.Error{Code: CodeCredentials, Message: fmt.Sprintf("credential %q: %v", r.ref, err)}
+		return nil, &node.Error{Code: CodeCredentials, Message: fmt.Sprintf("credential %q: %v", r.ref, err)}
 	}
-	fail := func(err error, field, addr string) (func(), map[string]any, error) {
+	fail := func(err error, field, addr string) (map[string]any, error) {
 		if ctx.Err() != nil {
-			return nil, nil, ctx.Err()
+			return nil, ctx.Err()
 		}
-		return nil, nil, r.smtpError(cfg, err, field, addr)
+		return nil, r.smtpError(cfg, err, field, addr)
 	}
 	sc, err := client.DialToSMTPClientWithContext(ctx)
 	if err != nil {
 		return fail(err, "", "")
 	}
-	closeConn := func() { _ = client.CloseWithSMTPClient(sc) }
-	abort := func(err error, field, addr string) (func(), map[string]any, error) {
+	defer func() { _ = client.CloseWithSMTPClient(sc) }()
+	abort := func(err error, field, addr string) (map[string]any, error) {
 		_ = sc.Reset()
-		closeConn()
 		return fail(err, field, addr)
 	}
 	if err := sc.Mail(m.from.Address); err != nil {
@@ -400,10 +393,39 @@ func (r *emailRunner) send(ctx context.Context, in *node.Input, cfg smtpConfig, 
 		_ = w.Close()
 		return abort(err, "", "")
 	}
-	if err := w.Close(); err != nil { // the server's reply to the message
+	out := map[string]any{"message_id": "<" + msgID + ">", "accepted": accepted, "rejected": rejected}
+	rec.ready(out)
+	if err := endData(sc, w, rec.handedOver); err != nil {
+		if werr := rec.withdraw(); werr != nil {
+			return nil, werr
+		}
 		return abort(err, "", "")
 	}
-	return closeConn, map[string]any{"message_id": "<" + msgID + ">", "accepted": accepted, "rejected": rejected}, nil
+	return out, nil
+}
+
+// endData writes the final "." of a message's data and reads the server's
+// reply, calling handedOver in between. Once the "." is written (to the
+// kernel, which delivers it even if the process dies next) the server has
+// the whole message and goes on with it whether or not the worker lives to
+// read its reply. A worker killed between the write and the record, a few
+// instructions, is the one window left where the mail is sent again.
+func endData(sc *smtp.Client, w io.WriteCloser, handedOver func()) error {
+	dc, ok := w.(*smtp.DataCloser)
+	if !ok {
+		// Not go-mail's writer: the reply is read by Close.
+		if err := w.Close(); err != nil {
+			return err
+		}
+		handedOver()
+		return nil
+	}
+	if err := dc.WriteCloser.Close(); err != nil {
+		return err // the "." may not have gone out: nothing was handed over
+	}
+	handedOver()
+	_, _, err := sc.Text.ReadResponse(250)
+	return err
 }
 
 func messageID(in *node.Input, from string) string {

@@ -3,6 +3,7 @@ package nodes
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -10,10 +11,12 @@ import (
 	netmail "net/mail"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/emersion/go-smtp"
 
+	"github.com/rune-org/rune/coord"
 	coordmem "github.com/rune-org/rune/coord/memory"
 	"github.com/rune-org/rune/internal/catcher"
 	"github.com/rune-org/rune/node"
@@ -284,7 +287,7 @@ func TestEmailSendsOncePerKey(t *testing.T) {
 	t.Parallel()
 	s := startSMTP(t, catcher.SMTPConfig{})
 	var faults []string
-	opts := Options{Effects: coordmem.NewEffects(0), Fault: func(p string) { faults = append(faults, p) }}
+	opts := Options{Effects: coordmem.NewEffects(0), Fault: func(p, _ string) { faults = append(faults, p) }}
 	params := map[string]any{"from": "a@rune.test", "to": "ada@example.com", "subject": "x", "text": "y"}
 	first, err := runEmail(t, opts, smtpCred(s, "none"), params, welcomeEnv, "same")
 	if err != nil {
@@ -305,6 +308,68 @@ func TestEmailSendsOncePerKey(t *testing.T) {
 	}
 	if strings.Join(faults, ",") != "sent,recorded,sent,recorded" {
 		t.Errorf("fault points %v", faults)
+	}
+}
+
+// An email is recorded once its data is written, before the server's
+// reply: a reply that then refuses it withdraws the record, so the retry of
+// a 4xx sends the mail, and a 5xx leaves nothing recorded either.
+func TestEmailRefusedAfterDataIsWithdrawn(t *testing.T) {
+	t.Parallel()
+	for _, code := range []int{451, 554} {
+		t.Run(strconv.Itoa(code), func(t *testing.T) {
+			t.Parallel()
+			var refusals atomic.Int32
+			s := startSMTP(t, catcher.SMTPConfig{Reply: func(stage, _ string) error {
+				if stage == "DATA" && refusals.Add(1) == 1 {
+					return &smtp.SMTPError{Code: code, Message: "test reply"}
+				}
+				return nil
+			}})
+			var faults []string
+			ef := coordmem.NewEffects(0)
+			opts := Options{Effects: ef, Fault: func(p, _ string) { faults = append(faults, p) }}
+			params := map[string]any{"from": "a@rune.test", "to": "ada@example.com", "subject": "x", "text": "y"}
+			_, err := runEmail(t, opts, smtpCred(s, "none"), params, welcomeEnv, "k")
+			nodeError(t, err, CodeSMTP, code < 500)
+			if strings.Join(faults, ",") != "sent,recorded" || len(s.Refused()) != 1 {
+				t.Fatalf("fault points %v, %d refused: want the mail recorded, then refused", faults, len(s.Refused()))
+			}
+			if got, err := ef.Begin(t.Context(), "k"); err != nil || got.Done {
+				t.Fatalf("after the refusal the key is done %v with %s (%v), want no record", got.Done, got.Result, err)
+			}
+			if _, err := runEmail(t, opts, smtpCred(s, "none"), params, welcomeEnv, "k"); err != nil {
+				t.Fatal(err)
+			}
+			if len(s.Mails()) != 1 {
+				t.Fatalf("%d mails after the retry, want 1", len(s.Mails()))
+			}
+		})
+	}
+}
+
+// failingWithdraw is an effects store that cannot withdraw.
+type failingWithdraw struct{ coord.Effects }
+
+func (failingWithdraw) Withdraw(context.Context, string, []byte) error {
+	return errors.New("store unavailable")
+}
+
+// A refused mail whose record cannot be withdrawn fails the node for good:
+// a retry would find the record and not send.
+func TestEmailRefusedRecordStays(t *testing.T) {
+	t.Parallel()
+	s := startSMTP(t, catcher.SMTPConfig{Reply: func(stage, _ string) error {
+		if stage == "DATA" {
+			return &smtp.SMTPError{Code: 451, Message: "try later"}
+		}
+		return nil
+	}})
+	opts := Options{Effects: failingWithdraw{coordmem.NewEffects(0)}}
+	_, err := runEmail(t, opts, smtpCred(s, "none"), map[string]any{"from": "a@rune.test", "to": "ada@example.com", "subject": "x", "text": "y"}, welcomeEnv, "k")
+	ne := nodeError(t, err, CodeEffects, false)
+	if !strings.Contains(ne.Message, "could not be withdrawn") || !strings.Contains(ne.Message, "store unavailable") {
+		t.Errorf("message %q, want it to say the record stays and why", ne.Message)
 	}
 }
 

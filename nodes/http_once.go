@@ -30,7 +30,7 @@ func (r *httpRunner) Run(ctx context.Context, in *node.Input) (node.Result, erro
 	if !r.once {
 		return r.call(ctx, in)
 	}
-	out, err := sendOnce(ctx, &r.opts, in, func() (map[string]any, error) {
+	out, err := sendOnce(ctx, &r.opts, in, func(*sendRecord) (map[string]any, error) {
 		res, err := r.call(ctx, in)
 		if err != nil {
 			return nil, err

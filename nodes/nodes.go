@@ -35,8 +35,9 @@ type Options struct {
 	// sends (the runtimes set one: coord/memory or coord/redis).
 	Effects coord.Effects
 	// Fault, when set, is called at the points FaultSent and FaultRecorded of
-	// a send. Tests use it to stop a worker there; nil in production.
-	Fault func(point string)
+	// a send, with the send's idempotency key. Tests use it to stop a worker
+	// there or to time a send; nil in production.
+	Fault func(point, key string)
 	// TLSConfig is the base of the email node's TLS settings (e.g. RootCAs
 	// for a private SMTP server). Nil: the system's roots.
 	TLSConfig *tls.Config

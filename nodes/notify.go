@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/rune-org/rune/expr"
 	"github.com/rune-org/rune/node"
@@ -24,7 +25,9 @@ const (
 )
 
 // Fault points of Options.Fault: where a notification node is about to
-// record a send it made, and where it has recorded it.
+// record a send that has left the worker (an email's final "." written, its
+// reply not yet read; an SMS provider's or an http endpoint's answer read),
+// and where it has recorded it.
 const (
 	FaultSent     = "sent"
 	FaultRecorded = "recorded"
@@ -167,14 +170,22 @@ func credRef(n *workflow.Node) string {
 // sendOnce performs send at most once per idempotency key as far as the
 // effects store can tell: a send recorded earlier (by an attempt or delivery
 // that then died or failed later) returns its recorded result, and send is
-// not called. Between a send and its record is the one window left: a
-// worker that dies there sends again on redelivery, with the same key (the
-// email's Message-ID, the SMS provider's Idempotency-Key), which is what
-// lets the receiving side drop the duplicate.
-func sendOnce(ctx context.Context, opts *Options, in *node.Input, send func() (map[string]any, error)) (map[string]any, error) {
+// not called.
+//
+// send gets the send's record: it calls rec.ready and then rec.handedOver
+// at the moment the send leaves its hands when it can tell that moment
+// apart from the reply (an email, after writing the final "." of its data
+// and before reading the server's answer), and rec.withdraw when the reply
+// then refuses it. A send that does not call handedOver is recorded once it
+// returns. What is left
+// between the send and its record is the one window (docs/dsl.md, "Sending
+// exactly once"): a worker that dies there sends again on redelivery, with
+// the same key (the email's Message-ID, the SMS provider's Idempotency-Key),
+// which is what lets the receiving side drop the duplicate.
+func sendOnce(ctx context.Context, opts *Options, in *node.Input, send func(rec *sendRecord) (map[string]any, error)) (map[string]any, error) {
 	key := in.IdempotencyKey
 	if opts.Effects == nil || key == "" {
-		return send()
+		return send(nil)
 	}
 	ef, err := opts.Effects.Begin(ctx, key)
 	if err != nil {
@@ -199,23 +210,92 @@ func sendOnce(ctx context.Context, opts *Options, in *node.Input, send func() (m
 		log.Warn("an earlier attempt may have sent without recording it: sending again with the same idempotency key",
 			"execution_id", in.ExecutionID, "node_id", in.NodeID, "intents", ef.Intents)
 	}
-	out, err := send()
+	rec := &sendRecord{ctx: ctx, opts: opts, in: in, log: log}
+	out, err := send(rec)
 	if err != nil {
+		if werr := rec.withdraw(); werr != nil {
+			return nil, werr
+		}
 		return nil, err
 	}
-	opts.fault(FaultSent)
-	raw, _ := json.Marshal(out)
-	if err := opts.Effects.Record(ctx, key, raw); err != nil {
-		// The send happened: failing the node would send again. The
-		// engine's own record of this attempt still covers redeliveries.
-		log.Error("the send succeeded but could not be recorded", "execution_id", in.ExecutionID, "node_id", in.NodeID, "err", err)
+	if !rec.made() {
+		rec.ready(out)
+		rec.handedOver()
 	}
-	opts.fault(FaultRecorded)
 	return out, nil
 }
 
-func (o *Options) fault(point string) {
+// sendRecord is the record of one send under its idempotency key. A nil
+// *sendRecord (no effects store, or no key) records nothing.
+type sendRecord struct {
+	ctx  context.Context
+	opts *Options
+	in   *node.Input
+	log  *slog.Logger
+	// result is what ready prepared, handed whether handedOver ran, raw
+	// what it recorded (nil when the record failed or was withdrawn).
+	result []byte
+	handed bool
+	raw    []byte
+}
+
+func (r *sendRecord) made() bool { return r == nil || r.handed }
+
+// ready prepares the record of out, the send's result, so that handedOver
+// has nothing left to do but write it.
+func (r *sendRecord) ready(out map[string]any) {
+	if r != nil {
+		r.result, _ = json.Marshal(out)
+	}
+}
+
+// handedOver records the result ready prepared: the send has left the
+// worker, and a redelivery must not send again. Only its first call counts.
+func (r *sendRecord) handedOver() {
+	if r.made() {
+		return
+	}
+	r.handed = true
+	r.opts.fault(FaultSent, r.in.IdempotencyKey)
+	raw := r.result
+	if err := r.opts.Effects.Record(r.ctx, r.in.IdempotencyKey, raw); err != nil {
+		// The send happened: failing the node would send again. The
+		// engine's own record of this attempt still covers redeliveries.
+		r.log.Error("the send succeeded but could not be recorded", "execution_id", r.in.ExecutionID, "node_id", r.in.NodeID, "err", err)
+	} else {
+		r.raw = raw
+	}
+	r.opts.fault(FaultRecorded, r.in.IdempotencyKey)
+}
+
+// withdraw removes the record handedOver made: the receiving side refused
+// what it was handed, or the connection broke before it answered, and the
+// node fails (or retries) as if nothing was sent. It returns an error only
+// when the record stays: a retry would then find it and not send, so the
+// node must fail for good instead.
+func (r *sendRecord) withdraw() error {
+	if r == nil || r.raw == nil {
+		return nil
+	}
+	raw := r.raw
+	r.raw = nil
+	// A worker shutting down still withdraws: a record left behind would
+	// stand for a send that did not happen.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), withdrawTimeout)
+	defer cancel()
+	if err := r.opts.Effects.Withdraw(ctx, r.in.IdempotencyKey, raw); err != nil {
+		r.log.Error("a refused send is still recorded as sent", "execution_id", r.in.ExecutionID, "node_id", r.in.NodeID, "err", err)
+		return &node.Error{Code: CodeEffects, Message: "the send was refused after it was recorded, and the record could not be withdrawn (" +
+			err.Error() + "): not retried, since a retry would take it as sent"}
+	}
+	return nil
+}
+
+// withdrawTimeout bounds one Withdraw.
+const withdrawTimeout = 10 * time.Second
+
+func (o *Options) fault(point, key string) {
 	if o.Fault != nil {
-		o.Fault(point)
+		o.Fault(point, key)
 	}
 }

@@ -401,7 +401,7 @@ func (r *smsRunner) Run(ctx context.Context, in *node.Input) (node.Result, error
 		return node.Result{}, err
 	}
 	m.IdempotencyKey = in.IdempotencyKey
-	out, err := sendOnce(ctx, r.opts, in, func() (map[string]any, error) {
+	out, err := sendOnce(ctx, r.opts, in, func(*sendRecord) (map[string]any, error) {
 		id, err := prov.Send(ctx, m)
 		if err != nil {
 			return nil, err

@@ -35,12 +35,12 @@ func resolver(path string) (node.Secrets, error) {
 const faultEnv = "RUNE_TEST_KILL_AT"
 
 // faultHook returns the nodes.Options.Fault that faultEnv asks for, or nil.
-func faultHook(getenv func(string) string) func(string) {
+func faultHook(getenv func(string) string) func(point, key string) {
 	at := strings.TrimSpace(getenv(faultEnv))
 	if at != nodes.FaultSent && at != nodes.FaultRecorded {
 		return nil
 	}
-	return func(point string) {
+	return func(point, _ string) {
 		if point == at {
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			select {} // the signal is on its way

@@ -40,9 +40,12 @@ type servers struct {
 	// flags show in process listings.
 	signingKeys string
 	// fault, when set, is the test-only fault hook of notification nodes.
-	fault func(string)
+	fault func(point, key string)
 	// noFuse is the worker's --no-fuse.
 	noFuse bool
+	// effectsPool is distributed.Config.EffectsPool: the worker's
+	// --concurrency.
+	effectsPool int
 }
 
 func (s *servers) flags(fs *flag.FlagSet, env *cliEnv, needRedis bool) {
@@ -115,7 +118,7 @@ func (s *servers) connectWith(ctx context.Context, log *slog.Logger, role string
 	return distributed.Connect(ctx, distributed.Config{
 		AMQPURL: s.amqpURL, RedisURL: s.redisURL, Prefix: s.prefix, Role: role,
 		Logger: log, Secrets: sec, Nodes: nodes.Options{Fault: s.fault}, Signing: keys, Metrics: rec, NoFuse: s.noFuse,
-		QueueType: s.queueType, ExecutionQueues: s.executionQueues,
+		QueueType: s.queueType, ExecutionQueues: s.executionQueues, EffectsPool: s.effectsPool,
 	})
 }
 
@@ -161,6 +164,7 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	srv.fault = faultHook(env.getenv)
+	srv.effectsPool = *concurrency
 	log, err := ops.logger(env)
 	if err != nil {
 		return err

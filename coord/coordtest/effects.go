@@ -19,6 +19,7 @@ func RunEffects(t *testing.T, newEffects func(t *testing.T) coord.Effects) {
 		{"FirstRecordWins", testEffectsFirstRecordWins},
 		{"KeysIndependent", testEffectsKeysIndependent},
 		{"ConcurrentBegin", testEffectsConcurrentBegin},
+		{"Withdraw", testEffectsWithdraw},
 		{"EmptyKey", testEffectsEmptyKey},
 	}
 	for _, tc := range cases {
@@ -123,11 +124,49 @@ func testEffectsConcurrentBegin(t *testing.T, e coord.Effects) {
 	}
 }
 
+// A withdrawn result is gone: the next Begin acts again (its intent counted
+// after the earlier ones) and a new Record is kept. Withdrawing another
+// result, or a key never recorded, changes nothing.
+func testEffectsWithdraw(t *testing.T, e coord.Effects) {
+	ctx := ctxFor(t)
+	mustBegin(t, e, "k")
+	if err := e.Record(ctx, "k", []byte("sent")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Withdraw(ctx, "k", []byte("other")); err != nil {
+		t.Fatal(err)
+	}
+	if ef := mustBegin(t, e, "k"); !ef.Done || string(ef.Result) != "sent" {
+		t.Fatalf("Begin after withdrawing another result = %+v, want done with %q", ef, "sent")
+	}
+	if err := e.Withdraw(ctx, "k", []byte("sent")); err != nil {
+		t.Fatal(err)
+	}
+	if ef := mustBegin(t, e, "k"); ef.Done || ef.Intents != 2 {
+		t.Fatalf("Begin after Withdraw = %+v, want not done, 2 intents", ef)
+	}
+	if err := e.Record(ctx, "k", []byte("again")); err != nil {
+		t.Fatal(err)
+	}
+	if ef := mustBegin(t, e, "k"); !ef.Done || string(ef.Result) != "again" {
+		t.Fatalf("Begin after a new Record = %+v, want done with %q", ef, "again")
+	}
+	if err := e.Withdraw(ctx, "never", []byte("x")); err != nil {
+		t.Fatalf("Withdraw of a key never recorded: %v", err)
+	}
+	if ef := mustBegin(t, e, "never"); ef.Done || ef.Intents != 1 {
+		t.Fatalf("Begin after Withdraw of an unknown key = %+v, want a new effect", ef)
+	}
+}
+
 func testEffectsEmptyKey(t *testing.T, e coord.Effects) {
 	if _, err := e.Begin(ctxFor(t), ""); err == nil {
 		t.Error("Begin(\"\") succeeded")
 	}
 	if err := e.Record(ctxFor(t), "", []byte("x")); err == nil {
 		t.Error("Record(\"\") succeeded")
+	}
+	if err := e.Withdraw(ctxFor(t), "", []byte("x")); err == nil {
+		t.Error("Withdraw(\"\") succeeded")
 	}
 }

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -65,6 +66,19 @@ func (e *Effects) Record(_ context.Context, key string, result []byte) error {
 	ef := e.touch(key)
 	if !ef.done {
 		ef.done, ef.result = true, append([]byte{}, result...)
+	}
+	return nil
+}
+
+// Withdraw implements coord.Effects.
+func (e *Effects) Withdraw(_ context.Context, key string, result []byte) error {
+	if key == "" {
+		return errors.New("coord/memory: Effects.Withdraw: empty key")
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if ef := e.touch(key); ef.done && bytes.Equal(ef.result, result) {
+		ef.done, ef.result = false, nil
 	}
 	return nil
 }

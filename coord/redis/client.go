@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -44,7 +45,13 @@ type Connection struct {
 //
 // A cluster URL takes go-redis's ClusterOptions parameters and no database
 // number. Open does not connect: the first command does.
-func Open(rawURL string) (*Connection, error) {
+func Open(rawURL string) (*Connection, error) { return OpenPool(rawURL, 0) }
+
+// OpenPool is Open with a pool of at least minPool connections (per node of
+// a cluster) where the URL's pool_size, or go-redis's default (10 per CPU,
+// 5 per CPU and node on a cluster), is smaller. Connections are dialled as
+// they are needed.
+func OpenPool(rawURL string, minPool int) (*Connection, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		var ue *url.Error
@@ -84,6 +91,7 @@ func Open(rawURL string) (*Connection, error) {
 		if err != nil {
 			return nil, fmt.Errorf("redis URL: %w", err)
 		}
+		opts.PoolSize = poolAtLeast(opts.PoolSize, 10, minPool)
 		return &Connection{Client: goredis.NewClient(opts), Shards: shards, Addrs: []string{opts.Addr}}, nil
 	}
 	if strings.Trim(u.Path, "/") != "" {
@@ -94,7 +102,17 @@ func Open(rawURL string) (*Connection, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis URL: %w", err)
 	}
+	opts.PoolSize = poolAtLeast(opts.PoolSize, 5, minPool)
 	return &Connection{Client: goredis.NewClusterClient(opts), Cluster: true, Shards: shards, Addrs: opts.Addrs}, nil
+}
+
+// poolAtLeast is a pool size of at least least: size, or go-redis's default
+// of perCPU connections per CPU when size is 0.
+func poolAtLeast(size, perCPU, least int) int {
+	if size == 0 {
+		size = perCPU * runtime.GOMAXPROCS(0)
+	}
+	return max(size, least)
 }
 
 // DeleteKeys unlinks every key matching pattern (SCAN MATCH), on every

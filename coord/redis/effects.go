@@ -31,9 +31,12 @@ var (
 	effectBeginLua string
 	//go:embed effect_record.lua
 	effectRecordLua string
+	//go:embed effect_withdraw.lua
+	effectWithdrawLua string
 
-	effectBeginScript  = goredis.NewScript(effectBeginLua)
-	effectRecordScript = goredis.NewScript(effectRecordLua)
+	effectBeginScript    = goredis.NewScript(effectBeginLua)
+	effectRecordScript   = goredis.NewScript(effectRecordLua)
+	effectWithdrawScript = goredis.NewScript(effectWithdrawLua)
 )
 
 // Effects implements coord.Effects on Redis: the effect with key K is the
@@ -87,6 +90,20 @@ func (e *Effects) Record(ctx context.Context, key string, result []byte) error {
 	}
 	if err := effectRecordScript.Run(ctx, e.client, []string{e.key(key)}, result, e.retain).Err(); err != nil {
 		return fmt.Errorf("coord/redis: Effects.Record %q: %w", key, err)
+	}
+	return nil
+}
+
+// Withdraw implements coord.Effects.
+func (e *Effects) Withdraw(ctx context.Context, key string, result []byte) error {
+	if key == "" {
+		return errors.New("coord/redis: Effects.Withdraw: empty key")
+	}
+	if result == nil {
+		result = []byte{}
+	}
+	if err := effectWithdrawScript.Run(ctx, e.client, []string{e.key(key)}, result).Err(); err != nil {
+		return fmt.Errorf("coord/redis: Effects.Withdraw %q: %w", key, err)
 	}
 	return nil
 }

@@ -59,8 +59,9 @@ type SMTP struct {
 	srv *smtp.Server
 	ln  net.Listener
 
-	mu    sync.Mutex
-	mails []Mail
+	mu      sync.Mutex
+	mails   []Mail
+	refused []Mail
 }
 
 // StartSMTP starts a server; Close stops it.
@@ -109,6 +110,14 @@ func (s *SMTP) Mails() []Mail {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Mail(nil), s.mails...)
+}
+
+// Refused returns the mails whose whole data was read and then refused (by
+// Reply at "DATA").
+func (s *SMTP) Refused() []Mail {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Mail(nil), s.refused...)
 }
 
 // Close stops the server.
@@ -188,12 +197,15 @@ func (ss *session) Data(r io.Reader) error {
 	if err != nil {
 		return err
 	}
-	if err := ss.reply("DATA", ""); err != nil {
-		return err
-	}
 	m := Mail{From: ss.from, To: ss.to, Data: data, User: ss.user, TLS: ss.encrypted()}
 	if msg, err := netmail.ReadMessage(bytes.NewReader(data)); err == nil {
 		m.Header = msg.Header
+	}
+	if err := ss.reply("DATA", ""); err != nil {
+		ss.s.mu.Lock()
+		ss.s.refused = append(ss.s.refused, m)
+		ss.s.mu.Unlock()
+		return err
 	}
 	ss.s.mu.Lock()
 	ss.s.mails = append(ss.s.mails, m)
