@@ -37,6 +37,17 @@ type Effects interface {
 	Withdraw(ctx context.Context, key string, result []byte) error
 }
 
+// Holder is implemented by Effects stores that can bind the calls for one
+// key to a resource taken up front (a connection), so that the Record made
+// right after an action does not wait for that resource (nor dial it): the
+// moment between the action and its record is the one where a crash repeats
+// the action. Hold returns the binding, which keeps the Effects contract
+// for every key, and its release, to be called once the key's calls are
+// done.
+type Holder interface {
+	Hold(ctx context.Context, key string) (Effects, func())
+}
+
 // Effect is what Begin knows of one side effect.
 type Effect struct {
 	// Done is true when the effect was recorded; Result is what was recorded.

@@ -71,6 +71,8 @@ func TestEmailSendWindow(t *testing.T) {
 			}
 		}}, nil
 	}
+	const n = 64
+	opts.PoolSize = n // a worker's records have a pool of its concurrency (distributed.Config.EffectsPool)
 	rc := goredis.NewClient(opts)
 	t.Cleanup(func() { rc.Close() })
 	prefix := testinfra.Name(t)
@@ -96,7 +98,6 @@ func TestEmailSendWindow(t *testing.T) {
 		}
 	}
 	params := map[string]any{"from": "a@rune.test", "to": "ada@example.com", "subject": "x", "text": "y"}
-	const n = 64
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rune-org/rune/coord"
 	"github.com/rune-org/rune/expr"
 	"github.com/rune-org/rune/node"
 	"github.com/rune-org/rune/workflow"
@@ -187,7 +188,15 @@ func sendOnce(ctx context.Context, opts *Options, in *node.Input, send func(rec 
 	if opts.Effects == nil || key == "" {
 		return send(nil)
 	}
-	ef, err := opts.Effects.Begin(ctx, key)
+	effects := opts.Effects
+	if h, ok := effects.(coord.Holder); ok {
+		// One connection from Begin to Record: the record after the send
+		// then waits for nothing.
+		held, release := h.Hold(ctx, key)
+		defer release()
+		effects = held
+	}
+	ef, err := effects.Begin(ctx, key)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -210,7 +219,7 @@ func sendOnce(ctx context.Context, opts *Options, in *node.Input, send func(rec 
 		log.Warn("an earlier attempt may have sent without recording it: sending again with the same idempotency key",
 			"execution_id", in.ExecutionID, "node_id", in.NodeID, "intents", ef.Intents)
 	}
-	rec := &sendRecord{ctx: ctx, opts: opts, in: in, log: log}
+	rec := &sendRecord{ctx: ctx, effects: effects, opts: opts, in: in, log: log}
 	out, err := send(rec)
 	if err != nil {
 		if werr := rec.withdraw(); werr != nil {
@@ -228,8 +237,9 @@ func sendOnce(ctx context.Context, opts *Options, in *node.Input, send func(rec 
 // sendRecord is the record of one send under its idempotency key. A nil
 // *sendRecord (no effects store, or no key) records nothing.
 type sendRecord struct {
-	ctx  context.Context
-	opts *Options
+	ctx     context.Context
+	effects coord.Effects
+	opts    *Options
 	in   *node.Input
 	log  *slog.Logger
 	// result is what ready prepared, handed whether handedOver ran, raw
@@ -258,7 +268,7 @@ func (r *sendRecord) handedOver() {
 	r.handed = true
 	r.opts.fault(FaultSent, r.in.IdempotencyKey)
 	raw := r.result
-	if err := r.opts.Effects.Record(r.ctx, r.in.IdempotencyKey, raw); err != nil {
+	if err := r.effects.Record(r.ctx, r.in.IdempotencyKey, raw); err != nil {
 		// The send happened: failing the node would send again. The
 		// engine's own record of this attempt still covers redeliveries.
 		r.log.Error("the send succeeded but could not be recorded", "execution_id", r.in.ExecutionID, "node_id", r.in.NodeID, "err", err)
@@ -283,7 +293,7 @@ func (r *sendRecord) withdraw() error {
 	// stand for a send that did not happen.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), withdrawTimeout)
 	defer cancel()
-	if err := r.opts.Effects.Withdraw(ctx, r.in.IdempotencyKey, raw); err != nil {
+	if err := r.effects.Withdraw(ctx, r.in.IdempotencyKey, raw); err != nil {
 		r.log.Error("a refused send is still recorded as sent", "execution_id", r.in.ExecutionID, "node_id", r.in.NodeID, "err", err)
 		return &node.Error{Code: CodeEffects, Message: "the send was refused after it was recorded, and the record could not be withdrawn (" +
 			err.Error() + "): not retried, since a retry would take it as sent"}

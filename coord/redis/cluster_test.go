@@ -91,6 +91,15 @@ func TestClusterConformance(t *testing.T) {
 			return redis.NewEffects(newClusterClient(t, prefix), redis.EffectOptions{Prefix: prefix})
 		})
 	})
+	// Held on the master of one key's slot: the suite's other keys live on
+	// other masters too, whose MOVED replies the binding hands to the
+	// cluster client.
+	t.Run("effects/held", func(t *testing.T) {
+		coordtest.RunEffects(t, func(t *testing.T) coord.Effects {
+			prefix := testinfra.Name(t)
+			return held(t, redis.NewEffects(newClusterClient(t, prefix), redis.EffectOptions{Prefix: prefix}))
+		})
+	})
 	for _, shards := range []int{1, 16} {
 		t.Run(fmt.Sprintf("blobs/shards=%d", shards), func(t *testing.T) {
 			coordtest.RunBlobs(t, func(t *testing.T) coord.Blobs {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -43,12 +44,19 @@ var (
 // hash <prefix>:{K}:effect (i: intents, r: the recorded result), one Lua
 // call per operation.
 type Effects struct {
-	client goredis.UniversalClient
+	client goredis.Scripter
 	prefix string
 	retain string
+	// base, on a held binding (Hold), is the Effects it came from: a call
+	// the held connection fails is made again through it.
+	base *Effects
+	mu   sync.Mutex // a held connection serves one call at a time
 }
 
-var _ coord.Effects = (*Effects)(nil)
+var (
+	_ coord.Effects = (*Effects)(nil)
+	_ coord.Holder  = (*Effects)(nil)
+)
 
 // NewEffects returns Effects on client. It panics on invalid options (a
 // negative Retain, a Prefix with '{' or '}'): a programming error. The
@@ -60,12 +68,51 @@ func NewEffects(client goredis.UniversalClient, opts EffectOptions) *Effects {
 
 func (e *Effects) key(k string) string { return e.prefix + ":{" + k + "}:effect" }
 
+// Hold implements coord.Holder: the binding runs its calls on one
+// connection of the client's pool (on a cluster, to the master of key's
+// slot), taken at its first call and given back by release. A call the
+// connection fails (a cluster's slot moved, a broken connection) is made
+// again through e.
+func (e *Effects) Hold(ctx context.Context, key string) (coord.Effects, func()) {
+	var c *goredis.Client
+	switch cl := e.client.(type) {
+	case *goredis.Client:
+		c = cl
+	case *goredis.ClusterClient:
+		m, err := cl.MasterForKey(ctx, e.key(key))
+		if err != nil {
+			return e, func() {}
+		}
+		c = m
+	default:
+		return e, func() {}
+	}
+	conn := c.Conn()
+	return &Effects{client: conn, prefix: e.prefix, retain: e.retain, base: e}, func() { _ = conn.Close() }
+}
+
+// run runs script on e's client, and again on its base when e is a held
+// binding whose connection failed. The three scripts are safe to repeat:
+// a repeated Begin counts one more intent, which only adds a warning.
+func (e *Effects) run(ctx context.Context, script *goredis.Script, key string, args ...any) *goredis.Cmd {
+	if e.base == nil {
+		return script.Run(ctx, e.client, []string{e.key(key)}, args...)
+	}
+	e.mu.Lock()
+	cmd := script.Run(ctx, e.client, []string{e.key(key)}, args...)
+	e.mu.Unlock()
+	if err := cmd.Err(); err != nil && err != goredis.Nil && ctx.Err() == nil {
+		return e.base.run(ctx, script, key, args...)
+	}
+	return cmd
+}
+
 // Begin implements coord.Effects.
 func (e *Effects) Begin(ctx context.Context, key string) (coord.Effect, error) {
 	if key == "" {
 		return coord.Effect{}, errors.New("coord/redis: Effects.Begin: empty key")
 	}
-	res, err := effectBeginScript.Run(ctx, e.client, []string{e.key(key)}, e.retain).Slice()
+	res, err := e.run(ctx, effectBeginScript, key, e.retain).Slice()
 	if err != nil {
 		return coord.Effect{}, fmt.Errorf("coord/redis: Effects.Begin %q: %w", key, err)
 	}
@@ -88,7 +135,7 @@ func (e *Effects) Record(ctx context.Context, key string, result []byte) error {
 	if result == nil {
 		result = []byte{}
 	}
-	if err := effectRecordScript.Run(ctx, e.client, []string{e.key(key)}, result, e.retain).Err(); err != nil {
+	if err := e.run(ctx, effectRecordScript, key, result, e.retain).Err(); err != nil {
 		return fmt.Errorf("coord/redis: Effects.Record %q: %w", key, err)
 	}
 	return nil
@@ -102,7 +149,7 @@ func (e *Effects) Withdraw(ctx context.Context, key string, result []byte) error
 	if result == nil {
 		result = []byte{}
 	}
-	if err := effectWithdrawScript.Run(ctx, e.client, []string{e.key(key)}, result).Err(); err != nil {
+	if err := e.run(ctx, effectWithdrawScript, key, result).Err(); err != nil {
 		return fmt.Errorf("coord/redis: Effects.Withdraw %q: %w", key, err)
 	}
 	return nil

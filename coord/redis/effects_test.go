@@ -16,6 +16,44 @@ func TestEffectsConformance(t *testing.T) {
 		prefix := testinfra.Name(t)
 		return redis.NewEffects(newClient(t, prefix), redis.EffectOptions{Prefix: prefix})
 	})
+	t.Run("held", func(t *testing.T) {
+		coordtest.RunEffects(t, func(t *testing.T) coord.Effects {
+			prefix := testinfra.Name(t)
+			return held(t, redis.NewEffects(newClient(t, prefix), redis.EffectOptions{Prefix: prefix}))
+		})
+	})
+}
+
+// held is e's binding of one connection (Hold), released at the test's end.
+func held(t *testing.T, e *redis.Effects) coord.Effects {
+	h, release := e.Hold(context.Background(), "k")
+	t.Cleanup(release)
+	return h
+}
+
+// A held binding keeps its connection: its calls take none from the pool,
+// however busy the pool is.
+func TestEffectsHoldKeepsOneConnection(t *testing.T) {
+	t.Parallel()
+	prefix := testinfra.Name(t)
+	client := newClient(t, prefix)
+	e := redis.NewEffects(client, redis.EffectOptions{Prefix: prefix})
+	h, release := e.Hold(context.Background(), "k")
+	defer release()
+	if _, err := h.Begin(context.Background(), "k"); err != nil {
+		t.Fatal(err)
+	}
+	before := client.PoolStats()
+	if err := h.Record(context.Background(), "k", []byte("sent")); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Withdraw(context.Background(), "k", []byte("sent")); err != nil {
+		t.Fatal(err)
+	}
+	after := client.PoolStats()
+	if after.Hits != before.Hits || after.Misses != before.Misses {
+		t.Fatalf("pool gets during the held calls: hits %d → %d, misses %d → %d; want none", before.Hits, after.Hits, before.Misses, after.Misses)
+	}
 }
 
 // TestEffectsKeys: an effect is one hash-tagged key that keeps Retain.
