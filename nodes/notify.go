@@ -240,8 +240,8 @@ type sendRecord struct {
 	ctx     context.Context
 	effects coord.Effects
 	opts    *Options
-	in   *node.Input
-	log  *slog.Logger
+	in      *node.Input
+	log     *slog.Logger
 	// result is what ready prepared, handed whether handedOver ran, raw
 	// what it recorded (nil when the record failed or was withdrawn).
 	result []byte
