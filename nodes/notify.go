@@ -178,11 +178,11 @@ func credRef(n *workflow.Node) string {
 // apart from the reply (an email, after writing the final "." of its data
 // and before reading the server's answer), and rec.withdraw when the reply
 // then refuses it. A send that does not call handedOver is recorded once it
-// returns. What is left
-// between the send and its record is the one window (docs/dsl.md, "Sending
-// exactly once"): a worker that dies there sends again on redelivery, with
-// the same key (the email's Message-ID, the SMS provider's Idempotency-Key),
-// which is what lets the receiving side drop the duplicate.
+// returns. What is left between the send leaving and its record is the one
+// window (docs/dsl.md, "Sending exactly once"): a worker that dies there
+// sends again on redelivery, with the same key (the email's Message-ID, the
+// SMS provider's Idempotency-Key), which is what lets the receiving side
+// drop the duplicate.
 func sendOnce(ctx context.Context, opts *Options, in *node.Input, send func(rec *sendRecord) (map[string]any, error)) (map[string]any, error) {
 	key := in.IdempotencyKey
 	if opts.Effects == nil || key == "" {

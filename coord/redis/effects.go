@@ -101,7 +101,7 @@ func (e *Effects) run(ctx context.Context, script *goredis.Script, key string, a
 	e.mu.Lock()
 	cmd := script.Run(ctx, e.client, []string{e.key(key)}, args...)
 	e.mu.Unlock()
-	if err := cmd.Err(); err != nil && err != goredis.Nil && ctx.Err() == nil {
+	if err := cmd.Err(); err != nil && !errors.Is(err, goredis.Nil) && ctx.Err() == nil {
 		return e.base.run(ctx, script, key, args...)
 	}
 	return cmd
