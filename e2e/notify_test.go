@@ -252,10 +252,12 @@ func TestWelcomeSeriesThousandWithKill(t *testing.T) {
 	}
 	t.Logf("%d executions in %v, worker 1 killed after %d mails; %d mails, %d texts (%d requests); %d mails sent again in the kill window, %d duplicate completion messages",
 		n, elapsed.Round(time.Millisecond), mailed.Load(), len(svc.mail.Mails()), len(svc.texts.Messages()), svc.texts.Requests(), resent, cs.dups)
-	// Only sends in the killed worker's hands at the kill can be in that
-	// window: at most its concurrency.
-	if resent > 64 {
-		t.Errorf("%d mails were sent twice, more than the killed worker had in hand", resent)
+	// The window is the few instructions between writing a mail's final
+	// "." and writing its record: in 40 runs one mail was caught there
+	// once (docs/benchmarks.md). Recording after the server's reply, as
+	// Rune once did, sent 0–18 twice per run, 7 on average.
+	if resent > 2 {
+		t.Errorf("%d mails were sent twice: the window between a mail's final \".\" and its record is wider than it should be", resent)
 	}
 }
 
