@@ -76,6 +76,10 @@ type Config struct {
 	// successor (set, conditional, switch, log) runs in the hop of the node
 	// before it, unless its workflow's settings say "fuse": false.
 	NoFuse bool
+	// FuseBudget is how long one hop may go on running fused nodes: past
+	// it, the next pure node is published as a message of its own. Default
+	// 5 ms (a hop also stops at 64 nodes).
+	FuseBudget time.Duration
 }
 
 // Sink receives the effects of handling one message, in order. The runtime
@@ -136,6 +140,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.BlobCacheBytes <= 0 {
 		cfg.BlobCacheBytes = 256 << 20
+	}
+	if cfg.FuseBudget <= 0 {
+		cfg.FuseBudget = DefaultFuseBudget
 	}
 	e := &Engine{
 		cfg:        cfg,

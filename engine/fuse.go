@@ -24,10 +24,10 @@ import (
 // with its own, so a redelivery replays the whole hop from the record,
 // running nothing again: its effects are byte-identical.
 
-// Bounds of one fused hop.
+// Bounds of one fused hop: its nodes, and Config.FuseBudget's default.
 const (
-	maxFused   = 64
-	fuseBudget = 5 * time.Millisecond
+	maxFused          = 64
+	DefaultFuseBudget = 5 * time.Millisecond
 )
 
 // fusible are the node types run in the hop before them: pure (no I/O, no
@@ -78,7 +78,7 @@ func (s *step) fuse(ctx context.Context, rec *record, f *effects) error {
 			if i >= len(rec.Fused) {
 				return nil
 			}
-		} else if i >= maxFused || time.Since(began) > fuseBudget {
+		} else if i >= maxFused || time.Since(began) > s.e.cfg.FuseBudget {
 			return nil
 		}
 		n := s.fusibleNext(f)
