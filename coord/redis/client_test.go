@@ -1,8 +1,11 @@
 package redis_test
 
 import (
+	"runtime"
 	"strings"
 	"testing"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/rune-org/rune/coord/redis"
 )
@@ -47,6 +50,42 @@ func TestOpen(t *testing.T) {
 		}
 		if strings.Contains(err.Error(), "secretpw") {
 			t.Errorf("Open(%q): error %q shows the password", bad, err)
+		}
+	}
+}
+
+// OpenPool raises the pool to at least its minimum, and keeps a larger
+// pool_size or go-redis's default when they are larger.
+func TestOpenPool(t *testing.T) {
+	t.Parallel()
+	dflt := 10 * runtime.GOMAXPROCS(0)
+	for _, c := range []struct {
+		url  string
+		min  int
+		want int
+	}{
+		{"redis://127.0.0.1:6379/0", 0, dflt},
+		{"redis://127.0.0.1:6379/0", dflt + 100, dflt + 100},
+		{"redis://127.0.0.1:6379/0", 1, dflt},
+		{"redis://127.0.0.1:6379/0?pool_size=500", 64, 500},
+		{"redis://127.0.0.1:6379/0?pool_size=4", 64, 64},
+		{"redis://h1:7000?cluster=true", 300, 300},
+		{"redis://h1:7000?cluster=true", 0, 5 * runtime.GOMAXPROCS(0)},
+	} {
+		conn, err := redis.OpenPool(c.url, c.min)
+		if err != nil {
+			t.Fatalf("%s: %v", c.url, err)
+		}
+		var got int
+		switch cl := conn.Client.(type) {
+		case *goredis.Client:
+			got = cl.Options().PoolSize
+		case *goredis.ClusterClient:
+			got = cl.Options().PoolSize
+		}
+		conn.Client.Close()
+		if got != c.want {
+			t.Errorf("OpenPool(%s, %d): pool of %d, want %d", c.url, c.min, got, c.want)
 		}
 	}
 }
