@@ -19,19 +19,29 @@ import (
 	"github.com/rune-org/rune/internal/testinfra"
 )
 
-// timedEffects notes when each Record was called and when it returned.
+// timedEffects notes when each Record was called and when it returned,
+// through the connection a send holds (coord.Holder) as in a worker.
 type timedEffects struct {
 	coord.Effects
+	times *recordTimes
+}
+
+type recordTimes struct {
 	mu               sync.Mutex
 	called, recorded map[string]time.Time
+}
+
+func (e *timedEffects) Hold(ctx context.Context, key string) (coord.Effects, func()) {
+	held, release := e.Effects.(coord.Holder).Hold(ctx, key)
+	return &timedEffects{Effects: held, times: e.times}, release
 }
 
 func (e *timedEffects) Record(ctx context.Context, key string, result []byte) error {
 	called := time.Now()
 	err := e.Effects.Record(ctx, key, result)
-	e.mu.Lock()
-	e.called[key], e.recorded[key] = called, time.Now()
-	e.mu.Unlock()
+	e.times.mu.Lock()
+	e.times.called[key], e.times.recorded[key] = called, time.Now()
+	e.times.mu.Unlock()
 	return err
 }
 
@@ -89,7 +99,8 @@ func TestEmailSendWindow(t *testing.T) {
 		accepted[key] = time.Now()
 		mu.Unlock()
 	}})
-	ef := &timedEffects{Effects: coordredis.NewEffects(rc, coordredis.EffectOptions{Prefix: prefix}), called: map[string]time.Time{}, recorded: map[string]time.Time{}}
+	times := &recordTimes{called: map[string]time.Time{}, recorded: map[string]time.Time{}}
+	ef := &timedEffects{Effects: coordredis.NewEffects(rc, coordredis.EffectOptions{Prefix: prefix}), times: times}
 	fault := func(point, key string) {
 		if point == FaultSent {
 			mu.Lock()
@@ -114,14 +125,14 @@ func TestEmailSendWindow(t *testing.T) {
 	for i := range n {
 		key := fmt.Sprintf("key%02d", i)
 		acc, ok1 := accepted[key]
-		rec, ok2 := ef.recorded[key]
+		rec, ok2 := times.recorded[key]
 		h, ok3 := handed[key]
 		w, ok4 := written[key]
 		if !ok1 || !ok2 || !ok3 || !ok4 {
 			t.Fatalf("%s: accepted %v, recorded %v, handed over %v, record written %v", key, ok1, ok2, ok3, ok4)
 		}
 		window = append(window, w.Sub(h))
-		redis = append(redis, rec.Sub(ef.called[key]))
+		redis = append(redis, rec.Sub(times.called[key]))
 		accept = append(accept, acc.Sub(h))
 	}
 	for _, d := range []struct {
