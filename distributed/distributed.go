@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"strings"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"github.com/rune-org/rune/metrics"
 	"github.com/rune-org/rune/node"
 	"github.com/rune-org/rune/nodes"
+	"github.com/rune-org/rune/worker"
 )
 
 // Config says where the servers are.
@@ -125,7 +125,7 @@ func Connect(ctx context.Context, cfg Config) (*Runtime, error) {
 		// that mail again (docs/dsl.md, "Sending exactly once").
 		pool := cfg.EffectsPool
 		if pool <= 0 {
-			pool = 32 * runtime.GOMAXPROCS(0)
+			pool = worker.DefaultConcurrency()
 		}
 		ec, err := coordredis.OpenPool(cfg.RedisURL, pool)
 		if err != nil {

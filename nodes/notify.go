@@ -222,9 +222,6 @@ func sendOnce(ctx context.Context, opts *Options, in *node.Input, send func(rec 
 	rec := &sendRecord{ctx: ctx, effects: effects, opts: opts, in: in, log: log}
 	out, err := send(rec)
 	if err != nil {
-		if werr := rec.withdraw(); werr != nil {
-			return nil, werr
-		}
 		return nil, err
 	}
 	if !rec.made() {

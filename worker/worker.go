@@ -55,12 +55,15 @@ type Config struct {
 	Tracer *tracing.Tracer
 }
 
+// DefaultConcurrency is Config.Concurrency's default, 32 × GOMAXPROCS.
+func DefaultConcurrency() int { return 32 * runtime.GOMAXPROCS(0) }
+
 func (c *Config) defaults() error {
 	if c.Broker == nil || c.Engine == nil {
 		return errors.New("worker: Config.Broker and Config.Engine are required")
 	}
 	if c.Concurrency <= 0 {
-		c.Concurrency = 32 * runtime.GOMAXPROCS(0)
+		c.Concurrency = DefaultConcurrency()
 	}
 	if c.Prefetch <= 0 {
 		c.Prefetch = 2 * c.Concurrency

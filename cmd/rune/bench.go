@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,6 +25,7 @@ import (
 	"github.com/rune-org/rune/broker/amqp"
 	coordredis "github.com/rune-org/rune/coord/redis"
 	"github.com/rune-org/rune/embedded"
+	"github.com/rune-org/rune/worker"
 )
 
 // Defaults of rune bench.
@@ -238,7 +238,7 @@ func benchDistributed(ctx context.Context, env *cliEnv, srv *servers, o distribu
 	}
 	conc := o.concurrency
 	if conc == 0 {
-		conc = 32 * runtime.GOMAXPROCS(0) // worker.Config's default
+		conc = worker.DefaultConcurrency()
 	}
 	rep := &distributedReport{Runtime: "distributed", Workers: o.spawn, Concurrency: conc, Prefetch: o.prefetch, InFlight: o.inflight}
 	log := cliLogger(env)
