@@ -12,6 +12,7 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/rune-org/rune/coord"
 	coordredis "github.com/rune-org/rune/coord/redis"
@@ -82,7 +83,10 @@ func TestEmailSendWindow(t *testing.T) {
 		}}, nil
 	}
 	const n = 64
-	opts.PoolSize = n // a worker's records have a pool of its concurrency (distributed.Config.EffectsPool)
+	// As coordredis.OpenPool makes a worker's records' pool: its
+	// concurrency, maintenance notifications off.
+	opts.PoolSize = n
+	opts.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	rc := goredis.NewClient(opts)
 	t.Cleanup(func() { rc.Close() })
 	prefix := testinfra.Name(t)

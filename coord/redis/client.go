@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // DefaultClusterShards is Connection.Shards on a Redis Cluster when the URL
@@ -45,6 +46,12 @@ type Connection struct {
 //
 // A cluster URL takes go-redis's ClusterOptions parameters and no database
 // number. Open does not connect: the first command does.
+//
+// Maintenance notifications (a Redis Enterprise handshake go-redis tries on
+// every new connection by default, which open-source Redis refuses) are
+// off: turning them off after the refusal is a write to the client's
+// options that go-redis v9.23 races on when connections of Client.Conn
+// (coord.Holder) are dialled at once.
 func Open(rawURL string) (*Connection, error) { return OpenPool(rawURL, 0) }
 
 // OpenPool is Open with a pool of at least minPool connections (per node of
@@ -92,6 +99,7 @@ func OpenPool(rawURL string, minPool int) (*Connection, error) {
 			return nil, fmt.Errorf("redis URL: %w", err)
 		}
 		opts.PoolSize = poolAtLeast(opts.PoolSize, 10, minPool)
+		opts.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 		return &Connection{Client: goredis.NewClient(opts), Shards: shards, Addrs: []string{opts.Addr}}, nil
 	}
 	if strings.Trim(u.Path, "/") != "" {
@@ -103,6 +111,7 @@ func OpenPool(rawURL string, minPool int) (*Connection, error) {
 		return nil, fmt.Errorf("redis URL: %w", err)
 	}
 	opts.PoolSize = poolAtLeast(opts.PoolSize, 5, minPool)
+	opts.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	return &Connection{Client: goredis.NewClusterClient(opts), Cluster: true, Shards: shards, Addrs: opts.Addrs}, nil
 }
 

@@ -2,6 +2,8 @@ package redis_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,4 +68,37 @@ func TestEffectsKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	ttlOf(t, client, prefix+":{exec1/n}:effect", 59*time.Minute, time.Hour)
+}
+
+// Many sends at once, each holding a connection that has to be dialled:
+// go-redis must not race on its options while it sets them up (run with
+// -race; it did while maintenance notifications were left on auto).
+func TestEffectsHoldConcurrently(t *testing.T) {
+	t.Parallel()
+	prefix := testinfra.Name(t)
+	conn, err := redis.OpenPool(testinfra.RedisURL(t), 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = redis.DeleteKeys(context.Background(), conn.Client, prefix+":*")
+		conn.Client.Close()
+	})
+	e := redis.NewEffects(conn.Client, redis.EffectOptions{Prefix: prefix})
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Go(func() {
+			key := fmt.Sprintf("k%d", i)
+			h, release := e.Hold(context.Background(), key)
+			defer release()
+			if _, err := h.Begin(context.Background(), key); err != nil {
+				t.Error(err)
+				return
+			}
+			if err := h.Record(context.Background(), key, []byte("sent")); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
 }
