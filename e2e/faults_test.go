@@ -204,6 +204,14 @@ func (r *faultRun) finish() {
 	t := r.t
 	t.Helper()
 	r.cs.waitDistinct(len(r.ids), faultTimeout)
+	// A timer whose resume lost its confirm (RabbitMQ going down under it)
+	// stays claimed until its lease ends, then fires again, after its
+	// execution may already have completed: wait for that before stopping
+	// the schedulers (a CI run once stopped them first and found 5 left).
+	waitFor(t, faultTimeout, "the timer store to empty", func() bool {
+		st, err := r.timers.Stats(context.Background())
+		return err == nil && st.Scheduled == 0 && st.Claimed == 0
+	})
 	for _, p := range append(slices.Clone(r.workers), r.schedulers...) {
 		if !p.exited() {
 			p.terminate(t, 60*time.Second)
