@@ -89,31 +89,6 @@ func get(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// waitMetrics scrapes url until every series in want has its value.
-func waitMetrics(t *testing.T, url string, want map[string]float64) map[string]float64 {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		got := metricstest.Scrape(t, url)
-		var wrong []string
-		for series, w := range want {
-			if got[series] != w {
-				wrong = append(wrong, series)
-			}
-		}
-		if len(wrong) == 0 {
-			return got
-		}
-		if time.Now().After(deadline) {
-			for _, s := range wrong {
-				t.Errorf("%s = %v, want %v", s, got[s], want[s])
-			}
-			t.FailNow()
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // A distributed run: `rune worker --scheduler --metrics-addr` answers its
 // health checks, and after `rune start --wait` its /metrics counts what
 // ran (a split of three items, a delay fired by the scheduler) and samples
@@ -148,7 +123,7 @@ func TestWorkerMetricsDistributed(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("rune start --wait: exit %d\n%s\n%s", code, out, errOut)
 	}
-	got := waitMetrics(t, addr+"/metrics", map[string]float64{
+	got := metricstest.Wait(t, addr+"/metrics", map[string]float64{
 		`rune_node_executions_total{node_type="split",outcome="success",workflow="metered"}`: 1,
 		`rune_node_executions_total{node_type="set",outcome="success",workflow="metered"}`:   3,
 		`rune_node_executions_total{node_type="delay",outcome="success",workflow="metered"}`: 1,

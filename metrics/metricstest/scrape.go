@@ -6,9 +6,11 @@ import (
 	"bufio"
 	"io"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Scrape GETs url and returns every sample by its series as written, e.g.
@@ -60,4 +62,34 @@ func Sum(samples map[string]float64, prefix string) float64 {
 		}
 	}
 	return s
+}
+
+// Wait scrapes url until every series in want has its value (an absent
+// series counts as 0) and returns that scrape; after a minute it fails the
+// test naming each series still wrong. Counters a runtime bumps after it
+// reports an execution done (a timer's, once its resume is published) need
+// it: the completion can reach the test first.
+func Wait(t testing.TB, url string, want map[string]float64) map[string]float64 {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		got := Scrape(t, url)
+		var wrong []string
+		for series, w := range want {
+			if got[series] != w {
+				wrong = append(wrong, series)
+			}
+		}
+		if len(wrong) == 0 {
+			return got
+		}
+		if time.Now().After(deadline) {
+			sort.Strings(wrong)
+			for _, s := range wrong {
+				t.Errorf("%s = %v, want %v", s, got[s], want[s])
+			}
+			t.FailNow()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
