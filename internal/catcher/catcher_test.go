@@ -35,6 +35,49 @@ func TestSMTPKeepsMailAndChecksAuth(t *testing.T) {
 	}
 }
 
+// A recipient's inbox holds a mail sent again with the same Message-ID
+// once; mails with another Message-ID or none are all there, and each
+// envelope recipient has an inbox of their own.
+func TestSMTPInboxesSuppressDuplicateMessageIDs(t *testing.T) {
+	t.Parallel()
+	s, err := StartSMTP(SMTPConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	send := func(id string, to ...string) {
+		t.Helper()
+		msg := "From: a@rune.test\r\nSubject: " + id + "\r\n"
+		if id != "" {
+			msg += "Message-ID: <" + id + "@rune.test>\r\n"
+		}
+		if err := smtp.SendMail(s.Addr(), nil, "a@rune.test", to, []byte(msg+"\r\nbody\r\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send("k1", "b@rune.test", "c@rune.test")
+	send("k1", "b@rune.test") // sent again
+	send("k2", "b@rune.test")
+	send("", "b@rune.test")
+	send("", "b@rune.test")
+	if n := len(s.Mails()); n != 5 {
+		t.Fatalf("%d mails accepted, want 5", n)
+	}
+	subjects := func(rcpt string) string {
+		var out []string
+		for _, m := range s.Inboxes()[rcpt] {
+			out = append(out, m.Header.Get("Subject"))
+		}
+		return strings.Join(out, ",")
+	}
+	if got := subjects("b@rune.test"); got != "k1,k2,," {
+		t.Errorf("b's inbox holds %q, want k1,k2 and the two mails without a Message-ID", got)
+	}
+	if got := subjects("c@rune.test"); got != "k1" {
+		t.Errorf("c's inbox holds %q, want k1", got)
+	}
+}
+
 // The SMS stand-in answers the Twilio form with a sid, checks basic auth,
 // and with Dedupe keeps one message per Idempotency-Key.
 func TestSMSTwilioFormAuthAndDedupe(t *testing.T) {

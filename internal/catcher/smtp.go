@@ -15,6 +15,7 @@ import (
 	"net"
 	netmail "net/mail"
 	"sync"
+	"time"
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
@@ -31,6 +32,8 @@ type Mail struct {
 	// session was encrypted (STARTTLS or implicit TLS).
 	User string
 	TLS  bool
+	// Received is when the server had the whole mail.
+	Received time.Time
 }
 
 // SMTPConfig configures an SMTP server. The zero value is a plain server on
@@ -110,6 +113,34 @@ func (s *SMTP) Mails() []Mail {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Mail(nil), s.mails...)
+}
+
+// Inboxes returns, per envelope recipient, the mails their mailbox holds:
+// the accepted mails, in order, with a mail whose Message-ID the mailbox
+// already holds left out, as mailbox providers do with a message sent again
+// (Gmail's duplicate suppression, Sieve's "duplicate" test of RFC 7352). A
+// mail without a Message-ID is always kept. Rune derives an email's
+// Message-ID from its idempotency key, so a mail sent again in the window
+// docs/dsl.md documents ("Sending exactly once") is one mail here.
+func (s *SMTP) Inboxes() map[string][]Mail {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	type held struct{ rcpt, id string }
+	seen := map[held]bool{}
+	out := map[string][]Mail{}
+	for _, m := range s.mails {
+		id := m.Header.Get("Message-Id")
+		for _, rcpt := range m.To {
+			if id != "" {
+				if seen[held{rcpt, id}] {
+					continue
+				}
+				seen[held{rcpt, id}] = true
+			}
+			out[rcpt] = append(out[rcpt], m)
+		}
+	}
+	return out
 }
 
 // Refused returns the mails whose whole data was read and then refused (by
@@ -197,7 +228,7 @@ func (ss *session) Data(r io.Reader) error {
 	if err != nil {
 		return err
 	}
-	m := Mail{From: ss.from, To: ss.to, Data: data, User: ss.user, TLS: ss.encrypted()}
+	m := Mail{From: ss.from, To: ss.to, Data: data, User: ss.user, TLS: ss.encrypted(), Received: time.Now()}
 	if msg, err := netmail.ReadMessage(bytes.NewReader(data)); err == nil {
 		m.Header = msg.Header
 	}
