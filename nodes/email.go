@@ -11,6 +11,7 @@ import (
 	"net/textproto"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/wneessen/go-mail"
 	"github.com/wneessen/go-mail/smtp"
@@ -395,7 +396,7 @@ func (r *emailRunner) send(ctx context.Context, in *node.Input, cfg smtpConfig, 
 	}
 	out := map[string]any{"message_id": "<" + msgID + ">", "accepted": accepted, "rejected": rejected}
 	rec.ready(out)
-	if err := endData(sc, w, rec.handedOver); err != nil {
+	if err := endData(sc, w, r.opts.SMTPTimeout, rec.handedOver); err != nil {
 		if werr := rec.withdraw(); werr != nil {
 			return nil, werr
 		}
@@ -409,8 +410,9 @@ func (r *emailRunner) send(ctx context.Context, in *node.Input, cfg smtpConfig, 
 // kernel, which delivers it even if the process dies next) the server has
 // the whole message and goes on with it whether or not the worker lives to
 // read its reply. A worker killed between the write and the record, a few
-// instructions, is the one window left where the mail is sent again.
-func endData(sc *smtp.Client, w io.WriteCloser, handedOver func()) error {
+// instructions, is the one window left where the mail is sent again. The
+// reply is waited for up to timeout.
+func endData(sc *smtp.Client, w io.WriteCloser, timeout time.Duration, handedOver func()) error {
 	dc, ok := w.(*smtp.DataCloser)
 	if !ok {
 		// Not go-mail's writer: the reply is read by Close.
@@ -424,6 +426,11 @@ func endData(sc *smtp.Client, w io.WriteCloser, handedOver func()) error {
 		return err // the "." may not have gone out: nothing was handed over
 	}
 	handedOver()
+	// The session's deadline was set once, at dial: the record's time
+	// must not come out of the wait for the reply.
+	if err := sc.UpdateDeadline(timeout); err != nil {
+		return err
+	}
 	_, _, err := sc.Text.ReadResponse(250)
 	return err
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/emersion/go-smtp"
 
@@ -59,8 +60,13 @@ func emailNode(params map[string]any) workflow.Node {
 // runEmail compiles an email node with opts and runs it once with key.
 func runEmail(t *testing.T, opts Options, cred map[string]string, params map[string]any, env map[string]any, key string) (node.Result, error) {
 	t.Helper()
+	return runEmailCtx(t.Context(), t, opts, cred, params, env, key)
+}
+
+func runEmailCtx(ctx context.Context, t *testing.T, opts Options, cred map[string]string, params map[string]any, env map[string]any, key string) (node.Result, error) {
+	t.Helper()
 	r := compileNode(t, NewRegistry(opts), emailNode(params))
-	return r.Run(t.Context(), &node.Input{Env: env, NodeID: "welcome", ExecutionID: "ex1", Attempt: 1,
+	return r.Run(ctx, &node.Input{Env: env, NodeID: "welcome", ExecutionID: "ex1", Attempt: 1,
 		IdempotencyKey: key, Secrets: mapSecrets{"mail": cred}})
 }
 
@@ -370,6 +376,83 @@ func TestEmailRefusedRecordStays(t *testing.T) {
 	ne := nodeError(t, err, CodeEffects, false)
 	if !strings.Contains(ne.Message, "could not be withdrawn") || !strings.Contains(ne.Message, "store unavailable") {
 		t.Errorf("message %q, want it to say the record stays and why", ne.Message)
+	}
+}
+
+// recordStore wraps an effects store as a network store behaves: Record
+// fails on a done context, takes delay, and with lost set is made but
+// reports an error (its reply lost).
+type recordStore struct {
+	coord.Effects
+	delay time.Duration
+	lost  bool
+}
+
+func (e recordStore) Record(ctx context.Context, key string, result []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	time.Sleep(e.delay)
+	if err := e.Effects.Record(ctx, key, result); err != nil || !e.lost {
+		return err
+	}
+	return errors.New("i/o timeout")
+}
+
+// A worker that starts shutting down (its handler's context cancelled)
+// just after a mail's final "." still records it: the server has the mail,
+// and the redelivery must not send it again.
+func TestEmailRecordedWhileStopping(t *testing.T) {
+	t.Parallel()
+	s := startSMTP(t, catcher.SMTPConfig{})
+	ef := coordmem.NewEffects(0)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	opts := Options{Effects: recordStore{Effects: ef}, Fault: func(p, _ string) {
+		if p == FaultSent {
+			cancel()
+		}
+	}}
+	_, _ = runEmailCtx(ctx, t, opts, smtpCred(s, "none"), map[string]any{"from": "a@rune.test", "to": "ada@example.com", "subject": "x", "text": "y"}, welcomeEnv, "k")
+	if got, err := ef.Begin(t.Context(), "k"); err != nil || !got.Done {
+		t.Fatalf("after a cancel at the final dot the key is done %v (%v), want the send recorded", got.Done, err)
+	}
+}
+
+// A record whose reply was lost may have been made: a refusal of the mail
+// then withdraws it all the same, and the retry sends.
+func TestEmailRefusedAfterALostRecordIsWithdrawn(t *testing.T) {
+	t.Parallel()
+	var refusals atomic.Int32
+	s := startSMTP(t, catcher.SMTPConfig{Reply: func(stage, _ string) error {
+		if stage == "DATA" && refusals.Add(1) == 1 {
+			return &smtp.SMTPError{Code: 451, Message: "try later"}
+		}
+		return nil
+	}})
+	ef := coordmem.NewEffects(0)
+	params := map[string]any{"from": "a@rune.test", "to": "ada@example.com", "subject": "x", "text": "y"}
+	_, err := runEmail(t, Options{Effects: recordStore{Effects: ef, lost: true}}, smtpCred(s, "none"), params, welcomeEnv, "k")
+	nodeError(t, err, CodeSMTP, true)
+	if got, err := ef.Begin(t.Context(), "k"); err != nil || got.Done {
+		t.Fatalf("after the refusal the key is done %v (%v), want the record withdrawn", got.Done, err)
+	}
+	if _, err := runEmail(t, Options{Effects: ef}, smtpCred(s, "none"), params, welcomeEnv, "k"); err != nil || len(s.Mails()) != 1 {
+		t.Fatalf("retry: %v, %d mails; want the mail sent", err, len(s.Mails()))
+	}
+}
+
+// The time a record takes does not come out of the wait for the server's
+// reply to the data: a record slower than SMTPTimeout still reads the 250.
+func TestEmailSlowRecordKeepsTheReply(t *testing.T) {
+	t.Parallel()
+	s := startSMTP(t, catcher.SMTPConfig{})
+	opts := Options{Effects: recordStore{Effects: coordmem.NewEffects(0), delay: 1500 * time.Millisecond}, SMTPTimeout: time.Second}
+	if _, err := runEmail(t, opts, smtpCred(s, "none"), map[string]any{"from": "a@rune.test", "to": "ada@example.com", "subject": "x", "text": "y"}, welcomeEnv, "k"); err != nil {
+		t.Fatalf("a record of 1.5 s with SMTPTimeout 1 s: %v", err)
+	}
+	if len(s.Mails()) != 1 {
+		t.Fatalf("%d mails, want 1", len(s.Mails()))
 	}
 }
 

@@ -41,8 +41,9 @@ type Options struct {
 	// TLSConfig is the base of the email node's TLS settings (e.g. RootCAs
 	// for a private SMTP server). Nil: the system's roots.
 	TLSConfig *tls.Config
-	// SMTPTimeout bounds connecting to and each exchange with an SMTP
-	// server. Default 30 s.
+	// SMTPTimeout bounds an SMTP session: connecting and every exchange up
+	// to the end of the data, and then, on its own, the wait for the
+	// server's reply to the data. Default 30 s.
 	SMTPTimeout time.Duration
 	// Logger receives the log nodes' lines. Nil means the Input's Logger, or
 	// slog.Default() when that is nil too.

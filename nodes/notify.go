@@ -264,15 +264,25 @@ func (r *sendRecord) handedOver() {
 	}
 	r.handed = true
 	r.opts.fault(FaultSent, r.in.IdempotencyKey)
-	raw := r.result
-	if err := r.effects.Record(r.ctx, r.in.IdempotencyKey, raw); err != nil {
+	// A record that failed may still have been made (the reply lost, not
+	// the command): withdraw would then have it to remove.
+	r.raw = r.result
+	// A worker shutting down still records: the send has left it.
+	ctx, cancel := r.detached()
+	defer cancel()
+	if err := r.effects.Record(ctx, r.in.IdempotencyKey, r.raw); err != nil {
 		// The send happened: failing the node would send again. The
 		// engine's own record of this attempt still covers redeliveries.
 		r.log.Error("the send succeeded but could not be recorded", "execution_id", r.in.ExecutionID, "node_id", r.in.NodeID, "err", err)
-	} else {
-		r.raw = raw
 	}
 	r.opts.fault(FaultRecorded, r.in.IdempotencyKey)
+}
+
+// detached is the send's context without its cancellation, bounded by
+// recordTimeout: a record, or its withdrawal, must not be given up halfway
+// because the worker is shutting down.
+func (r *sendRecord) detached() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(r.ctx), recordTimeout)
 }
 
 // withdraw removes the record handedOver made: the receiving side refused
@@ -286,9 +296,8 @@ func (r *sendRecord) withdraw() error {
 	}
 	raw := r.raw
 	r.raw = nil
-	// A worker shutting down still withdraws: a record left behind would
-	// stand for a send that did not happen.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), withdrawTimeout)
+	// A record left behind would stand for a send that did not happen.
+	ctx, cancel := r.detached()
 	defer cancel()
 	if err := r.effects.Withdraw(ctx, r.in.IdempotencyKey, raw); err != nil {
 		r.log.Error("a refused send is still recorded as sent", "execution_id", r.in.ExecutionID, "node_id", r.in.NodeID, "err", err)
@@ -298,8 +307,8 @@ func (r *sendRecord) withdraw() error {
 	return nil
 }
 
-// withdrawTimeout bounds one Withdraw.
-const withdrawTimeout = 10 * time.Second
+// recordTimeout bounds one Record or Withdraw.
+const recordTimeout = 10 * time.Second
 
 func (o *Options) fault(point, key string) {
 	if o.Fault != nil {

@@ -137,6 +137,7 @@ func startBenchServer(ctx context.Context, env *cliEnv, srv *servers, b serverBe
 		return nil, nil, fmt.Errorf("open PostgreSQL schema %s: %w", tag, err)
 	}
 	stops = append(stops, func() { st.Close() })
+	srv.effectsPool = b.concurrency // as `rune worker` does (0: the default)
 	rt, err := srv.connect(ctx, log, amqp.RoleAdmin)
 	if err != nil {
 		return nil, nil, err

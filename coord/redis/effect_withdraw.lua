@@ -1,7 +1,10 @@
 -- Effects.Withdraw. KEYS[1]: the effect's hash. ARGV[1]: the result to
--- remove; another result is kept. The intents count and retention stay.
+-- remove; another result is kept. ARGV[2]: retention in milliseconds. The
+-- intents count stays.
+local removed = 0
 if redis.call('HGET', KEYS[1], 'r') == ARGV[1] then
   redis.call('HDEL', KEYS[1], 'r')
-  return 1
+  removed = 1
 end
-return 0
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return removed

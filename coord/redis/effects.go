@@ -72,7 +72,9 @@ func (e *Effects) key(k string) string { return e.prefix + ":{" + k + "}:effect"
 // connection of the client's pool (on a cluster, to the master of key's
 // slot), taken at its first call and given back by release. A call the
 // connection fails (a cluster's slot moved, a broken connection) is made
-// again through e.
+// again through e. Give e a client made by Open or OpenPool: they turn off
+// go-redis's maintenance notifications, whose handshake races when held
+// connections are dialled at once (go-redis v9.23).
 func (e *Effects) Hold(ctx context.Context, key string) (coord.Effects, func()) {
 	var c *goredis.Client
 	switch cl := e.client.(type) {
@@ -149,7 +151,7 @@ func (e *Effects) Withdraw(ctx context.Context, key string, result []byte) error
 	if result == nil {
 		result = []byte{}
 	}
-	if err := e.run(ctx, effectWithdrawScript, key, result).Err(); err != nil {
+	if err := e.run(ctx, effectWithdrawScript, key, result, e.retain).Err(); err != nil {
 		return fmt.Errorf("coord/redis: Effects.Withdraw %q: %w", key, err)
 	}
 	return nil
