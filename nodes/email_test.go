@@ -442,6 +442,47 @@ func TestEmailRefusedAfterALostRecordIsWithdrawn(t *testing.T) {
 	}
 }
 
+// Two attempts of one send at once (a message redelivered while its first
+// worker still waits for the server's reply): the second is accepted and
+// recorded, the first is then refused and withdraws its record. The second
+// attempt's record stays, and a later retry sends nothing: their outputs
+// are alike, but each record names its attempt.
+func TestEmailWithdrawKeepsAnotherAttemptsRecord(t *testing.T) {
+	t.Parallel()
+	refusing := startSMTP(t, catcher.SMTPConfig{Reply: func(stage, _ string) error {
+		if stage == "DATA" {
+			return &smtp.SMTPError{Code: 451, Message: "try later"}
+		}
+		return nil
+	}})
+	accepting := startSMTP(t, catcher.SMTPConfig{})
+	ef := coordmem.NewEffects(0)
+	params := map[string]any{"from": "a@rune.test", "to": "ada@example.com", "subject": "x", "text": "y"}
+	var second atomic.Bool
+	var secondErr error
+	opts := Options{Effects: ef}
+	opts.Fault = func(p, _ string) {
+		if p == FaultSent {
+			// The first attempt has written its data and not yet
+			// recorded it: the second one sends now.
+			if second.CompareAndSwap(false, true) {
+				_, secondErr = runEmail(t, opts, smtpCred(accepting, "none"), params, welcomeEnv, "k")
+			}
+		}
+	}
+	_, err := runEmail(t, opts, smtpCred(refusing, "none"), params, welcomeEnv, "k")
+	nodeError(t, err, CodeSMTP, true)
+	if secondErr != nil || len(accepting.Mails()) != 1 {
+		t.Fatalf("second attempt: %v, %d mails; want it sent", secondErr, len(accepting.Mails()))
+	}
+	if _, err := runEmail(t, Options{Effects: ef}, smtpCred(accepting, "none"), params, welcomeEnv, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(accepting.Mails()); n != 1 {
+		t.Fatalf("%d mails after the retry, want 1: the first attempt withdrew the second one's record", n)
+	}
+}
+
 // The time a record takes does not come out of the wait for the server's
 // reply to the data: a record slower than SMTPTimeout still reads the 250.
 func TestEmailSlowRecordKeepsTheReply(t *testing.T) {

@@ -2,9 +2,11 @@ package nodes
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -211,6 +213,7 @@ func sendOnce(ctx context.Context, opts *Options, in *node.Input, send func(rec 
 	if ef.Done {
 		var out map[string]any
 		if err := json.Unmarshal(ef.Result, &out); err == nil {
+			delete(out, recordAttempt)
 			log.Info("already sent: the recorded result is used", "execution_id", in.ExecutionID, "node_id", in.NodeID)
 			return out, nil
 		}
@@ -240,11 +243,18 @@ type sendRecord struct {
 	in      *node.Input
 	log     *slog.Logger
 	// result is what ready prepared, handed whether handedOver ran, raw
-	// what it recorded (nil when the record failed or was withdrawn).
+	// what it recorded (nil once withdrawn).
 	result []byte
 	handed bool
 	raw    []byte
 }
+
+// recordAttempt is the member of a recorded result that names the attempt
+// that made it (random, not part of the node's output). Two attempts that
+// sent at once (a message redelivered while its first worker still waited
+// for the server's reply) record the same output; with it, the one whose
+// send was then refused withdraws its own record only, never the other's.
+const recordAttempt = "~attempt"
 
 func (r *sendRecord) made() bool { return r == nil || r.handed }
 
@@ -252,7 +262,12 @@ func (r *sendRecord) made() bool { return r == nil || r.handed }
 // has nothing left to do but write it.
 func (r *sendRecord) ready(out map[string]any) {
 	if r != nil {
-		r.result, _ = json.Marshal(out)
+		rec := maps.Clone(out)
+		if rec == nil {
+			rec = map[string]any{}
+		}
+		rec[recordAttempt] = rand.Text()
+		r.result, _ = json.Marshal(rec)
 	}
 }
 
