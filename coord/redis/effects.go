@@ -131,28 +131,25 @@ func (e *Effects) Begin(ctx context.Context, key string) (coord.Effect, error) {
 
 // Record implements coord.Effects.
 func (e *Effects) Record(ctx context.Context, key string, result []byte) error {
-	if key == "" {
-		return errors.New("coord/redis: Effects.Record: empty key")
-	}
-	if result == nil {
-		result = []byte{}
-	}
-	if err := e.run(ctx, effectRecordScript, key, result, e.retain).Err(); err != nil {
-		return fmt.Errorf("coord/redis: Effects.Record %q: %w", key, err)
-	}
-	return nil
+	return e.withResult(ctx, "Record", effectRecordScript, key, result)
 }
 
 // Withdraw implements coord.Effects.
 func (e *Effects) Withdraw(ctx context.Context, key string, result []byte) error {
+	return e.withResult(ctx, "Withdraw", effectWithdrawScript, key, result)
+}
+
+// withResult runs script, Record's or Withdraw's, with key's result and
+// the retention.
+func (e *Effects) withResult(ctx context.Context, op string, script *goredis.Script, key string, result []byte) error {
 	if key == "" {
-		return errors.New("coord/redis: Effects.Withdraw: empty key")
+		return fmt.Errorf("coord/redis: Effects.%s: empty key", op)
 	}
 	if result == nil {
 		result = []byte{}
 	}
-	if err := e.run(ctx, effectWithdrawScript, key, result, e.retain).Err(); err != nil {
-		return fmt.Errorf("coord/redis: Effects.Withdraw %q: %w", key, err)
+	if err := e.run(ctx, script, key, result, e.retain).Err(); err != nil {
+		return fmt.Errorf("coord/redis: Effects.%s %q: %w", op, key, err)
 	}
 	return nil
 }
