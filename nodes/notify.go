@@ -223,6 +223,7 @@ func sendOnce(ctx context.Context, opts *Options, in *node.Input, send func(rec 
 			"execution_id", in.ExecutionID, "node_id", in.NodeID, "intents", ef.Intents)
 	}
 	rec := &sendRecord{ctx: ctx, effects: effects, opts: opts, in: in, log: log}
+	defer rec.close()
 	out, err := send(rec)
 	if err != nil {
 		return nil, err
@@ -247,6 +248,10 @@ type sendRecord struct {
 	result []byte
 	handed bool
 	raw    []byte
+	// recordCtx, made by ready, is what the record runs under; stop
+	// releases it.
+	recordCtx context.Context
+	stop      context.CancelFunc
 }
 
 // recordAttempt is the member of a recorded result that names the attempt
@@ -258,16 +263,28 @@ const recordAttempt = "~attempt"
 
 func (r *sendRecord) made() bool { return r == nil || r.handed }
 
-// ready prepares the record of out, the send's result, so that handedOver
-// has nothing left to do but write it.
+// ready prepares the record of out, the send's result, and the context it
+// runs under, so that handedOver has nothing left to do but write it.
 func (r *sendRecord) ready(out map[string]any) {
-	if r != nil {
-		rec := maps.Clone(out)
-		if rec == nil {
-			rec = map[string]any{}
-		}
-		rec[recordAttempt] = rand.Text()
-		r.result, _ = json.Marshal(rec)
+	if r == nil {
+		return
+	}
+	rec := maps.Clone(out)
+	if rec == nil {
+		rec = map[string]any{}
+	}
+	rec[recordAttempt] = rand.Text()
+	r.result, _ = json.Marshal(rec)
+	if r.stop == nil {
+		// A worker shutting down still records: the send has left it.
+		r.recordCtx, r.stop = r.detached()
+	}
+}
+
+// close releases what ready took.
+func (r *sendRecord) close() {
+	if r.stop != nil {
+		r.stop()
 	}
 }
 
@@ -282,10 +299,7 @@ func (r *sendRecord) handedOver() {
 	// A record that failed may still have been made (the reply lost, not
 	// the command): withdraw would then have it to remove.
 	r.raw = r.result
-	// A worker shutting down still records: the send has left it.
-	ctx, cancel := r.detached()
-	defer cancel()
-	if err := r.effects.Record(ctx, r.in.IdempotencyKey, r.raw); err != nil {
+	if err := r.effects.Record(r.recordCtx, r.in.IdempotencyKey, r.raw); err != nil {
 		// The send happened: failing the node would send again. The
 		// engine's own record of this attempt still covers redeliveries.
 		r.log.Error("the send succeeded but could not be recorded", "execution_id", r.in.ExecutionID, "node_id", r.in.NodeID, "err", err)
