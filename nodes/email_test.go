@@ -317,18 +317,6 @@ func TestEmailSendsOncePerKey(t *testing.T) {
 	}
 }
 
-// refusingSMTP starts an SMTP server that refuses the data of its first n
-// mails (of every mail when n is 0) with code, once it has read them.
-func refusingSMTP(t *testing.T, code int, n int32) *catcher.SMTP {
-	var refusals atomic.Int32
-	return startSMTP(t, catcher.SMTPConfig{Reply: func(stage, _ string) error {
-		if stage == "DATA" && (n == 0 || refusals.Add(1) <= n) {
-			return &smtp.SMTPError{Code: code, Message: "refused by the test"}
-		}
-		return nil
-	}})
-}
-
 // An email is recorded once its data is written, before the server's
 // reply: a reply that then refuses it withdraws the record, so the retry of
 // a 4xx sends the mail, and a 5xx leaves nothing recorded either.
@@ -337,7 +325,7 @@ func TestEmailRefusedAfterDataIsWithdrawn(t *testing.T) {
 	for _, code := range []int{451, 554} {
 		t.Run(strconv.Itoa(code), func(t *testing.T) {
 			t.Parallel()
-			s := refusingSMTP(t, code, 1)
+			s := startSMTP(t, catcher.SMTPConfig{Reply: catcher.RefuseData(code, 1)})
 			var faults []string
 			ef := coordmem.NewEffects(0)
 			opts := Options{Effects: ef, Fault: func(p, _ string) { faults = append(faults, p) }}
@@ -371,7 +359,7 @@ func (failingWithdraw) Withdraw(context.Context, string, []byte) error {
 // a retry would find the record and not send.
 func TestEmailRefusedRecordStays(t *testing.T) {
 	t.Parallel()
-	s := refusingSMTP(t, 451, 0)
+	s := startSMTP(t, catcher.SMTPConfig{Reply: catcher.RefuseData(451, 0)})
 	opts := Options{Effects: failingWithdraw{coordmem.NewEffects(0)}}
 	_, err := runEmail(t, opts, smtpCred(s, "none"), map[string]any{"from": "a@rune.test", "to": "ada@example.com", "subject": "x", "text": "y"}, welcomeEnv, "k")
 	ne := nodeError(t, err, CodeEffects, false)
@@ -424,7 +412,7 @@ func TestEmailRecordedWhileStopping(t *testing.T) {
 // then withdraws it all the same, and the retry sends.
 func TestEmailRefusedAfterALostRecordIsWithdrawn(t *testing.T) {
 	t.Parallel()
-	s := refusingSMTP(t, 451, 1)
+	s := startSMTP(t, catcher.SMTPConfig{Reply: catcher.RefuseData(451, 1)})
 	ef := coordmem.NewEffects(0)
 	params := map[string]any{"from": "a@rune.test", "to": "ada@example.com", "subject": "x", "text": "y"}
 	_, err := runEmail(t, Options{Effects: recordStore{Effects: ef, lost: true}}, smtpCred(s, "none"), params, welcomeEnv, "k")
@@ -444,7 +432,7 @@ func TestEmailRefusedAfterALostRecordIsWithdrawn(t *testing.T) {
 // are alike, but each record names its attempt.
 func TestEmailWithdrawKeepsAnotherAttemptsRecord(t *testing.T) {
 	t.Parallel()
-	refusing := refusingSMTP(t, 451, 0)
+	refusing := startSMTP(t, catcher.SMTPConfig{Reply: catcher.RefuseData(451, 0)})
 	accepting := startSMTP(t, catcher.SMTPConfig{})
 	ef := coordmem.NewEffects(0)
 	params := map[string]any{"from": "a@rune.test", "to": "ada@example.com", "subject": "x", "text": "y"}

@@ -243,11 +243,10 @@ type sendRecord struct {
 	opts    *Options
 	in      *node.Input
 	log     *slog.Logger
-	// result is what ready prepared, handed whether handedOver ran, raw
-	// what it recorded (nil once withdrawn).
+	// result is what ready prepared and handedOver records (nil once
+	// withdrawn); handed says whether handedOver ran.
 	result []byte
 	handed bool
-	raw    []byte
 	// recordCtx, made by ready, is what the record runs under; stop
 	// releases it.
 	recordCtx context.Context
@@ -296,10 +295,9 @@ func (r *sendRecord) handedOver() {
 	}
 	r.handed = true
 	r.opts.fault(FaultSent, r.in.IdempotencyKey)
-	// A record that failed may still have been made (the reply lost, not
-	// the command): withdraw would then have it to remove.
-	r.raw = r.result
-	if err := r.effects.Record(r.recordCtx, r.in.IdempotencyKey, r.raw); err != nil {
+	// A record that failed may still have been made (its reply lost, not
+	// the command): withdraw removes it all the same.
+	if err := r.effects.Record(r.recordCtx, r.in.IdempotencyKey, r.result); err != nil {
 		// The send happened: failing the node would send again. The
 		// engine's own record of this attempt still covers redeliveries.
 		r.log.Error("the send succeeded but could not be recorded", "execution_id", r.in.ExecutionID, "node_id", r.in.NodeID, "err", err)
@@ -320,11 +318,11 @@ func (r *sendRecord) detached() (context.Context, context.CancelFunc) {
 // when the record stays: a retry would then find it and not send, so the
 // node must fail for good instead.
 func (r *sendRecord) withdraw() error {
-	if r == nil || r.raw == nil {
+	if r == nil || !r.handed || r.result == nil {
 		return nil
 	}
-	raw := r.raw
-	r.raw = nil
+	raw := r.result
+	r.result = nil
 	// A record left behind would stand for a send that did not happen.
 	ctx, cancel := r.detached()
 	defer cancel()

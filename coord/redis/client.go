@@ -99,7 +99,7 @@ func OpenPool(rawURL string, minPool int) (*Connection, error) {
 			return nil, fmt.Errorf("redis URL: %w", err)
 		}
 		opts.PoolSize = poolAtLeast(opts.PoolSize, 10, minPool)
-		opts.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+		opts.MaintNotificationsConfig = maintenanceOff()
 		return &Connection{Client: goredis.NewClient(opts), Shards: shards, Addrs: []string{opts.Addr}}, nil
 	}
 	if strings.Trim(u.Path, "/") != "" {
@@ -111,8 +111,14 @@ func OpenPool(rawURL string, minPool int) (*Connection, error) {
 		return nil, fmt.Errorf("redis URL: %w", err)
 	}
 	opts.PoolSize = poolAtLeast(opts.PoolSize, 5, minPool)
-	opts.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	opts.MaintNotificationsConfig = maintenanceOff()
 	return &Connection{Client: goredis.NewClusterClient(opts), Cluster: true, Shards: shards, Addrs: opts.Addrs}, nil
+}
+
+// maintenanceOff turns go-redis's maintenance notifications off (Open's
+// doc says why); a new value per client, since go-redis writes to it.
+func maintenanceOff() *maintnotifications.Config {
+	return &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 }
 
 // poolAtLeast is a pool size of at least least: size, or go-redis's default

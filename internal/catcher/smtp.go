@@ -15,6 +15,7 @@ import (
 	"net"
 	netmail "net/mail"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/emersion/go-sasl"
@@ -54,6 +55,19 @@ type SMTPConfig struct {
 	Reply func(stage, arg string) error
 	// OnMail, when set, is called with each accepted mail after it is kept.
 	OnMail func(Mail)
+}
+
+// RefuseData is an SMTPConfig.Reply that refuses the data of the first n
+// mails (of every mail when n is 0) with code, once the server has read
+// it, as a content filter or a full mailbox does.
+func RefuseData(code int, n int32) func(stage, arg string) error {
+	var refusals atomic.Int32
+	return func(stage, _ string) error {
+		if stage == "DATA" && (n == 0 || refusals.Add(1) <= n) {
+			return &smtp.SMTPError{Code: code, Message: "refused by the catcher"}
+		}
+		return nil
+	}
 }
 
 // SMTP is a running SMTP server.
