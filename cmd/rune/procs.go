@@ -135,6 +135,9 @@ type cpuPerNode struct {
 	RabbitMQ time.Duration `json:"rabbitmq_ns,omitempty"`
 	Redis    time.Duration `json:"redis_ns,omitempty"`
 	Bench    time.Duration `json:"bench_ns"`
+	// RabbitMQDefaultBinaryHeap is true when the local RabbitMQ was
+	// started without +hmbs (see binaryHeapDefault).
+	RabbitMQDefaultBinaryHeap bool `json:"rabbitmq_default_binary_heap,omitempty"`
 }
 
 func (c cpuPerNode) print(w io.Writer) {
@@ -159,6 +162,31 @@ func (c cpuPerNode) print(w io.Writer) {
 		fmt.Fprintf(w, "  so %d cores carry at most %.0f node executions/s at this CPU per node\n",
 			cores, float64(cores)*float64(time.Second)/float64(total))
 	}
+	if c.RabbitMQDefaultBinaryHeap {
+		fmt.Fprintln(w, "  RabbitMQ was started without +hmbs: with Erlang's default binary heap a queue holding more than\n"+
+			"    ~350 KB of messages runs at about half speed; see docs/operations.md, \"Erlang's binary heap\"")
+	}
+}
+
+// binaryHeapDefault reports whether one of pids is an Erlang VM (RabbitMQ's
+// beam.smp) started without +hmbs. With Erlang's default binary heap (46,422
+// words, ~370 KB), a classic queue holding more than ~350 KB of messages
+// confirms half as many a second (docs/benchmarks.md, "Round 9"). Only the
+// command line is read: a flag set at run time (erlang:system_flag) is not
+// seen.
+func binaryHeapDefault(pids []int) bool {
+	for _, pid := range pids {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(data), "\x00")
+		if strings.HasSuffix(args[0], "beam.smp") {
+			// erlexec hands emulator flags to beam.smp as -hmbs.
+			return !slices.Contains(args, "-hmbs") && !slices.Contains(args, "+hmbs")
+		}
+	}
+	return false
 }
 
 // cpuMeter takes the CPU times at the start of a run.
@@ -187,5 +215,6 @@ func (m *cpuMeter) perNode(nodes int) cpuPerNode {
 	}
 	end := m.now()
 	per := func(i int) time.Duration { return (end[i] - m.start[i]) / time.Duration(nodes) }
-	return cpuPerNode{Worker: per(0), RabbitMQ: per(1), Redis: per(2), Bench: per(3)}
+	return cpuPerNode{Worker: per(0), RabbitMQ: per(1), Redis: per(2), Bench: per(3),
+		RabbitMQDefaultBinaryHeap: binaryHeapDefault(m.rabbit)}
 }

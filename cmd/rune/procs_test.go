@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"runtime"
 	"slices"
 	"strings"
@@ -70,5 +71,64 @@ func TestCPUPerNodePrint(t *testing.T) {
 	cpuPerNode{Worker: 300 * time.Microsecond, Bench: time.Millisecond}.print(&b) // the servers are elsewhere
 	if strings.Contains(b.String(), "carry") || !strings.Contains(b.String(), "(total 1.3ms)") {
 		t.Fatalf("printed:\n%s\nwant the total of two processes and no ceiling", b.String())
+	}
+}
+
+// A stand-in for RabbitMQ's Erlang VM: this test binary, re-run with
+// fakeBeamEnv set, sleeps under whatever command line it was given.
+const fakeBeamEnv = "RUNE_TEST_FAKE_BEAM"
+
+func init() {
+	if os.Getenv(fakeBeamEnv) != "" {
+		time.Sleep(10 * time.Minute)
+		os.Exit(0)
+	}
+}
+
+// The bench tells RabbitMQ's Erlang VM by its beam.smp command line.
+func TestBinaryHeapDefault(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	start := func(args ...string) int {
+		cmd := &exec.Cmd{Path: os.Args[0], Args: args, Env: append(os.Environ(), fakeBeamEnv+"=1")}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		// /proc shows the command line once the child has exec'd.
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+			data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid))
+			if strings.HasPrefix(string(data), args[0]+"\x00") {
+				return cmd.Process.Pid
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the stand-in's command line is %q after a minute", data)
+			}
+		}
+	}
+	// erlexec hands emulator flags to beam.smp as -flag.
+	beam := "/usr/lib/erlang/erts-13.0/bin/beam.smp"
+	def := start(beam, "-W", "w", "-sbwt", "none", "--", "-root", "/usr/lib/erlang")
+	tuned := start(beam, "-W", "w", "-hmbs", "1485504", "--", "-root", "/usr/lib/erlang")
+	other := start("redis-server", "-hmbs")
+	for _, c := range []struct {
+		pids []int
+		want bool
+	}{
+		{[]int{def}, true},
+		{[]int{tuned}, false},
+		{[]int{other}, false},     // not an Erlang VM
+		{[]int{other, def}, true}, // a server's PIDs may include others
+		{[]int{-1}, false},        // gone
+	} {
+		if got := binaryHeapDefault(c.pids); got != c.want {
+			t.Errorf("binaryHeapDefault(%v) = %v, want %v", c.pids, got, c.want)
+		}
+	}
+	var b strings.Builder
+	cpuPerNode{RabbitMQ: time.Millisecond, RabbitMQDefaultBinaryHeap: true}.print(&b)
+	if !strings.Contains(b.String(), "+hmbs") || !strings.Contains(b.String(), "docs/operations.md") {
+		t.Fatalf("printed:\n%s\nwant the binary heap hint", b.String())
 	}
 }
