@@ -4,6 +4,7 @@ package metricstest
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net/http"
 	"sort"
@@ -71,22 +72,47 @@ func Sum(samples map[string]float64, prefix string) float64 {
 // it: the completion can reach the test first.
 func Wait(t testing.TB, url string, want map[string]float64) map[string]float64 {
 	t.Helper()
+	return waitUntil(t, url, func(got map[string]float64) (wrong []string) {
+		for series, w := range want {
+			if got[series] != w {
+				wrong = append(wrong, fmt.Sprintf("%s = %v, want %v", series, got[series], w))
+			}
+		}
+		return wrong
+	})
+}
+
+// WaitPresent scrapes url until every one of series is there, whatever its
+// value, and returns that scrape; after a minute it fails the test naming
+// each one missing. Gauges a process samples in the background (queue
+// depths, timers) appear only after its first sample.
+func WaitPresent(t testing.TB, url string, series ...string) map[string]float64 {
+	t.Helper()
+	return waitUntil(t, url, func(got map[string]float64) (missing []string) {
+		for _, s := range series {
+			if _, ok := got[s]; !ok {
+				missing = append(missing, "no "+s+" in "+url)
+			}
+		}
+		return missing
+	})
+}
+
+// waitUntil scrapes url until check finds nothing wrong, for a minute at
+// most (a loaded machine), then fails the test with what check said.
+func waitUntil(t testing.TB, url string, check func(map[string]float64) []string) map[string]float64 {
+	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
 		got := Scrape(t, url)
-		var wrong []string
-		for series, w := range want {
-			if got[series] != w {
-				wrong = append(wrong, series)
-			}
-		}
+		wrong := check(got)
 		if len(wrong) == 0 {
 			return got
 		}
 		if time.Now().After(deadline) {
 			sort.Strings(wrong)
-			for _, s := range wrong {
-				t.Errorf("%s = %v, want %v", s, got[s], want[s])
+			for _, w := range wrong {
+				t.Error(w)
 			}
 			t.FailNow()
 		}
