@@ -2,9 +2,11 @@ package server_test
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rune-org/rune/metrics/metricstest"
 )
@@ -27,28 +29,38 @@ func testMetrics(t *testing.T, a *api, id string) {
 	}
 	a.want(http.StatusCreated, "POST", "/v1/workflows/"+id+"/executions", []byte(`{}`), nil, "Idempotency-Key", "k")
 	a.want(http.StatusOK, "POST", "/v1/workflows/"+id+"/executions", []byte(`{}`), nil, "Idempotency-Key", "k")
-	after := scrape()
-	grew := func(series string) float64 { return after[series] - before[series] }
-	for _, c := range []struct {
-		series string
-		min    float64
-	}{
-		{`rune_server_triggers_total{result="created"}`, n + 1},
-		{`rune_server_triggers_total{result="repeated"}`, 1},
-		{`rune_server_dispatched_total`, n},
-		{`rune_server_dispatch_lag_seconds_count`, n},
-		// A completion each, and at least a status per node run (3 nodes).
-		{`rune_server_history_events_total{kind="completion"}`, n},
-		{`rune_server_history_events_total{kind="status"}`, 3 * n},
-		{`rune_server_history_write_lag_seconds_count`, 4 * n},
-		{`rune_server_history_batch_size_count`, 1},
-	} {
-		if got := grew(c.series); got < c.min {
-			t.Errorf("%s grew by %v, want at least %v", c.series, got, c.min)
+	// The counters grow once a batch's write returns, which can be just
+	// after the API shows the completion: scrape until they have grown.
+	var wrong []string
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		after := scrape()
+		grew := func(series string) float64 { return after[series] - before[series] }
+		wrong = wrong[:0]
+		for _, c := range []struct {
+			series string
+			min    float64
+		}{
+			{`rune_server_triggers_total{result="created"}`, n + 1},
+			{`rune_server_triggers_total{result="repeated"}`, 1},
+			{`rune_server_dispatched_total`, n},
+			{`rune_server_dispatch_lag_seconds_count`, n},
+			// A completion each, and at least a status per node run (3 nodes).
+			{`rune_server_history_events_total{kind="completion"}`, n},
+			{`rune_server_history_events_total{kind="status"}`, 3 * n},
+			{`rune_server_history_write_lag_seconds_count`, 4 * n},
+			{`rune_server_history_batch_size_count`, 1},
+			{"rune_server_history_batch_size_sum", 4 * n}, // events in all batches
+		} {
+			if got := grew(c.series); got < c.min {
+				wrong = append(wrong, fmt.Sprintf("%s grew by %v, want at least %v", c.series, got, c.min))
+			}
+		}
+		if len(wrong) == 0 || time.Now().After(deadline) {
+			break
 		}
 	}
-	if sum := grew("rune_server_history_batch_size_sum"); sum < 4*n {
-		t.Errorf("history batches hold %v events in all, want at least %d", sum, 4*n)
+	for _, w := range wrong {
+		t.Error(w)
 	}
 	var ready struct {
 		Status string            `json:"status"`
