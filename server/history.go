@@ -211,14 +211,21 @@ func statusKey(id string, body []byte) string {
 // per execution, and its message id is the execution id.
 func completionKey(execID string) string { return "completion:" + execID }
 
-// addVars sets Vars on the success statuses of email and sms nodes.
+// addVars sets Vars on the success statuses of email and sms nodes, and
+// on a completion for those its final context holds: the statuses a worker
+// publishes with a completion travel on another queue and can be committed
+// after it, and an execution's vars are whole once it shows completed.
 func (s *Server) addVars(ctx context.Context, evs []store.HistoryEvent) {
 	for i := range evs {
+		if c := evs[i].Completion; c != nil {
+			evs[i].Vars = s.completionVars(ctx, c)
+			continue
+		}
 		st := evs[i].Status
 		if st == nil || st.Status != message.StatusSuccess || !s.vars.mayHave(ctx, s, st.WorkflowID) {
 			continue
 		}
-		typ := s.vars.nodeType(ctx, s, st.ExecutionID, st.NodeID)
+		typ := s.vars.types(ctx, s, st.ExecutionID)[st.NodeID]
 		if !contains(varNodeTypes, typ) {
 			continue
 		}
@@ -228,6 +235,31 @@ func (s *Server) addVars(ctx context.Context, evs []store.HistoryEvent) {
 		}
 		evs[i].Vars = map[string]json.RawMessage{typ + "_" + st.NodeID: out}
 	}
+}
+
+// completionVars is what addVars records from a completion: the outputs of
+// the email and sms nodes in its final context ("$<node id>"), which are
+// their success outputs, as their statuses carry them.
+func (s *Server) completionVars(ctx context.Context, c *message.Completion) map[string]json.RawMessage {
+	if len(c.FinalContext) == 0 || !s.vars.mayHave(ctx, s, c.WorkflowID) {
+		return nil
+	}
+	var vars map[string]json.RawMessage
+	for id, typ := range s.vars.types(ctx, s, c.ExecutionID) {
+		v, ok := c.FinalContext["$"+id]
+		if !ok || !contains(varNodeTypes, typ) {
+			continue
+		}
+		out, err := json.Marshal(v)
+		if err != nil {
+			continue
+		}
+		if vars == nil {
+			vars = map[string]json.RawMessage{}
+		}
+		vars[typ+"_"+id] = out
+	}
+	return vars
 }
 
 // varCache answers which node types an execution's definition has, asking
@@ -271,18 +303,20 @@ func (c *varCache) mayHave(ctx context.Context, s *Server, workflowID string) bo
 	return has
 }
 
-func (c *varCache) nodeType(ctx context.Context, s *Server, execID, nodeID string) string {
+// types maps each node id of the execution's definition to its type (nil
+// when the store cannot say).
+func (c *varCache) types(ctx context.Context, s *Server, execID string) map[string]string {
 	c.mu.Lock()
 	types, ok := c.byExec[execID]
 	c.mu.Unlock()
 	if !ok {
 		x, err := s.store.GetExecution(ctx, execID)
 		if err != nil {
-			return ""
+			return nil
 		}
 		wf, err := s.store.GetWorkflow(ctx, x.WorkflowID, x.Version)
 		if err != nil {
-			return ""
+			return nil
 		}
 		types = nodeTypes(wf.Definition)
 		c.mu.Lock()
@@ -292,7 +326,7 @@ func (c *varCache) nodeType(ctx context.Context, s *Server, execID, nodeID strin
 		c.byExec[execID] = types
 		c.mu.Unlock()
 	}
-	return types[nodeID]
+	return types
 }
 
 // nodeTypes maps each node id of a definition to its type.

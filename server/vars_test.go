@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rune-org/rune/broker"
 	"github.com/rune-org/rune/embedded"
 	"github.com/rune-org/rune/expr"
 	"github.com/rune-org/rune/node"
@@ -36,6 +37,45 @@ func (fakeEmail) Run(context.Context, *node.Input) (node.Result, error) {
 // nodes' outputs are not.
 func TestVarsRecordNotificationResults(t *testing.T) {
 	t.Parallel()
+	testVars(t, nil, nil)
+}
+
+// TestVarsWholeWhenStatusesTrailTheCompletion: the statuses a worker
+// publishes with a completion travel on another queue and, on a loaded
+// machine, can be committed after it; the vars are whole once the execution
+// shows completed all the same. Here no status reaches the server until the
+// test has read the completed execution.
+func TestVarsWholeWhenStatusesTrailTheCompletion(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	testVars(t, func(b broker.Broker) broker.Broker { return heldStatuses{b, release} }, func() { close(release) })
+}
+
+// heldStatuses hands status messages to the server's consumer only once
+// release is closed.
+type heldStatuses struct {
+	broker.Broker
+	release <-chan struct{}
+}
+
+func (b heldStatuses) Consume(ctx context.Context, topic broker.Topic, opts broker.ConsumeOptions, h broker.Handler) error {
+	if topic != broker.Status {
+		return b.Broker.Consume(ctx, topic, opts, h)
+	}
+	return b.Broker.Consume(ctx, topic, opts, func(ctx context.Context, d *broker.Delivery) error {
+		select {
+		case <-b.release:
+			return h(ctx, d)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+}
+
+// testVars runs a workflow with an email node through a server whose broker
+// wrap may change, and checks its vars once it shows completed; then it
+// calls checked, if set.
+func testVars(t *testing.T, wrap func(broker.Broker) broker.Broker, checked func()) {
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "rune.db"))
 	if err != nil {
@@ -49,7 +89,11 @@ func TestVarsRecordNotificationResults(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Close()
-	s, err := server.New(server.Config{Store: st, Broker: rt.Broker, Engine: rt.Engine, APIToken: "t"})
+	var b broker.Broker = rt.Broker
+	if wrap != nil {
+		b = wrap(b)
+	}
+	s, err := server.New(server.Config{Store: st, Broker: b, Engine: rt.Engine, APIToken: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,6 +114,9 @@ func TestVarsRecordNotificationResults(t *testing.T) {
 	}
 	if len(done2.Vars) != 1 {
 		t.Fatalf("vars %s, want only email_welcome", mustJSON(done2.Vars))
+	}
+	if checked != nil {
+		checked()
 	}
 }
 
