@@ -118,9 +118,8 @@ func TestBrowserConsole(t *testing.T) {
 	}
 
 	// A node's output, attempts and input context; then a split branch.
-	tab.Do("open the retried node",
-		chromedp.Click(chromedp.CSS(`[data-node="fetch"]`)),
-		chromedp.WaitVisible(chromedp.ID("run-output")))
+	tab.Click("open the retried node", `[data-node="fetch"]`)
+	tab.Do("the retried node's panel", chromedp.WaitVisible(chromedp.ID("run-output")))
 	if out := tab.Text("#run-output"); !strings.Contains(out, "hello from the flaky service") {
 		t.Errorf("fetch output %q, want the service's body", out)
 	}
@@ -130,11 +129,12 @@ func TestBrowserConsole(t *testing.T) {
 	if ctx := tab.Text("#run-context"); !strings.Contains(ctx, `"pause"`) || !strings.Contains(ctx, `"trigger"`) {
 		t.Errorf("fetch input context lacks the trigger and the wait's output:\n%s", ctx)
 	}
-	tab.Do("open a split branch",
-		chromedp.Click(chromedp.CSS(`[data-node="shape"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`#panel table.runs a[data-panel]`)),
-		chromedp.Click(chromedp.CSS(`#panel table.runs a[data-panel]`)),
-		chromedp.WaitVisible(chromedp.ID("run-output")))
+	// The page refreshes the open panel once more a second after the
+	// completion: Click finds a replaced link again.
+	tab.Click("open the split's node", `[data-node="shape"]`)
+	tab.Do("the split's runs", chromedp.WaitVisible(chromedp.CSS(`#panel table.runs a[data-panel]`)))
+	tab.Click("open a split branch", `#panel table.runs a[data-panel]`)
+	tab.Do("the branch's panel", chromedp.WaitVisible(chromedp.ID("run-output")))
 	if out := tab.Text("#run-output"); !strings.Contains(out, `"double"`) {
 		t.Errorf("branch output %q, want the set node's values", out)
 	}
@@ -160,7 +160,7 @@ func TestBrowserConsole(t *testing.T) {
 	secondID := between(second, `"id":"`, `"`)
 	tab.Do("open the second execution", chromedp.Navigate(tg.url+"/executions/"+secondID))
 	tab.Until("the second execution waiting", `document.querySelector('[data-node="nap"]').classList.contains('st-waiting')`)
-	tab.Do("cancel", chromedp.Click(chromedp.ID("cancel")))
+	tab.Click("cancel", "#cancel")
 	tab.Until("the second execution cancelled", `document.getElementById('status').textContent === 'cancelled'`)
 	if out := tg.mustAPI(t, 200, "GET", "/v1/executions/"+secondID, ""); !strings.Contains(out, `"status":"cancelled"`) {
 		t.Errorf("after cancel the API shows %s", limit(out, 300))

@@ -68,11 +68,15 @@ function executionPage() {
   const panel = document.getElementById("panel");
   let panelURL = null;
 
+  // A load that answers after another began (a click during a refresh)
+  // is dropped: the panel shows what was asked last.
   const loadPanel = async (url) => {
     panelURL = url;
     const res = await fetch(url, {credentials: "same-origin"});
-    if (!res.ok) return;
-    panel.innerHTML = await res.text();
+    if (!res.ok || panelURL !== url) return;
+    const html = await res.text();
+    if (panelURL !== url) return;
+    panel.innerHTML = html;
     panel.hidden = false;
   };
   panel.addEventListener("click", (ev) => {

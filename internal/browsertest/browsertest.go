@@ -8,6 +8,7 @@ import (
 	"context"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -124,6 +125,34 @@ func (b *Tab) Do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	if err := chromedp.Do(ctx, steps...); err != nil {
 		b.t.Fatalf("%s: %v", what, err)
 	}
+}
+
+// Click clicks the first element sel matches, as a user does: mouse events
+// at its position. A live page can replace the element between finding and
+// clicking it (a refresh re-renders a panel); then it is found again, until
+// Timeout.
+func (b *Tab) Click(what, sel string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, Timeout)
+	defer cancel()
+	for {
+		err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel)))
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil || !staleNode(err) {
+			b.t.Fatalf("%s: %v", what, err)
+		}
+	}
+}
+
+// staleNode reports whether err is the DevTools protocol's answer for a DOM
+// node that left the document after it was found.
+func staleNode(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "Could not find node with given id") ||
+		strings.Contains(msg, "No node with given id found") ||
+		strings.Contains(msg, "Node is detached from document")
 }
 
 // Get runs one action that returns a value.
