@@ -225,16 +225,24 @@ func (s *Server) addVars(ctx context.Context, evs []store.HistoryEvent) {
 		if st == nil || st.Status != message.StatusSuccess || !s.vars.mayHave(ctx, s, st.WorkflowID) {
 			continue
 		}
-		typ := s.vars.types(ctx, s, st.ExecutionID)[st.NodeID]
-		if !contains(varNodeTypes, typ) {
-			continue
+		if name, out, ok := varOf(s.vars.types(ctx, s, st.ExecutionID)[st.NodeID], st.NodeID, st.Output); ok {
+			evs[i].Vars = map[string]json.RawMessage{name: out}
 		}
-		out, err := json.Marshal(st.Output)
-		if err != nil {
-			continue
-		}
-		evs[i].Vars = map[string]json.RawMessage{typ + "_" + st.NodeID: out}
 	}
+}
+
+// varOf names and encodes the success output of node id of type typ as the
+// execution's vars record it ("email_<id>"); ok is false for a node type
+// that records none.
+func varOf(typ, id string, output any) (name string, out json.RawMessage, ok bool) {
+	if !contains(varNodeTypes, typ) {
+		return "", nil, false
+	}
+	out, err := json.Marshal(output)
+	if err != nil {
+		return "", nil, false
+	}
+	return typ + "_" + id, out, true
 }
 
 // completionVars is what addVars records from a completion: the outputs of
@@ -246,18 +254,16 @@ func (s *Server) completionVars(ctx context.Context, c *message.Completion) map[
 	}
 	var vars map[string]json.RawMessage
 	for id, typ := range s.vars.types(ctx, s, c.ExecutionID) {
-		v, ok := c.FinalContext["$"+id]
-		if !ok || !contains(varNodeTypes, typ) {
+		v, inContext := c.FinalContext["$"+id]
+		if !inContext {
 			continue
 		}
-		out, err := json.Marshal(v)
-		if err != nil {
-			continue
+		if name, out, ok := varOf(typ, id, v); ok {
+			if vars == nil {
+				vars = map[string]json.RawMessage{}
+			}
+			vars[name] = out
 		}
-		if vars == nil {
-			vars = map[string]json.RawMessage{}
-		}
-		vars[typ+"_"+id] = out
 	}
 	return vars
 }

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rune-org/rune/metrics/metricstest"
 )
@@ -31,11 +30,7 @@ func testMetrics(t *testing.T, a *api, id string) {
 	a.want(http.StatusOK, "POST", "/v1/workflows/"+id+"/executions", []byte(`{}`), nil, "Idempotency-Key", "k")
 	// The counters grow once a batch's write returns, which can be just
 	// after the API shows the completion: scrape until they have grown.
-	var wrong []string
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		after := scrape()
-		grew := func(series string) float64 { return after[series] - before[series] }
-		wrong = wrong[:0]
+	metricstest.Until(t, scrape, func(after map[string]float64) (wrong []string) {
 		for _, c := range []struct {
 			series string
 			min    float64
@@ -51,17 +46,12 @@ func testMetrics(t *testing.T, a *api, id string) {
 			{`rune_server_history_batch_size_count`, 1},
 			{"rune_server_history_batch_size_sum", 4 * n}, // events in all batches
 		} {
-			if got := grew(c.series); got < c.min {
+			if got := after[c.series] - before[c.series]; got < c.min {
 				wrong = append(wrong, fmt.Sprintf("%s grew by %v, want at least %v", c.series, got, c.min))
 			}
 		}
-		if len(wrong) == 0 || time.Now().After(deadline) {
-			break
-		}
-	}
-	for _, w := range wrong {
-		t.Error(w)
-	}
+		return wrong
+	})
 	var ready struct {
 		Status string            `json:"status"`
 		Checks map[string]string `json:"checks"`

@@ -72,7 +72,7 @@ func Sum(samples map[string]float64, prefix string) float64 {
 // it: the completion can reach the test first.
 func Wait(t testing.TB, url string, want map[string]float64) map[string]float64 {
 	t.Helper()
-	return waitUntil(t, url, func(got map[string]float64) (wrong []string) {
+	return Until(t, func() map[string]float64 { return Scrape(t, url) }, func(got map[string]float64) (wrong []string) {
 		for series, w := range want {
 			if got[series] != w {
 				wrong = append(wrong, fmt.Sprintf("%s = %v, want %v", series, got[series], w))
@@ -88,7 +88,7 @@ func Wait(t testing.TB, url string, want map[string]float64) map[string]float64 
 // depths, timers) appear only after its first sample.
 func WaitPresent(t testing.TB, url string, series ...string) map[string]float64 {
 	t.Helper()
-	return waitUntil(t, url, func(got map[string]float64) (missing []string) {
+	return Until(t, func() map[string]float64 { return Scrape(t, url) }, func(got map[string]float64) (missing []string) {
 		for _, s := range series {
 			if _, ok := got[s]; !ok {
 				missing = append(missing, "no "+s+" in "+url)
@@ -98,13 +98,15 @@ func WaitPresent(t testing.TB, url string, series ...string) map[string]float64 
 	})
 }
 
-// waitUntil scrapes url until check finds nothing wrong, for a minute at
-// most (a loaded machine), then fails the test with what check said.
-func waitUntil(t testing.TB, url string, check func(map[string]float64) []string) map[string]float64 {
+// Until takes scrapes from scrape until check finds nothing wrong in one,
+// for a minute at most (a loaded machine), and returns that scrape; then it
+// fails the test with what check said. For endpoints Scrape cannot reach
+// alone (behind a token).
+func Until(t testing.TB, scrape func() map[string]float64, check func(map[string]float64) []string) map[string]float64 {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		got := Scrape(t, url)
+		got := scrape()
 		wrong := check(got)
 		if len(wrong) == 0 {
 			return got
