@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,8 +50,18 @@ func runLinear(t *testing.T, c *cluster, disrupt func(workers []*proc)) {
 	cs := c.collect()
 	ids := linearIDs(c.prefix, linearExecutions)
 	begin := time.Now()
+	if disrupt != nil {
+		// The workers are held (SIGSTOP) while the executions start, so the
+		// disruption finds most of them in flight: on a slow machine two
+		// workers once finished all 1,000 before the last was started.
+		// Starting takes seconds, well inside the 10 s heartbeats.
+		signalAll(t, workers, syscall.SIGSTOP)
+	}
 	c.startAll(wf, ids, func(i int) any { return map[string]any{"seed": i} })
 	t.Logf("started %d executions in %v", len(ids), time.Since(begin).Round(time.Millisecond))
+	if disrupt != nil {
+		signalAll(t, workers, syscall.SIGCONT)
+	}
 	if disrupt != nil {
 		waitFor(t, linearTimeout, "30% of the completions", func() bool { return cs.distinct() >= linearExecutions*3/10 })
 		n := cs.distinct()
@@ -73,6 +84,15 @@ func runLinear(t *testing.T, c *cluster, disrupt func(workers []*proc)) {
 	}
 	cs.drain(c)
 	cs.checkLinear(ids, linearNodes)
+}
+
+func signalAll(t *testing.T, procs []*proc, sig syscall.Signal) {
+	t.Helper()
+	for _, p := range procs {
+		if err := p.cmd.Process.Signal(sig); err != nil {
+			t.Fatalf("signal %v: %v", sig, err)
+		}
+	}
 }
 
 // Two workers, 1,000 executions of a 10-node workflow: each completes once.
