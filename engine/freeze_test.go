@@ -198,6 +198,12 @@ func FuzzThaw(f *testing.F) {
 			t.Fatalf("thawed an invalid message: %v", err)
 		}
 		again, err := eng.Freeze(context.Background(), back)
+		if errors.Is(err, engine.ErrInvalid) && back.DefinitionRef != m.DefinitionRef {
+			// A plain message may name a definition the store never had:
+			// it thaws (as it was written), and freezing it again, as
+			// running it would, says so (the worker dead-letters it).
+			return
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
