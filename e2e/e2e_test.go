@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -540,6 +541,76 @@ func TestBenchSpawnWorkers(t *testing.T) {
 		if queueExists(t, c, rep.Prefix+"."+q) {
 			t.Errorf("queue %s.%s is left behind", rep.Prefix, q)
 		}
+	}
+}
+
+// `rune bench --chain all` (issue 11): the set chain fused, the set chain
+// unfused and the http chain in one run, each on workers and a deployment
+// of its own, every ratio over the one raw ceiling measured after the last.
+func TestBenchAllChains(t *testing.T) {
+	amqpURL, redisURL := testinfra.AMQPURL(t), testinfra.RedisURL(t)
+	const execs = 60
+	out, errOut, code := runCLI(t, 180*time.Second, "bench", "--amqp", amqpURL, "--redis", redisURL, "--spawn-workers", "1",
+		"--executions", strconv.Itoa(execs), "--inflight", "30", "--idle-executions", "3", "--raw-hops", "300", "--chain", "all", "--json")
+	if code != 0 {
+		t.Fatalf("rune bench: exit status %d\nstderr:\n%s", code, errOut)
+	}
+	type run struct {
+		Prefix     string `json:"prefix"`
+		Chain      string `json:"chain"`
+		NoFuse     bool   `json:"no_fuse"`
+		Throughput struct {
+			Executions     int     `json:"executions"`
+			NodeExecutions int     `json:"node_executions"`
+			Failed         int     `json:"failed_executions"`
+			Statuses       int     `json:"status_messages"`
+			NodesPerSecond float64 `json:"node_executions_per_second"`
+		} `json:"throughput"`
+		Idle struct {
+			Executions int `json:"executions"`
+		} `json:"idle"`
+		Raw struct {
+			Hops int
+		} `json:"raw_ceiling"`
+		Ratio     float64 `json:"ratio_to_raw_ceiling"`
+		RatioSame float64 `json:"ratio_to_raw_ceiling_same_messages"`
+		CallP50   int64   `json:"http_call_other_process_p50_ns"`
+	}
+	var rep struct{ Runs []run }
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("rune bench --json: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	if len(rep.Runs) != 3 {
+		t.Fatalf("%d runs, want 3:\n%s", len(rep.Runs), out)
+	}
+	prefixes := map[string]bool{}
+	for i, want := range []struct {
+		chain  string
+		noFuse bool
+	}{{"set", false}, {"set", true}, {"http", false}} {
+		r := rep.Runs[i]
+		tp := r.Throughput
+		if r.Chain != want.chain || r.NoFuse != want.noFuse || tp.Executions != execs || tp.Failed != 0 ||
+			tp.NodeExecutions != execs*linearNodes || tp.NodesPerSecond <= 0 || r.Idle.Executions != 3 ||
+			r.Raw.Hops != 300 || r.Ratio <= 0 || r.RatioSame <= 0 || (want.chain == "http") != (r.CallP50 > 0) {
+			t.Errorf("run %d, want chain %s, no_fuse %v: %+v", i+1, want.chain, want.noFuse, r)
+		}
+		if !strings.HasPrefix(r.Prefix, "bench-") || prefixes[r.Prefix] {
+			t.Errorf("run %d: prefix %q, want a bench-… one of its own", i+1, r.Prefix)
+		}
+		prefixes[r.Prefix] = true
+		c := &cluster{t: t, prefix: r.Prefix, amqpURL: amqpURL}
+		if queueExists(t, c, r.Prefix+".workflow.execution") {
+			t.Errorf("run %d: queue %s.workflow.execution is left behind", i+1, r.Prefix)
+		}
+	}
+	// The unfused workers really ran every node as a hop of its own: a
+	// status message each (the last executions' may still be on the way
+	// when the bench stops counting), where the fused chain sends about two
+	// an execution (the trigger's and its one hop's; a hop that reaches the
+	// fusing's time bound on a loaded machine ends early and adds one).
+	if fused, unfused := rep.Runs[0].Throughput.Statuses, rep.Runs[1].Throughput.Statuses; fused > unfused/2 || unfused < execs*linearNodes/2 {
+		t.Errorf("status messages: fused %d, unfused %d; want at least %d unfused and at most half as many fused", fused, unfused, execs*linearNodes/2)
 	}
 }
 

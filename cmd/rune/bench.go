@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
@@ -48,7 +49,7 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) error {
 	idle := fs.Int("idle-executions", 200, "distributed: then run this many executions one at a time, for the per-node latency of an idle system (0: skip)")
 	rawHops := fs.Int("raw-hops", 0, "distributed: hops of the raw RabbitMQ ceiling (default: as many as node executions; negative: skip)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
-	chain := fs.String("chain", "set", "linear, distributed: the nodes of the chain, set (pure) or http (a GET of an HTTP server in this process per node, every node a hop)")
+	chain := fs.String("chain", "set", "linear, distributed: the nodes of the chain, set (pure) or http (a GET of an HTTP server in this process per node, every node a hop); all: with --spawn-workers, the set chain fused, the set chain unfused (workers with --no-fuse) and the http chain in one run, then a table of the three")
 	noFuse := fs.Bool("no-fuse", false, "distributed, with --spawn-workers: start the workers with --no-fuse (every node a hop of its own)")
 	compareMetrics := fs.Int("compare-metrics", 0, "linear, embedded: run this many rounds with instrumentation off, metrics on, and metrics and spans on (no exporter), in turn, and report node rate and CPU per node of each (0: off)")
 	mode := fs.String("mode", "linear", "linear (executions of set nodes), fanout (one split over --items items), timers (distributed: --executions waiting --wait each, started --start-rate per second, then a backlog of --pending timers), server (rune server on --postgres: triggers accepted per second over HTTP, trigger → first node latency, statuses persisted per second), webhooks (rune server on --postgres: signed webhook requests accepted per second into executions, replays starting none), or chaos (distributed: --executions of an http, split, aggregator and wait workflow on --spawn-workers workers and a scheduler, with a fault of --faults every --fault-every)")
@@ -143,14 +144,27 @@ the nodes).`)
 	default:
 		return usagef("--mode %q: want linear, fanout, timers, server, webhooks or chaos", *mode)
 	}
+	switch *chain {
+	case "set", "http":
+	case "all":
+		if srv.amqpURL == "" || *spawn == 0 || *noFuse {
+			return usagef("--chain all needs --amqp, --redis and --spawn-workers (it starts the workers with and without --no-fuse itself), and no --no-fuse")
+		}
+	default:
+		return usagef("--chain %q: want set, http or all", *chain)
+	}
 	if srv.amqpURL != "" {
 		if *execs == 0 {
 			*execs = benchDistributedExecutions
 		}
-		return benchDistributed(ctx, env, &srv, distributedBench{
+		o := distributedBench{
 			executions: *execs, inflight: *inflight, nodes: *nodes, concurrency: *concurrency, prefetch: *prefetch, noFuse: *noFuse, chain: *chain,
 			spawn: *spawn, idle: *idle, rawHops: *rawHops, asJSON: *asJSON,
-		})
+		}
+		if *chain == "all" {
+			return benchChains(ctx, env, srv, o)
+		}
+		return benchDistributed(ctx, env, &srv, o)
 	}
 	if *spawn > 0 || *prefetch > 0 {
 		return usagef("--spawn-workers and --prefetch need --amqp and --redis (the distributed runtime)")
@@ -190,8 +204,10 @@ type distributedBench struct {
 	asJSON                      bool
 	// noFuse starts the spawned workers with --no-fuse.
 	noFuse bool
-	// chain is "set" or "http".
+	// chain is "set" or "http" ("all" is benchChains).
 	chain string
+	// report, when set, receives the report instead of it being printed.
+	report **distributedReport
 }
 
 // distributedReport is what a distributed rune bench measured.
@@ -222,6 +238,8 @@ type distributedReport struct {
 	Sizes     *bench.Sizes    `json:"message_sizes,omitempty"`
 	RawSame   *amqp.HopResult `json:"raw_ceiling_same_messages,omitempty"`
 	RatioSame float64         `json:"ratio_to_raw_ceiling_same_messages,omitempty"`
+	// NoFuse is whether the spawned workers ran with --no-fuse.
+	NoFuse bool `json:"no_fuse"`
 	// Chain is the chain's node type; HTTPCallP50 is, for http, the p50 of
 	// the same GET made by the bench itself: the call without Rune.
 	// HTTPCallOtherP50 is that of the GET made from a process of its own,
@@ -240,7 +258,7 @@ func benchDistributed(ctx context.Context, env *cliEnv, srv *servers, o distribu
 	if conc == 0 {
 		conc = worker.DefaultConcurrency()
 	}
-	rep := &distributedReport{Runtime: "distributed", Workers: o.spawn, Concurrency: conc, Prefetch: o.prefetch, InFlight: o.inflight}
+	rep := &distributedReport{Runtime: "distributed", Workers: o.spawn, Concurrency: conc, Prefetch: o.prefetch, InFlight: o.inflight, NoFuse: o.noFuse}
 	log := cliLogger(env)
 	defer ownPrefix(env, srv, o.spawn)()
 	if srv.prefix == "" {
@@ -342,11 +360,115 @@ func benchDistributed(ctx context.Context, env *cliEnv, srv *servers, o distribu
 			*c.ratio = rep.Throughput.NodesPerSecond / raw.HopsPerSec
 		}
 	}
+	if o.report != nil {
+		*o.report = rep
+		return nil
+	}
 	if o.asJSON {
 		return json.NewEncoder(env.stdout).Encode(rep)
 	}
 	rep.print(env.stdout, o.nodes)
 	return nil
+}
+
+// chainsReport is what `rune bench --chain all` measured: one report a
+// chain, each on a deployment (prefix) and workers of its own.
+type chainsReport struct {
+	Runs []*distributedReport `json:"runs"`
+}
+
+// benchChains runs the set chain fused, the set chain unfused and the http
+// chain one after another, each with workers of its own, and measures the
+// raw ceilings once, after the last (every run's ratios are over them):
+// issue 11's rows in one run.
+func benchChains(ctx context.Context, env *cliEnv, srv servers, o distributedBench) error {
+	var all chainsReport
+	runs := []struct {
+		chain  string
+		noFuse bool
+	}{{"set", false}, {"set", true}, {"http", false}}
+	for i, r := range runs {
+		run, s := o, srv // each run on a prefix of its own (a fresh one unless --prefix is given)
+		run.chain, run.noFuse, run.report = r.chain, r.noFuse, new(*distributedReport)
+		if i < len(runs)-1 {
+			run.rawHops = -1
+		}
+		if s.prefix != "" {
+			s.prefix += "-" + strconv.Itoa(i+1)
+		}
+		fmt.Fprintf(env.stderr, "rune bench: chain %d of %d: %s\n", i+1, len(runs), chainLabel(r.chain, r.noFuse))
+		if err := benchDistributed(ctx, env, &s, run); err != nil {
+			return err
+		}
+		all.Runs = append(all.Runs, *run.report)
+	}
+	last := all.Runs[len(all.Runs)-1]
+	for _, rep := range all.Runs[:len(all.Runs)-1] {
+		rep.Sizes, rep.Raw, rep.RawSame = last.Sizes, last.Raw, last.RawSame
+		if last.Raw != nil {
+			rep.Ratio = rep.Throughput.NodesPerSecond / last.Raw.HopsPerSec
+			rep.RatioSame = rep.Throughput.NodesPerSecond / last.RawSame.HopsPerSec
+		}
+	}
+	if o.asJSON {
+		return json.NewEncoder(env.stdout).Encode(all)
+	}
+	for i, rep := range all.Runs {
+		fmt.Fprintf(env.stdout, "== %s\n", chainLabel(rep.Chain, rep.NoFuse))
+		if i < len(all.Runs)-1 {
+			rep.printRun(env.stdout, o.nodes) // the ceilings once, below
+		} else {
+			rep.print(env.stdout, o.nodes)
+		}
+	}
+	all.print(env.stdout)
+	return nil
+}
+
+func chainLabel(chain string, noFuse bool) string {
+	switch {
+	case chain == "http":
+		return "http chain (every node a hop)"
+	case noFuse:
+		return "set chain, unfused (every node a hop)"
+	default:
+		return "set chain, fused (pure nodes in one hop)"
+	}
+}
+
+// print writes the table of the runs, one row a chain.
+func (a *chainsReport) print(w io.Writer) {
+	fmt.Fprintln(w, "== the chains side by side")
+	tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  chain\tnode executions/s\tstatus messages per node\tCPU per node: worker\tRabbitMQ\ttotal\tidle per-node p50\tidle execution p50\tof the raw 8-byte ceiling")
+	for _, r := range a.Runs {
+		ratio := "—"
+		if r.Raw != nil {
+			ratio = fmt.Sprintf("%.0f%%", 100*r.Ratio)
+		}
+		idleNode, idleExec := "—", "—"
+		if r.Idle != nil {
+			idleNode, idleExec = r.Idle.HopP50.Round(time.Microsecond).String(), r.Idle.ExecP50.Round(time.Microsecond).String()
+		}
+		fmt.Fprintf(tw, "  %s\t%.0f\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\n", chainLabel(r.Chain, r.NoFuse), r.Throughput.NodesPerSecond,
+			float64(r.Throughput.Statuses)/float64(max(r.Throughput.NodeExecutions, 1)),
+			orDash(r.CPU.Worker), orDash(r.CPU.RabbitMQ), orDash(r.CPU.total()), idleNode, idleExec, ratio)
+	}
+	_ = tw.Flush()
+	for _, r := range a.Runs {
+		if r.HTTPCallOtherP50 > 0 && r.Idle != nil {
+			fmt.Fprintf(w, "  http: idle per-node p50 %s above the call from another process (%s)\n",
+				(r.Idle.HopP50 - r.HTTPCallOtherP50).Round(time.Microsecond), r.HTTPCallOtherP50.Round(time.Microsecond))
+		}
+	}
+}
+
+// orDash is d rounded to the microsecond, or a dash when it was not measured.
+func orDash(d time.Duration) string {
+	if d <= 0 {
+		return "—"
+	}
+	return d.Round(time.Microsecond).String()
 }
 
 // benchHTTPServer serves the http chain's GETs on 127.0.0.1 and returns
@@ -419,6 +541,13 @@ func orDefault(n int) string {
 }
 
 func (r *distributedReport) print(w io.Writer, nodes int) {
+	r.printRun(w, nodes)
+	r.printCeilings(w)
+}
+
+// printRun writes what the chain's runs measured, printCeilings the raw
+// ceilings.
+func (r *distributedReport) printRun(w io.Writer, nodes int) {
 	who := "running workers"
 	if r.Workers > 0 {
 		who = fmt.Sprintf("%d spawned worker(s)", r.Workers)
@@ -440,6 +569,9 @@ func (r *distributedReport) print(w io.Writer, nodes int) {
 		fmt.Fprintf(w, "  execution latency (trigger to last node): p50 %s, p99 %s\n",
 			r.Idle.ExecP50.Round(time.Microsecond), r.Idle.ExecP99.Round(time.Microsecond))
 	}
+}
+
+func (r *distributedReport) printCeilings(w io.Writer) {
 	if r.Sizes != nil {
 		fmt.Fprintf(w, "messages of an unfused hop: node message %d bytes, %.2f status messages of %d bytes per node\n",
 			r.Sizes.Execution, r.Sizes.StatusesPerNode, r.Sizes.Status)

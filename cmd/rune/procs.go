@@ -140,6 +140,9 @@ type cpuPerNode struct {
 	RabbitMQDefaultBinaryHeap bool `json:"rabbitmq_default_binary_heap,omitempty"`
 }
 
+// total is the CPU per node of every process measured.
+func (c cpuPerNode) total() time.Duration { return c.Worker + c.RabbitMQ + c.Redis + c.Bench }
+
 func (c cpuPerNode) print(w io.Writer) {
 	parts := []string{}
 	for _, p := range []struct {
@@ -154,7 +157,7 @@ func (c cpuPerNode) print(w io.Writer) {
 		// One line of its own, as earlier benches printed it.
 		fmt.Fprintf(w, "  worker CPU:       %s per node execution\n", c.Worker.Round(time.Microsecond))
 	}
-	total := c.Worker + c.RabbitMQ + c.Redis + c.Bench
+	total := c.total()
 	fmt.Fprintf(w, "  CPU per node:     %s (total %s)\n", strings.Join(parts, ", "), total.Round(time.Microsecond))
 	if c.RabbitMQ > 0 && c.Redis > 0 && c.Worker > 0 {
 		// Everything runs here: the machine's cores bound the rate.

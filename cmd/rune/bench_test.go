@@ -1,0 +1,26 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// --chain all starts its workers itself, with and without --no-fuse: it is
+// refused, with what to give, where it cannot.
+func TestBenchChainAllUsage(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"embedded", []string{"bench", "--chain", "all"}, "--chain all needs --amqp, --redis and --spawn-workers"},
+		{"running workers", []string{"bench", "--chain", "all", "--amqp", "amqp://127.0.0.1:1/", "--redis", "redis://127.0.0.1:1/0"}, "--chain all needs"},
+		{"no-fuse", []string{"bench", "--chain", "all", "--amqp", "amqp://127.0.0.1:1/", "--redis", "redis://127.0.0.1:1/0", "--spawn-workers", "1", "--no-fuse"}, "and no --no-fuse"},
+		{"unknown chain", []string{"bench", "--chain", "grpc"}, `--chain "grpc": want set, http or all`},
+	} {
+		code, _, stderr := runCLI(t, nil, c.args...)
+		if code != 2 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%s: exit status %d, stderr %q; want 2 and %q", c.name, code, stderr, c.want)
+		}
+	}
+}
