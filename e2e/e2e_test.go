@@ -454,6 +454,16 @@ func jsonOf(v any) string {
 
 // `rune bench --spawn-workers` measures the distributed runtime in one
 // command and leaves nothing behind.
+// benchThroughput is the throughput run of `rune bench --json`.
+type benchThroughput struct {
+	Executions     int     `json:"executions"`
+	NodeExecutions int     `json:"node_executions"`
+	Failed         int     `json:"failed_executions"`
+	Statuses       int     `json:"status_messages"`
+	NodesPerSecond float64 `json:"node_executions_per_second"`
+	HopP50         int64   `json:"hop_p50_ns"`
+}
+
 func TestBenchSpawnWorkers(t *testing.T) {
 	amqpURL, redisURL := testinfra.AMQPURL(t), testinfra.RedisURL(t)
 	out, errOut, code := runCLI(t, 120*time.Second, "bench", "--amqp", amqpURL, "--redis", redisURL, "--spawn-workers", "1",
@@ -462,17 +472,10 @@ func TestBenchSpawnWorkers(t *testing.T) {
 		t.Fatalf("rune bench: exit status %d\nstderr:\n%s", code, errOut)
 	}
 	var rep struct {
-		Prefix     string `json:"prefix"`
-		Workers    int    `json:"spawned_workers"`
-		Throughput struct {
-			Executions     int     `json:"executions"`
-			NodeExecutions int     `json:"node_executions"`
-			Failed         int     `json:"failed_executions"`
-			Statuses       int     `json:"status_messages"`
-			NodesPerSecond float64 `json:"node_executions_per_second"`
-			HopP50         int64   `json:"hop_p50_ns"`
-		} `json:"throughput"`
-		Idle struct {
+		Prefix     string          `json:"prefix"`
+		Workers    int             `json:"spawned_workers"`
+		Throughput benchThroughput `json:"throughput"`
+		Idle       struct {
 			Executions int   `json:"executions"`
 			HopP50     int64 `json:"hop_p50_ns"`
 		} `json:"idle"`
@@ -556,17 +559,11 @@ func TestBenchAllChains(t *testing.T) {
 		t.Fatalf("rune bench: exit status %d\nstderr:\n%s", code, errOut)
 	}
 	type run struct {
-		Prefix     string `json:"prefix"`
-		Chain      string `json:"chain"`
-		NoFuse     bool   `json:"no_fuse"`
-		Throughput struct {
-			Executions     int     `json:"executions"`
-			NodeExecutions int     `json:"node_executions"`
-			Failed         int     `json:"failed_executions"`
-			Statuses       int     `json:"status_messages"`
-			NodesPerSecond float64 `json:"node_executions_per_second"`
-		} `json:"throughput"`
-		Idle struct {
+		Prefix     string          `json:"prefix"`
+		Chain      string          `json:"chain"`
+		NoFuse     bool            `json:"no_fuse"`
+		Throughput benchThroughput `json:"throughput"`
+		Idle       struct {
 			Executions int `json:"executions"`
 		} `json:"idle"`
 		Raw struct {
