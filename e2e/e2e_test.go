@@ -554,7 +554,8 @@ func TestBenchAllChains(t *testing.T) {
 	amqpURL, redisURL := testinfra.AMQPURL(t), testinfra.RedisURL(t)
 	const execs = 60
 	out, errOut, code := runCLI(t, 180*time.Second, "bench", "--amqp", amqpURL, "--redis", redisURL, "--spawn-workers", "1",
-		"--executions", strconv.Itoa(execs), "--inflight", "30", "--idle-executions", "3", "--raw-hops", "300", "--chain", "all", "--json")
+		"--executions", strconv.Itoa(execs), "--inflight", "30", "--idle-executions", "3", "--raw-hops", "300", "--chain", "all", "--json",
+		"--base", binary(t)) // this build as its own base: the plumbing, not a figure
 	if code != 0 {
 		t.Fatalf("rune bench: exit status %d\nstderr:\n%s", code, errOut)
 	}
@@ -572,10 +573,19 @@ func TestBenchAllChains(t *testing.T) {
 		Ratio     float64 `json:"ratio_to_raw_ceiling"`
 		RatioSame float64 `json:"ratio_to_raw_ceiling_same_messages"`
 		CallP50   int64   `json:"http_call_other_process_p50_ns"`
+		TimesBase float64 `json:"times_base"`
 	}
-	var rep struct{ Runs []run }
+	var rep struct {
+		Base struct {
+			NodesPerSecond float64 `json:"node_executions_per_second"`
+		}
+		Runs []run
+	}
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("rune bench --json: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	if rep.Base.NodesPerSecond <= 0 {
+		t.Errorf("no node rate of the base:\n%s", out)
 	}
 	if len(rep.Runs) != 3 {
 		t.Fatalf("%d runs, want 3:\n%s", len(rep.Runs), out)
@@ -589,7 +599,8 @@ func TestBenchAllChains(t *testing.T) {
 		tp := r.Throughput
 		if r.Chain != want.chain || r.NoFuse != want.noFuse || tp.Executions != execs || tp.Failed != 0 ||
 			tp.NodeExecutions != execs*linearNodes || tp.NodesPerSecond <= 0 || r.Idle.Executions != 3 ||
-			r.Raw.Hops != 300 || r.Ratio <= 0 || r.RatioSame <= 0 || (want.chain == "http") != (r.CallP50 > 0) {
+			r.Raw.Hops != 300 || r.Ratio <= 0 || r.RatioSame <= 0 || (want.chain == "http") != (r.CallP50 > 0) ||
+			(want.chain == "set") != (r.TimesBase > 0) {
 			t.Errorf("run %d, want chain %s, no_fuse %v: %+v", i+1, want.chain, want.noFuse, r)
 		}
 		if !strings.HasPrefix(r.Prefix, "bench-") || prefixes[r.Prefix] {

@@ -50,6 +50,7 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) error {
 	rawHops := fs.Int("raw-hops", 0, "distributed: hops of the raw RabbitMQ ceiling (default: as many as node executions; negative: skip)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	chain := fs.String("chain", "set", "linear, distributed: the nodes of the chain, set (pure) or http (a GET of an HTTP server in this process per node, every node a hop); all: with --spawn-workers, the set chain fused, the set chain unfused (workers with --no-fuse) and the http chain in one run, then a table of the three")
+	base := fs.String("base", "", "with --chain all: first run this rune binary's bench (an earlier build) on the set chain with the same --executions, --inflight, --nodes, --concurrency and --spawn-workers, and report each chain's rate over it (× base)")
 	noFuse := fs.Bool("no-fuse", false, "distributed, with --spawn-workers: start the workers with --no-fuse (every node a hop of its own)")
 	compareMetrics := fs.Int("compare-metrics", 0, "linear, embedded: run this many rounds with instrumentation off, metrics on, and metrics and spans on (no exporter), in turn, and report node rate and CPU per node of each (0: off)")
 	mode := fs.String("mode", "linear", "linear (executions of set nodes), fanout (one split over --items items), timers (distributed: --executions waiting --wait each, started --start-rate per second, then a backlog of --pending timers), server (rune server on --postgres: triggers accepted per second over HTTP, trigger → first node latency, statuses persisted per second), webhooks (rune server on --postgres: signed webhook requests accepted per second into executions, replays starting none), or chaos (distributed: --executions of an http, split, aggregator and wait workflow on --spawn-workers workers and a scheduler, with a fault of --faults every --fault-every)")
@@ -153,13 +154,16 @@ the nodes).`)
 	default:
 		return usagef("--chain %q: want set, http or all", *chain)
 	}
+	if *base != "" && *chain != "all" {
+		return usagef("--base needs --chain all")
+	}
 	if srv.amqpURL != "" {
 		if *execs == 0 {
 			*execs = benchDistributedExecutions
 		}
 		o := distributedBench{
 			executions: *execs, inflight: *inflight, nodes: *nodes, concurrency: *concurrency, prefetch: *prefetch, noFuse: *noFuse, chain: *chain,
-			spawn: *spawn, idle: *idle, rawHops: *rawHops, asJSON: *asJSON,
+			spawn: *spawn, idle: *idle, rawHops: *rawHops, asJSON: *asJSON, base: *base,
 		}
 		if *chain == "all" {
 			return benchChains(ctx, env, srv, o)
@@ -208,6 +212,9 @@ type distributedBench struct {
 	chain string
 	// report, when set, receives the report instead of it being printed.
 	report **distributedReport
+	// base is --base: the rune binary whose set chain benchChains measures
+	// first.
+	base string
 }
 
 // distributedReport is what a distributed rune bench measured.
@@ -240,6 +247,8 @@ type distributedReport struct {
 	RatioSame float64         `json:"ratio_to_raw_ceiling_same_messages,omitempty"`
 	// NoFuse is whether the spawned workers ran with --no-fuse.
 	NoFuse bool `json:"no_fuse"`
+	// TimesBase is the set chain's node rate over --base's (--chain all).
+	TimesBase float64 `json:"times_base,omitempty"`
 	// Chain is the chain's node type; HTTPCallP50 is, for http, the p50 of
 	// the same GET made by the bench itself: the call without Rune.
 	// HTTPCallOtherP50 is that of the GET made from a process of its own,
@@ -372,9 +381,44 @@ func benchDistributed(ctx context.Context, env *cliEnv, srv *servers, o distribu
 }
 
 // chainsReport is what `rune bench --chain all` measured: one report a
-// chain, each on a deployment (prefix) and workers of its own.
+// chain, each on a deployment (prefix) and workers of its own, and with
+// --base the node rate of the earlier build's set chain, measured first.
 type chainsReport struct {
+	Base *baseRun             `json:"base,omitempty"`
 	Runs []*distributedReport `json:"runs"`
+}
+
+// baseRun is the set chain of an earlier build (--base).
+type baseRun struct {
+	Binary         string  `json:"binary"`
+	NodesPerSecond float64 `json:"node_executions_per_second"`
+}
+
+// benchBase runs bin's bench on the set chain, with spawned workers and the
+// flags every build since the distributed bench understands, and returns its
+// node rate. Its progress goes to stderr.
+func benchBase(ctx context.Context, env *cliEnv, srv servers, o distributedBench, bin string) (*baseRun, error) {
+	args := []string{"bench", "--amqp", srv.amqpURL, "--redis", srv.redisURL, "--spawn-workers", strconv.Itoa(o.spawn),
+		"--executions", strconv.Itoa(o.executions), "--inflight", strconv.Itoa(o.inflight), "--nodes", strconv.Itoa(o.nodes),
+		"--idle-executions", "0", "--raw-hops", "-1", "--json"}
+	if o.concurrency > 0 {
+		args = append(args, "--concurrency", strconv.Itoa(o.concurrency))
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stderr = env.stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("--base %s: %w", bin, err)
+	}
+	var rep struct {
+		Throughput struct {
+			NodesPerSecond float64 `json:"node_executions_per_second"`
+		} `json:"throughput"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil || rep.Throughput.NodesPerSecond <= 0 {
+		return nil, fmt.Errorf("--base %s: its bench printed no node rate (want the JSON of rune bench --json): %v", bin, err)
+	}
+	return &baseRun{Binary: bin, NodesPerSecond: rep.Throughput.NodesPerSecond}, nil
 }
 
 // benchChains runs the set chain fused, the set chain unfused and the http
@@ -383,6 +427,13 @@ type chainsReport struct {
 // issue 11's rows in one run.
 func benchChains(ctx context.Context, env *cliEnv, srv servers, o distributedBench) error {
 	var all chainsReport
+	if o.base != "" {
+		fmt.Fprintf(env.stderr, "rune bench: the base, %s, on the set chain\n", o.base)
+		var err error
+		if all.Base, err = benchBase(ctx, env, srv, o, o.base); err != nil {
+			return err
+		}
+	}
 	runs := []struct {
 		chain  string
 		noFuse bool
@@ -408,6 +459,13 @@ func benchChains(ctx context.Context, env *cliEnv, srv servers, o distributedBen
 		if last.Raw != nil {
 			rep.Ratio = rep.Throughput.NodesPerSecond / last.Raw.HopsPerSec
 			rep.RatioSame = rep.Throughput.NodesPerSecond / last.RawSame.HopsPerSec
+		}
+	}
+	if all.Base != nil {
+		for _, rep := range all.Runs {
+			if rep.Chain == "set" { // the base ran the set chain
+				rep.TimesBase = rep.Throughput.NodesPerSecond / all.Base.NodesPerSecond
+			}
 		}
 	}
 	if o.asJSON {
@@ -439,9 +497,16 @@ func chainLabel(chain string, noFuse bool) string {
 // print writes the table of the runs, one row a chain.
 func (a *chainsReport) print(w io.Writer) {
 	fmt.Fprintln(w, "== the chains side by side")
+	if a.Base != nil {
+		fmt.Fprintf(w, "  base (%s), set chain: %.0f node executions/s\n", a.Base.Binary, a.Base.NodesPerSecond)
+	}
 	tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  chain\tnode executions/s\tstatus messages per node\tCPU per node: worker\tRabbitMQ\ttotal\tidle per-node p50\tidle execution p50\tof the raw 8-byte ceiling")
+	fmt.Fprintln(tw, "  chain\tnode executions/s\t× base\tstatus messages per node\tCPU per node: worker\tRabbitMQ\ttotal\tidle per-node p50\tidle execution p50\tof the raw 8-byte ceiling")
 	for _, r := range a.Runs {
+		times := "—"
+		if r.TimesBase > 0 {
+			times = fmt.Sprintf("%.2f", r.TimesBase)
+		}
 		ratio := "—"
 		if r.Raw != nil {
 			ratio = fmt.Sprintf("%.0f%%", 100*r.Ratio)
@@ -450,7 +515,7 @@ func (a *chainsReport) print(w io.Writer) {
 		if r.Idle != nil {
 			idleNode, idleExec = r.Idle.HopP50.Round(time.Microsecond).String(), r.Idle.ExecP50.Round(time.Microsecond).String()
 		}
-		fmt.Fprintf(tw, "  %s\t%.0f\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\n", chainLabel(r.Chain, r.NoFuse), r.Throughput.NodesPerSecond,
+		fmt.Fprintf(tw, "  %s\t%.0f\t%s\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\n", chainLabel(r.Chain, r.NoFuse), r.Throughput.NodesPerSecond, times,
 			float64(r.Throughput.Statuses)/float64(max(r.Throughput.NodeExecutions, 1)),
 			orDash(r.CPU.Worker), orDash(r.CPU.RabbitMQ), orDash(r.CPU.total()), idleNode, idleExec, ratio)
 	}

@@ -17,10 +17,20 @@ func TestBenchChainAllUsage(t *testing.T) {
 		{"running workers", []string{"bench", "--chain", "all", "--amqp", "amqp://127.0.0.1:1/", "--redis", "redis://127.0.0.1:1/0"}, "--chain all needs"},
 		{"no-fuse", []string{"bench", "--chain", "all", "--amqp", "amqp://127.0.0.1:1/", "--redis", "redis://127.0.0.1:1/0", "--spawn-workers", "1", "--no-fuse"}, "and no --no-fuse"},
 		{"unknown chain", []string{"bench", "--chain", "grpc"}, `--chain "grpc": want set, http or all`},
+		{"base without all", []string{"bench", "--base", "/usr/bin/true"}, "--base needs --chain all"},
 	} {
 		code, _, stderr := runCLI(t, nil, c.args...)
 		if code != 2 || !strings.Contains(stderr, c.want) {
 			t.Errorf("%s: exit status %d, stderr %q; want 2 and %q", c.name, code, stderr, c.want)
 		}
+	}
+}
+
+// A --base that is not a rune build says so, before anything is measured.
+func TestBenchBaseNotRune(t *testing.T) {
+	code, _, stderr := runCLI(t, nil, "bench", "--chain", "all", "--amqp", "amqp://127.0.0.1:1/", "--redis", "redis://127.0.0.1:1/0",
+		"--spawn-workers", "1", "--base", "/bin/true")
+	if code != 1 || !strings.Contains(stderr, "--base /bin/true: its bench printed no node rate") {
+		t.Errorf("exit status %d, stderr %q; want 1 and that --base printed no node rate", code, stderr)
 	}
 }
