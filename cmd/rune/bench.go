@@ -50,7 +50,7 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) error {
 	rawHops := fs.Int("raw-hops", 0, "distributed: hops of the raw RabbitMQ ceiling (default: as many as node executions; negative: skip)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	chain := fs.String("chain", "set", "linear, distributed: the nodes of the chain, set (pure) or http (a GET of an HTTP server in this process per node, every node a hop); all: with --spawn-workers, the set chain fused, the set chain unfused (workers with --no-fuse) and the http chain in one run, then a table of the three")
-	base := fs.String("base", "", "with --chain all: first run this rune binary's bench (an earlier build) on the set chain with the same --executions, --inflight, --nodes, --concurrency and --spawn-workers, and report each chain's rate over it (× base)")
+	base := fs.String("base", "", "with --chain all: first run this rune binary's bench (an earlier build) on the set chain with the same --executions, --inflight, --nodes, --concurrency, --prefetch and --spawn-workers, and report each chain's rate over it (× base)")
 	noFuse := fs.Bool("no-fuse", false, "distributed, with --spawn-workers: start the workers with --no-fuse (every node a hop of its own)")
 	compareMetrics := fs.Int("compare-metrics", 0, "linear, embedded: run this many rounds with instrumentation off, metrics on, and metrics and spans on (no exporter), in turn, and report node rate and CPU per node of each (0: off)")
 	mode := fs.String("mode", "linear", "linear (executions of set nodes), fanout (one split over --items items), timers (distributed: --executions waiting --wait each, started --start-rate per second, then a backlog of --pending timers), server (rune server on --postgres: triggers accepted per second over HTTP, trigger → first node latency, statuses persisted per second), webhooks (rune server on --postgres: signed webhook requests accepted per second into executions, replays starting none), or chaos (distributed: --executions of an http, split, aggregator and wait workflow on --spawn-workers workers and a scheduler, with a fault of --faults every --fault-every)")
@@ -403,6 +403,9 @@ func benchBase(ctx context.Context, env *cliEnv, srv servers, o distributedBench
 		"--idle-executions", "0", "--raw-hops", "-1", "--json"}
 	if o.concurrency > 0 {
 		args = append(args, "--concurrency", strconv.Itoa(o.concurrency))
+	}
+	if o.prefetch > 0 {
+		args = append(args, "--prefetch", strconv.Itoa(o.prefetch))
 	}
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Stderr = env.stderr
