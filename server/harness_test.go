@@ -142,6 +142,19 @@ func (a *api) wantError(status int, code, method, path string, body []byte, head
 }
 
 // execution is the part of GET /v1/executions/{id} the tests read.
+// nodeRun is one run of a node in the execution the API shows.
+type nodeRun struct {
+	NodeID        string          `json:"node_id"`
+	Branch        string          `json:"branch"`
+	Status        string          `json:"status"`
+	Attempt       int             `json:"attempt"`
+	Output        json.RawMessage `json:"output"`
+	StartedAt     *time.Time      `json:"started_at"`
+	FinishedAt    *time.Time      `json:"finished_at"`
+	NextAttemptAt *time.Time      `json:"next_attempt_at"`
+	ResumeAt      *time.Time      `json:"resume_at"`
+}
+
 type execution struct {
 	ID              string                     `json:"id"`
 	WorkflowID      string                     `json:"workflow_id"`
@@ -154,18 +167,8 @@ type execution struct {
 	Trigger         string                     `json:"trigger"`
 	CancelRequested bool                       `json:"cancel_requested"`
 	Completion      json.RawMessage            `json:"completion"`
-	Nodes           []struct {
-		NodeID        string          `json:"node_id"`
-		Branch        string          `json:"branch"`
-		Status        string          `json:"status"`
-		Attempt       int             `json:"attempt"`
-		Output        json.RawMessage `json:"output"`
-		StartedAt     *time.Time      `json:"started_at"`
-		FinishedAt    *time.Time      `json:"finished_at"`
-		NextAttemptAt *time.Time      `json:"next_attempt_at"`
-		ResumeAt      *time.Time      `json:"resume_at"`
-	} `json:"nodes"`
-	Splits []struct {
+	Nodes           []nodeRun                  `json:"nodes"`
+	Splits          []struct {
 		SplitNodeID string `json:"split_node_id"`
 		Total       int    `json:"total"`
 		Done        int    `json:"done"`

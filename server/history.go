@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -96,22 +98,29 @@ func (s *Server) consumeHistory(ctx context.Context) error {
 }
 
 // historyWriter gathers pending events into batches and commits them.
-// Completions are held back one window and go last in their batch: the
-// statuses a worker publishes with a completion travel on another queue and
-// usually arrive just after it, and a stream reads best with the completion
-// after them.
+// Completions are held back at least one window and go last in their batch:
+// the statuses a worker publishes with a completion travel on another queue
+// and usually arrive just after it, and a stream reads best with the
+// completion after them. A completion is held longer, up to HistoryHoldMax,
+// while a node of its final context has no recorded end (completeRuns): an
+// execution that shows completed has its node runs.
 func (s *Server) historyWriter(ctx context.Context, in <-chan pendingEvent) {
 	type heldEvent struct {
-		p   pendingEvent
-		due time.Time
+		p        pendingEvent
+		due      time.Time     // when to look again
+		wait     time.Duration // then how long to wait after that look
+		deadline time.Time     // recorded then, whatever is missing
 	}
 	var held []heldEvent
+	ended := endedNodes{}
 	batch := make([]pendingEvent, 0, s.cfg.HistoryBatch)
 	add := func(p pendingEvent) {
 		if p.ev.Completion != nil {
-			held = append(held, heldEvent{p, time.Now().Add(s.cfg.HistoryWindow)})
+			now := time.Now()
+			held = append(held, heldEvent{p, now.Add(s.cfg.HistoryWindow), s.cfg.HistoryWindow, now.Add(s.cfg.HistoryHoldMax)})
 			return
 		}
+		ended.add(p.ev.Status)
 		batch = append(batch, p)
 	}
 	idle := time.NewTimer(time.Hour)
@@ -119,8 +128,8 @@ func (s *Server) historyWriter(ctx context.Context, in <-chan pendingEvent) {
 	for {
 		batch = batch[:0]
 		wait := time.Hour
-		if len(held) > 0 {
-			wait = max(time.Until(held[0].due), 0)
+		for _, h := range held {
+			wait = min(wait, max(time.Until(h.due), 0))
 		}
 		idle.Reset(wait)
 		select {
@@ -144,12 +153,23 @@ func (s *Server) historyWriter(ctx context.Context, in <-chan pendingEvent) {
 		}
 		window.Stop()
 		now := time.Now()
-		n := 0
-		for n < len(held) && !held[n].due.After(now) && len(batch) < 2*s.cfg.HistoryBatch {
-			batch = append(batch, held[n].p)
-			n++
+		kept := held[:0]
+		for _, h := range held {
+			c := h.p.ev.Completion
+			switch {
+			case h.due.After(now) || len(batch) >= 2*s.cfg.HistoryBatch:
+			case now.Before(h.deadline) && !s.completeRuns(ctx, ended, c):
+				h.wait = min(2*h.wait, time.Second) // another server may be recording them
+				h.due = now.Add(h.wait)
+			default:
+				batch = append(batch, h.p)
+				delete(ended, c.ExecutionID)
+				continue
+			}
+			kept = append(kept, h)
 		}
-		held = held[n:]
+		clear(held[len(kept):])
+		held = kept
 		if len(batch) == 0 {
 			continue
 		}
@@ -158,6 +178,65 @@ func (s *Server) historyWriter(ctx context.Context, in <-chan pendingEvent) {
 			p.done <- err
 		}
 	}
+}
+
+// endedNodes is, per execution, the nodes whose end (a status other than
+// running, waiting or retrying) this writer has taken, so that a completion
+// can tell whether its nodes' statuses came before it without asking the
+// store. An execution's entry goes with its completion; executions that
+// never complete are bounded by clearing all past endedMax (a completion
+// then asks the store).
+type endedNodes map[string]map[string]bool
+
+const endedMax = 100_000
+
+func (e endedNodes) add(st *message.NodeStatus) {
+	if st == nil || st.Status == message.StatusRunning || st.Status == message.StatusWaiting || st.Status == message.StatusRetrying {
+		return
+	}
+	nodes := e[st.ExecutionID]
+	if nodes == nil {
+		if len(e) >= endedMax {
+			clear(e)
+		}
+		nodes = map[string]bool{}
+		e[st.ExecutionID] = nodes
+	}
+	nodes[st.NodeID] = true
+}
+
+// completeRuns reports whether every node of c's final context ("$<node
+// id>"; the trigger's payload aside) has its end recorded or in the batch
+// being gathered: taken by this writer, else (another server's consumer may
+// have taken it, or this one restarted) in the store's node runs. A key
+// that names no node of the definition (a branch's $item) needs none.
+func (s *Server) completeRuns(ctx context.Context, ended endedNodes, c *message.Completion) bool {
+	var missing []string
+	for key := range c.FinalContext {
+		id, ok := strings.CutPrefix(key, "$")
+		if ok && key != "$trigger" && !ended[c.ExecutionID][id] {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) == 0 {
+		return true
+	}
+	runs, err := s.store.NodeRuns(ctx, c.ExecutionID)
+	if err != nil {
+		return false
+	}
+	types := s.vars.types(ctx, s, c.ExecutionID)
+	for _, id := range missing {
+		if _, isNode := types[id]; !isNode && types != nil {
+			continue
+		}
+		if !slices.ContainsFunc(runs, func(r *store.NodeRun) bool {
+			return r.NodeID == id && r.Status != message.StatusRunning && r.Status != message.StatusWaiting && r.Status != message.StatusRetrying
+		}) {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *Server) commitHistory(ctx context.Context, batch []pendingEvent) error {

@@ -36,6 +36,7 @@ const (
 	DispatchBatchDefault  = 200
 	HistoryBatchDefault   = 500
 	HistoryWindowDefault  = 20 * time.Millisecond
+	HistoryHoldMaxDefault = 5 * time.Second
 	StreamPollDefault     = 100 * time.Millisecond
 	HeartbeatDefault      = 10 * time.Second
 	TokenCacheTTLDefault  = 2 * time.Second
@@ -85,6 +86,13 @@ type Config struct {
 	// HistoryWindow is how long the history consumer gathers a batch after
 	// its first event. Defaults to HistoryWindowDefault.
 	HistoryWindow time.Duration
+	// HistoryHoldMax is how long the history consumer holds a completion
+	// back while statuses of the nodes in its final context are missing
+	// (they travel on another queue, and under load arrive after it), so
+	// that an execution shows completed only with its node runs recorded.
+	// Past it the completion is recorded anyway (a status that expired or
+	// was purged never comes). Defaults to HistoryHoldMaxDefault.
+	HistoryHoldMax time.Duration
 	// StreamPoll is how often a live stream reads new events when no commit
 	// of this process woke it (events committed by other replicas).
 	// Defaults to StreamPollDefault.
@@ -135,6 +143,7 @@ func (c Config) withDefaults() Config {
 	c.DispatchBatch = cmp.Or(c.DispatchBatch, DispatchBatchDefault)
 	c.HistoryBatch = cmp.Or(c.HistoryBatch, HistoryBatchDefault)
 	c.HistoryWindow = cmp.Or(c.HistoryWindow, HistoryWindowDefault)
+	c.HistoryHoldMax = cmp.Or(c.HistoryHoldMax, HistoryHoldMaxDefault)
 	c.StreamPoll = cmp.Or(c.StreamPoll, StreamPollDefault)
 	c.Heartbeat = cmp.Or(c.Heartbeat, HeartbeatDefault)
 	c.TokenCacheTTL = cmp.Or(c.TokenCacheTTL, TokenCacheTTLDefault)

@@ -238,17 +238,7 @@ func testTriggerToCompletion(t *testing.T, a *api, id string) {
 		t.Fatalf("completion is not the CompletionMessage verbatim:\n got %s\nwant %s", done.Completion, again)
 	}
 	for _, n := range []string{"start", "greet", "announce"} {
-		if !slices.ContainsFunc(done.Nodes, func(r struct {
-			NodeID        string          `json:"node_id"`
-			Branch        string          `json:"branch"`
-			Status        string          `json:"status"`
-			Attempt       int             `json:"attempt"`
-			Output        json.RawMessage `json:"output"`
-			StartedAt     *time.Time      `json:"started_at"`
-			FinishedAt    *time.Time      `json:"finished_at"`
-			NextAttemptAt *time.Time      `json:"next_attempt_at"`
-			ResumeAt      *time.Time      `json:"resume_at"`
-		}) bool {
+		if !slices.ContainsFunc(done.Nodes, func(r nodeRun) bool {
 			return r.NodeID == n && r.Status == message.StatusSuccess
 		}) {
 			t.Fatalf("node %s has no success run: %+v", n, done.Nodes)

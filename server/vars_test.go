@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,21 +36,46 @@ func (fakeEmail) Run(context.Context, *node.Input) (node.Result, error) {
 
 // TestVarsRecordNotificationResults: the success output of an email node is
 // recorded in the execution's vars as email_<node id> (seed 003); other
-// nodes' outputs are not.
+// nodes' outputs are not. The execution shows completed with its node runs.
 func TestVarsRecordNotificationResults(t *testing.T) {
 	t.Parallel()
-	testVars(t, nil, nil)
+	a, x := notifyRun(t, nil, 0)
+	checkRuns(t, a.waitStatus(x.ID, "completed"))
 }
 
 // TestVarsWholeWhenStatusesTrailTheCompletion: the statuses a worker
-// publishes with a completion travel on another queue and, on a loaded
-// machine, can be committed after it; the vars are whole once the execution
-// shows completed all the same. Here no status reaches the server until the
-// test has read the completed execution.
+// publishes with a completion travel on another queue and can come after it;
+// past HistoryHoldMax the completion is recorded without them, and the vars
+// are whole all the same. Here no status reaches the server until the test
+// has read the completed execution.
 func TestVarsWholeWhenStatusesTrailTheCompletion(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
-	testVars(t, func(b broker.Broker) broker.Broker { return heldStatuses{b, release} }, func() { close(release) })
+	a, x := notifyRun(t, func(b broker.Broker) broker.Broker { return heldStatuses{b, release} }, 100*time.Millisecond)
+	a.waitStatus(x.ID, "completed")
+	close(release)
+}
+
+// TestCompletedWithEveryNodeRun: on a loaded machine the statuses of an
+// execution's last nodes can reach the server a while after its completion
+// (they travel on another queue). The completion is held until they are
+// recorded, so the first time the execution shows completed, every node of
+// it has its run. Here the statuses come a second after the completion.
+func TestCompletedWithEveryNodeRun(t *testing.T) {
+	t.Parallel()
+	late := &lateStatuses{completion: make(chan struct{}), release: make(chan struct{}), delay: time.Second}
+	a, x := notifyRun(t, func(b broker.Broker) broker.Broker { late.Broker = b; return late }, 0)
+	checkRuns(t, a.waitStatus(x.ID, "completed"))
+}
+
+// checkRuns fails unless every node of notifyRun's workflow has a success run.
+func checkRuns(t *testing.T, x *execution) {
+	t.Helper()
+	for _, id := range []string{"start", "welcome", "s"} {
+		if !slices.ContainsFunc(x.Nodes, func(r nodeRun) bool { return r.NodeID == id && r.Status == "success" }) {
+			t.Fatalf("execution shows %s without a success run of node %s: %+v", x.Status, id, x.Nodes)
+		}
+	}
 }
 
 // heldStatuses hands status messages to the server's consumer only once
@@ -72,52 +99,71 @@ func (b heldStatuses) Consume(ctx context.Context, topic broker.Topic, opts brok
 	})
 }
 
-// testVars runs a workflow with an email node through a server whose broker
-// wrap may change, and checks its vars once it shows completed; then it
-// calls checked, if set.
-func testVars(t *testing.T, wrap func(broker.Broker) broker.Broker, checked func()) {
+// lateStatuses hands status messages to the server's consumer delay after
+// the first completion reached it.
+type lateStatuses struct {
+	broker.Broker
+	once       sync.Once
+	completion chan struct{} // closed with the first completion
+	release    chan struct{} // closed delay after it
+	delay      time.Duration
+}
+
+func (b *lateStatuses) Consume(ctx context.Context, topic broker.Topic, opts broker.ConsumeOptions, h broker.Handler) error {
+	if topic == broker.Completion {
+		return b.Broker.Consume(ctx, topic, opts, func(ctx context.Context, d *broker.Delivery) error {
+			b.once.Do(func() {
+				close(b.completion)
+				time.AfterFunc(b.delay, func() { close(b.release) })
+			})
+			return h(ctx, d)
+		})
+	}
+	return heldStatuses{b.Broker, b.release}.Consume(ctx, topic, opts, h)
+}
+
+// notifyRun triggers, through a server whose broker wrap may change and
+// whose HistoryHoldMax is holdMax (0: the default), a workflow with an email
+// node, and checks its vars once it shows completed.
+func notifyRun(t *testing.T, wrap func(broker.Broker) broker.Broker, holdMax time.Duration) (*api, execution) {
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "rune.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	t.Cleanup(func() { st.Close() })
 	reg := nodes.NewRegistry(nodes.Options{})
 	reg.Register("email", fakeEmail{})
 	rt, err := embedded.New(embedded.Options{Registry: reg, ConsumeEvents: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rt.Close()
 	var b broker.Broker = rt.Broker
 	if wrap != nil {
 		b = wrap(b)
 	}
-	s, err := server.New(server.Config{Store: st, Broker: b, Engine: rt.Engine, APIToken: "t"})
+	s, err := server.New(server.Config{Store: st, Broker: b, Engine: rt.Engine, APIToken: "t", HistoryHoldMax: holdMax})
 	if err != nil {
 		t.Fatal(err)
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- s.Run(runCtx) }()
-	defer func() { cancel(); <-done }()
 	hs := httptest.NewServer(s.Handler())
-	defer hs.Close()
+	t.Cleanup(func() { hs.Close(); cancel(); <-done; rt.Close() })
 	a := newAPI(t, &target{url: hs.URL, token: "t", store: st})
 	a.pushWorkflow(wfDef("notify", `{"id":"welcome","type":"email"},{"id":"s","type":"set","parameters":{"values":{"v":1}}}`,
 		`{"id":"e1","src":"start","dst":"welcome"},{"id":"e2","src":"welcome","dst":"s"}`))
 	x := a.trigger("notify", `{}`)
-	done2 := a.waitStatus(x.ID, "completed")
+	completed := a.waitStatus(x.ID, "completed")
 	var got map[string]any
-	if err := json.Unmarshal(done2.Vars["email_welcome"], &got); err != nil || got["message_id"] != "m-1" {
-		t.Fatalf("vars %s, want email_welcome with the node's output", mustJSON(done2.Vars))
+	if err := json.Unmarshal(completed.Vars["email_welcome"], &got); err != nil || got["message_id"] != "m-1" {
+		t.Fatalf("vars %s, want email_welcome with the node's output", mustJSON(completed.Vars))
 	}
-	if len(done2.Vars) != 1 {
-		t.Fatalf("vars %s, want only email_welcome", mustJSON(done2.Vars))
+	if len(completed.Vars) != 1 {
+		t.Fatalf("vars %s, want only email_welcome", mustJSON(completed.Vars))
 	}
-	if checked != nil {
-		checked()
-	}
+	return a, x
 }
 
 func mustJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
