@@ -190,8 +190,13 @@ type endedNodes map[string]map[string]bool
 
 const endedMax = 100_000
 
+// isEnd reports whether a node's status ends its run.
+func isEnd(status string) bool {
+	return status != message.StatusRunning && status != message.StatusWaiting && status != message.StatusRetrying
+}
+
 func (e endedNodes) add(st *message.NodeStatus) {
-	if st == nil || st.Status == message.StatusRunning || st.Status == message.StatusWaiting || st.Status == message.StatusRetrying {
+	if st == nil || !isEnd(st.Status) {
 		return
 	}
 	nodes := e[st.ExecutionID]
@@ -231,7 +236,7 @@ func (s *Server) completeRuns(ctx context.Context, ended endedNodes, c *message.
 			continue
 		}
 		if !slices.ContainsFunc(runs, func(r *store.NodeRun) bool {
-			return r.NodeID == id && r.Status != message.StatusRunning && r.Status != message.StatusWaiting && r.Status != message.StatusRetrying
+			return r.NodeID == id && isEnd(r.Status)
 		}) {
 			return false
 		}
