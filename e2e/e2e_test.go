@@ -62,8 +62,6 @@ func runLinear(t *testing.T, c *cluster, disrupt func(workers []*proc)) {
 	t.Logf("started %d executions in %v", len(ids), time.Since(begin).Round(time.Millisecond))
 	if disrupt != nil {
 		signalAll(t, workers, syscall.SIGCONT)
-	}
-	if disrupt != nil {
 		waitFor(t, linearTimeout, "30% of the completions", func() bool { return cs.distinct() >= linearExecutions*3/10 })
 		n := cs.distinct()
 		if n == linearExecutions {
@@ -452,8 +450,6 @@ func jsonOf(v any) string {
 	return string(b)
 }
 
-// `rune bench --spawn-workers` measures the distributed runtime in one
-// command and leaves nothing behind.
 // benchThroughput is the throughput run of `rune bench --json`.
 type benchThroughput struct {
 	Executions     int     `json:"executions"`
@@ -464,13 +460,23 @@ type benchThroughput struct {
 	HopP50         int64   `json:"hop_p50_ns"`
 }
 
+// benchJSON runs `rune bench args… --json` and returns what it printed on
+// stdout and stderr, failing the test unless it exits 0.
+func benchJSON(t *testing.T, timeout time.Duration, args ...string) (out, errOut string) {
+	t.Helper()
+	out, errOut, code := runCLI(t, timeout, append(append([]string{"bench"}, args...), "--json")...)
+	if code != 0 {
+		t.Fatalf("rune bench %s: exit status %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, out, errOut)
+	}
+	return out, errOut
+}
+
+// `rune bench --spawn-workers` measures the distributed runtime in one
+// command and leaves nothing behind.
 func TestBenchSpawnWorkers(t *testing.T) {
 	amqpURL, redisURL := testinfra.AMQPURL(t), testinfra.RedisURL(t)
-	out, errOut, code := runCLI(t, 120*time.Second, "bench", "--amqp", amqpURL, "--redis", redisURL, "--spawn-workers", "1",
-		"--executions", "300", "--inflight", "100", "--idle-executions", "5", "--raw-hops", "1000", "--json")
-	if code != 0 {
-		t.Fatalf("rune bench: exit status %d\nstderr:\n%s", code, errOut)
-	}
+	out, errOut := benchJSON(t, 120*time.Second, "--amqp", amqpURL, "--redis", redisURL, "--spawn-workers", "1",
+		"--executions", "300", "--inflight", "100", "--idle-executions", "5", "--raw-hops", "1000")
 	var rep struct {
 		Prefix     string          `json:"prefix"`
 		Workers    int             `json:"spawned_workers"`
@@ -553,12 +559,9 @@ func TestBenchSpawnWorkers(t *testing.T) {
 func TestBenchAllChains(t *testing.T) {
 	amqpURL, redisURL := testinfra.AMQPURL(t), testinfra.RedisURL(t)
 	const execs = 60
-	out, errOut, code := runCLI(t, 180*time.Second, "bench", "--amqp", amqpURL, "--redis", redisURL, "--spawn-workers", "1",
-		"--executions", strconv.Itoa(execs), "--inflight", "30", "--idle-executions", "3", "--raw-hops", "300", "--chain", "all", "--json",
+	out, errOut := benchJSON(t, 180*time.Second, "--amqp", amqpURL, "--redis", redisURL, "--spawn-workers", "1",
+		"--executions", strconv.Itoa(execs), "--inflight", "30", "--idle-executions", "3", "--raw-hops", "300", "--chain", "all",
 		"--base", binary(t)) // this build as its own base: the plumbing, not a figure
-	if code != 0 {
-		t.Fatalf("rune bench: exit status %d\nstderr:\n%s", code, errOut)
-	}
 	type run struct {
 		Prefix     string          `json:"prefix"`
 		Chain      string          `json:"chain"`
@@ -627,11 +630,8 @@ func TestBenchAllChains(t *testing.T) {
 // own, is claimed by the bench alone — every due timer once, none early.
 func TestBenchTimersSpawnWorkers(t *testing.T) {
 	amqpURL, redisURL := testinfra.AMQPURL(t), testinfra.RedisURL(t)
-	out, errOut, code := runCLI(t, 180*time.Second, "bench", "--mode", "timers", "--amqp", amqpURL, "--redis", redisURL,
-		"--spawn-workers", "1", "--executions", "50", "--wait", "1s", "--start-rate", "100", "--pending", "2000", "--rate", "100", "--json")
-	if code != 0 {
-		t.Fatalf("rune bench --mode timers: exit status %d\nstderr:\n%s", code, errOut)
-	}
+	out, errOut := benchJSON(t, 180*time.Second, "--mode", "timers", "--amqp", amqpURL, "--redis", redisURL,
+		"--spawn-workers", "1", "--executions", "50", "--wait", "1s", "--start-rate", "100", "--pending", "2000", "--rate", "100")
 	var rep struct {
 		Lateness struct {
 			Executions int     `json:"executions"`

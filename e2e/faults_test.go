@@ -780,11 +780,8 @@ func (rs *privateRedis) restart(t *testing.T) {
 // it kills a worker and the scheduler, and it reports so.
 func TestBenchChaos(t *testing.T) {
 	amqpURL, redisURL := testinfra.AMQPURL(t), testinfra.RedisURL(t)
-	out, errOut, code := runCLI(t, 5*time.Minute, "bench", "--mode", "chaos", "--amqp", amqpURL, "--redis", redisURL,
-		"--spawn-workers", "2", "--executions", "100", "--faults", "kill-worker,kill-scheduler", "--fault-every", "1s", "--json")
-	if code != 0 {
-		t.Fatalf("rune bench --mode chaos: exit status %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
-	}
+	out, errOut := benchJSON(t, 5*time.Minute, "--mode", "chaos", "--amqp", amqpURL, "--redis", redisURL,
+		"--spawn-workers", "2", "--executions", "100", "--faults", "kill-worker,kill-scheduler", "--fault-every", "1s")
 	var rep struct {
 		Executions int            `json:"executions"`
 		Completed  int            `json:"completed"`

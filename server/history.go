@@ -296,9 +296,10 @@ func statusKey(id string, body []byte) string {
 func completionKey(execID string) string { return "completion:" + execID }
 
 // addVars sets Vars on the success statuses of email and sms nodes, and
-// on a completion for those its final context holds: the statuses a worker
-// publishes with a completion travel on another queue and can be committed
-// after it, and an execution's vars are whole once it shows completed.
+// on a completion for those its final context holds: the writer holds a
+// completion until its nodes' statuses are recorded, but only for
+// HistoryHoldMax, and the vars are whole once the execution shows completed
+// even when a status comes later than that.
 func (s *Server) addVars(ctx context.Context, evs []store.HistoryEvent) {
 	for i := range evs {
 		if c := evs[i].Completion; c != nil {

@@ -61,7 +61,7 @@ func TestVarsWholeWhenStatusesTrailTheCompletion(t *testing.T) {
 // it has its run. Here the statuses come a second after the completion.
 func TestCompletedWithEveryNodeRun(t *testing.T) {
 	t.Parallel()
-	late := &lateStatuses{completion: make(chan struct{}), release: make(chan struct{}), delay: time.Second}
+	late := &lateStatuses{release: make(chan struct{}), delay: time.Second}
 	checkRuns(t, notifyRun(t, func(b broker.Broker) broker.Broker { late.Broker = b; return late }, 0))
 }
 
@@ -100,19 +100,15 @@ func (b heldStatuses) Consume(ctx context.Context, topic broker.Topic, opts brok
 // the first completion reached it.
 type lateStatuses struct {
 	broker.Broker
-	once       sync.Once
-	completion chan struct{} // closed with the first completion
-	release    chan struct{} // closed delay after it
-	delay      time.Duration
+	once    sync.Once
+	release chan struct{} // closed delay after the first completion
+	delay   time.Duration
 }
 
 func (b *lateStatuses) Consume(ctx context.Context, topic broker.Topic, opts broker.ConsumeOptions, h broker.Handler) error {
 	if topic == broker.Completion {
 		return b.Broker.Consume(ctx, topic, opts, func(ctx context.Context, d *broker.Delivery) error {
-			b.once.Do(func() {
-				close(b.completion)
-				time.AfterFunc(b.delay, func() { close(b.release) })
-			})
+			b.once.Do(func() { time.AfterFunc(b.delay, func() { close(b.release) }) })
 			return h(ctx, d)
 		})
 	}

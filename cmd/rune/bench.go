@@ -210,8 +210,6 @@ type distributedBench struct {
 	noFuse bool
 	// chain is "set" or "http" ("all" is benchChains).
 	chain string
-	// report, when set, receives the report instead of it being printed.
-	report **distributedReport
 	// base is --base: the rune binary whose set chain benchChains measures
 	// first.
 	base string
@@ -260,8 +258,22 @@ type distributedReport struct {
 }
 
 func benchDistributed(ctx context.Context, env *cliEnv, srv *servers, o distributedBench) error {
-	if err := srv.check(true); err != nil {
+	rep, err := measureDistributed(ctx, env, srv, o)
+	if err != nil {
 		return err
+	}
+	if o.asJSON {
+		return json.NewEncoder(env.stdout).Encode(rep)
+	}
+	rep.print(env.stdout, o.nodes)
+	return nil
+}
+
+// measureDistributed runs one distributed bench (workers, throughput, idle
+// latency, raw ceilings) and returns what it measured.
+func measureDistributed(ctx context.Context, env *cliEnv, srv *servers, o distributedBench) (*distributedReport, error) {
+	if err := srv.check(true); err != nil {
+		return nil, err
 	}
 	conc := o.concurrency
 	if conc == 0 {
@@ -289,7 +301,7 @@ func benchDistributed(ctx context.Context, env *cliEnv, srv *servers, o distribu
 		}
 		var err error
 		if workers, err = spawnWorkers(o.spawn, wargs, cancel); err != nil {
-			return err
+			return nil, err
 		}
 		defer workers.stop(env)
 		fmt.Fprintf(env.stderr, "rune bench: %d worker(s) started (concurrency %d, prefetch %s), prefix %q\n",
@@ -298,7 +310,7 @@ func benchDistributed(ctx context.Context, env *cliEnv, srv *servers, o distribu
 
 	rt, err := srv.connect(ctx, log, amqp.RoleMaster)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer rt.Close()
 	b, eng := rt.Broker, rt.Engine
@@ -307,24 +319,24 @@ func benchDistributed(ctx context.Context, env *cliEnv, srv *servers, o distribu
 	if o.chain == "http" {
 		url, callP50, stop, err := benchHTTPServer(ctx)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		defer stop()
 		def, rep.Chain, rep.HTTPCallP50 = bench.HTTPWorkflow(o.nodes, url), "http", callP50
 		if rep.HTTPCallOtherP50, err = probeFromProcess(ctx, url); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	wf, err := eng.Compile(def)
 	if err != nil {
-		return err
+		return nil, err
 	}
 
 	fmt.Fprintf(env.stderr, "rune bench: %d executions of %d %s nodes, %d in flight, distributed runtime\n", o.executions, o.nodes, rep.Chain, o.inflight)
 	cpu := newCPUMeter(workers, srv)
 	rep.Throughput, err = bench.RunWatching(ctx, b, eng, wf, bench.Config{Executions: o.executions, InFlight: o.inflight, Progress: env.stderr})
 	if err != nil {
-		return workers.explain(err)
+		return nil, workers.explain(err)
 	}
 	rep.CPU = cpu.perNode(rep.Throughput.NodeExecutions)
 	rep.WorkerCPUPerNode = rep.CPU.Worker
@@ -332,7 +344,7 @@ func benchDistributed(ctx context.Context, env *cliEnv, srv *servers, o distribu
 		fmt.Fprintf(env.stderr, "rune bench: %d executions one at a time (idle latency)\n", o.idle)
 		rep.Idle, err = bench.RunWatching(ctx, b, eng, wf, bench.Config{Executions: o.idle, InFlight: 1})
 		if err != nil {
-			return workers.explain(err)
+			return nil, workers.explain(err)
 		}
 	}
 	if workers != nil {
@@ -351,7 +363,7 @@ func benchDistributed(ctx context.Context, env *cliEnv, srv *servers, o distribu
 		}
 		sizes, err := bench.LinearSizes(o.nodes)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		rep.Sizes = &sizes
 		same := amqp.HopPattern{Body: sizes.Execution, Statuses: int(sizes.StatusesPerNode + 0.5), StatusBody: sizes.Status, InFlight: o.inflight}
@@ -363,21 +375,13 @@ func benchDistributed(ctx context.Context, env *cliEnv, srv *servers, o distribu
 			fmt.Fprintf(env.stderr, "rune bench: raw RabbitMQ ceiling, %d hops, %d handlers: %s\n", hops, handlers, c.pattern)
 			raw, err := amqp.RawHopBenchmark(ctx, amqp.Config{URL: srv.amqpURL, Prefix: prefix, Logger: log, Name: "rune bench"}, hops, handlers, c.pattern)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			*c.result = &raw
 			*c.ratio = rep.Throughput.NodesPerSecond / raw.HopsPerSec
 		}
 	}
-	if o.report != nil {
-		*o.report = rep
-		return nil
-	}
-	if o.asJSON {
-		return json.NewEncoder(env.stdout).Encode(rep)
-	}
-	rep.print(env.stdout, o.nodes)
-	return nil
+	return rep, nil
 }
 
 // chainsReport is what `rune bench --chain all` measured: one report a
@@ -443,7 +447,7 @@ func benchChains(ctx context.Context, env *cliEnv, srv servers, o distributedBen
 	}{{"set", false}, {"set", true}, {"http", false}}
 	for i, r := range runs {
 		run, s := o, srv // each run on a prefix of its own (a fresh one unless --prefix is given)
-		run.chain, run.noFuse, run.report = r.chain, r.noFuse, new(*distributedReport)
+		run.chain, run.noFuse = r.chain, r.noFuse
 		if i < len(runs)-1 {
 			run.rawHops = -1
 		}
@@ -451,10 +455,11 @@ func benchChains(ctx context.Context, env *cliEnv, srv servers, o distributedBen
 			s.prefix += "-" + strconv.Itoa(i+1)
 		}
 		fmt.Fprintf(env.stderr, "rune bench: chain %d of %d: %s\n", i+1, len(runs), chainLabel(r.chain, r.noFuse))
-		if err := benchDistributed(ctx, env, &s, run); err != nil {
+		rep, err := measureDistributed(ctx, env, &s, run)
+		if err != nil {
 			return err
 		}
-		all.Runs = append(all.Runs, *run.report)
+		all.Runs = append(all.Runs, rep)
 	}
 	last := all.Runs[len(all.Runs)-1]
 	for _, rep := range all.Runs[:len(all.Runs)-1] {
