@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
@@ -52,11 +53,19 @@ type Broker struct {
 	declareGen uint64
 
 	closing   chan struct{} // closed first by Close: everything stops
+	// pubStop is closed by Close once consumers and followers stopped:
+	// publishers last until then, so that a consumer stopping can still
+	// return the messages of a batch on their own (batch.go).
+	pubStop   chan struct{}
+	pubWG     sync.WaitGroup
+	// batched counts the execution messages published in batches of more
+	// than one (tests read it).
+	batched atomic.Int64
 	linkStop  chan struct{} // closed by Close once all else stopped: connections close
 	closeOnce sync.Once
 	closeMu   sync.Mutex
 	closed    bool
-	wg        sync.WaitGroup // consumers, followers and publishers
+	wg        sync.WaitGroup // consumers and followers
 }
 
 var (
@@ -84,6 +93,7 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 		delays:      make(map[string]time.Time),
 		declared:    make(map[string]bool),
 		closing:     make(chan struct{}),
+		pubStop:     make(chan struct{}),
 		linkStop:    make(chan struct{}),
 	}
 	b.pub = newLink(b, "publish")
@@ -98,11 +108,7 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 	for i := range cfg.PublishChannels {
 		p := newPublisher(b, i)
 		b.pubs = append(b.pubs, p)
-		b.enter()
-		go func() {
-			defer b.wg.Done()
-			p.run()
-		}()
+		b.pubWG.Go(p.run)
 	}
 	return b, nil
 }
@@ -177,6 +183,8 @@ func (b *Broker) Close() error {
 		close(b.closing)
 		b.closeMu.Unlock()
 		b.wg.Wait()
+		close(b.pubStop)
+		b.pubWG.Wait()
 		close(b.linkStop)
 		if b.pub.started {
 			<-b.pub.done

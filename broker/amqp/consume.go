@@ -200,48 +200,48 @@ func (c *consumer) serve(ctx context.Context, ch *amqp091.Channel, deliveries <-
 			<-cancelled
 		}
 	}()
+	// Every message, or message of a batch, takes a handler slot: of the
+	// Consume's queues together (c.sem), or of this queue's own.
+	slots := c.sem
+	if slots == nil {
+		slots = make(chan struct{}, conc)
+	}
+	take := func() bool {
+		select {
+		case slots <- struct{}{}:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	release := func() { <-slots }
 	var wg sync.WaitGroup
-	for range conc {
-		wg.Go(func() {
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case d, ok := <-deliveries:
-					if !ok {
-						return
-					}
-					if ctx.Err() != nil || !c.acquire(ctx) {
-						_ = d.Nack(false, true)
-						return
-					}
-					c.handle(ctx, &d)
-					c.release()
-				}
+	defer wg.Wait()
+	for {
+		var d amqp091.Delivery
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return
+		case d, ok = <-deliveries:
+		}
+		if !ok {
+			return
+		}
+		if d.ContentType == contentTypeBatch && (c.topic == broker.Execution || c.topic == broker.DeadLetter) {
+			if !c.startBatch(ctx, &d, take, release, &wg) {
+				return
 			}
+			continue
+		}
+		if ctx.Err() != nil || !take() {
+			_ = d.Nack(false, true)
+			return
+		}
+		wg.Go(func() {
+			defer release()
+			c.handle(ctx, &d)
 		})
-	}
-	wg.Wait()
-}
-
-// acquire takes a handler slot of c.sem (none to take when nil); false
-// when ctx is done first.
-func (c *consumer) acquire(ctx context.Context) bool {
-	if c.sem == nil {
-		return true
-	}
-	select {
-	case c.sem <- struct{}{}:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// release gives back acquire's slot.
-func (c *consumer) release() {
-	if c.sem != nil {
-		<-c.sem
 	}
 }
 
@@ -249,20 +249,21 @@ func (c *consumer) release() {
 func (c *consumer) handle(ctx context.Context, d *amqp091.Delivery) {
 	del := &broker.Delivery{
 		Message:     broker.Message{Topic: c.topic, ID: d.MessageId, Key: d.CorrelationId},
-		Redelivered: d.Redelivered,
+		Redelivered: d.Redelivered || d.Headers[headerRedelivered] != nil,
 	}
 	del.Trace, _ = d.Headers[headerTraceparent].(string)
+	s := &single{c: c, d: d}
 	if c.topic == broker.DeadLetter {
 		c.b.fillDeadLetter(del, d)
 	} else {
 		del.First = c.topic == broker.Execution && c.b.firstCopy(d, c.topic)
 		if err := c.b.verify(d, c.topic); err != nil {
-			c.reject(ctx, d, err)
+			c.reject(ctx, s, del, err)
 			return
 		}
 		body, err := broker.Decode(c.topic, d.Body)
 		if err != nil {
-			c.reject(ctx, d, err)
+			c.reject(ctx, s, del, err)
 			return
 		}
 		del.Body = body
@@ -270,95 +271,137 @@ func (c *consumer) handle(ctx context.Context, d *amqp091.Delivery) {
 			del.ID, del.Key = broker.IDs(body) // published raw
 		}
 	}
-	err := c.h(ctx, del)
+	c.settle(ctx, s, del, c.h(ctx, del))
+}
+
+// settlement is what becomes of a consumed message: an AMQP delivery
+// (single) or one message of a batch (inBatch).
+type settlement interface {
+	// ack takes the message away for good.
+	ack()
+	// requeue returns the message to its queue, to be delivered again with
+	// Redelivered set.
+	requeue()
+	// deadLetter publishes the message to the dead-letter queue with
+	// reason and waits for the confirm; the message is then acked.
+	deadLetter(ctx context.Context, reason string) error
+}
+
+// settle acts on the handler's outcome err for the message del.
+func (c *consumer) settle(ctx context.Context, s settlement, del *broker.Delivery, err error) {
 	switch {
 	case err == nil:
-		c.ack(d)
+		s.ack()
 	case errors.Is(err, broker.ErrReject):
 		if c.topic == broker.DeadLetter {
 			c.log.Warn("amqp broker: dead letter rejected again, dropping it",
 				"id", del.ID, "key", del.Key, "reason", del.Reason, "error", err)
-			c.ack(d)
+			s.ack()
 			return
 		}
-		c.reject(ctx, d, err)
+		c.reject(ctx, s, del, err)
 	case ctx.Err() != nil:
 		// Shutting down: hand the message on at once.
 		c.log.Debug("amqp broker: handler stopped by shutdown, returning message", "id", del.ID, "key", del.Key, "error", err)
-		c.requeue(d)
+		s.requeue()
 	default:
 		c.log.Warn("amqp broker: handler failed, returning message after a pause",
 			"id", del.ID, "key", del.Key, "pause", c.b.cfg.RedeliveryPause, "error", err)
 		// The pause holds this handler slot; the other slots go on.
 		sleep(ctx.Done(), c.b.cfg.RedeliveryPause)
-		c.requeue(d)
+		s.requeue()
 	}
 }
 
-func (c *consumer) ack(d *amqp091.Delivery) {
-	if err := d.Ack(false); err != nil {
-		// The channel is gone: RabbitMQ redelivers the message.
-		c.log.Debug("amqp broker: ack failed, the message will be redelivered", "id", d.MessageId, "error", err)
-	}
-}
-
-func (c *consumer) requeue(d *amqp091.Delivery) {
-	if err := d.Nack(false, true); err != nil {
-		c.log.Debug("amqp broker: nack failed, the message will be redelivered", "id", d.MessageId, "error", err)
-	}
-}
-
-// reject dead-letters d with cause as reason and acks it; when the dead
-// letter cannot be published it returns d to its queue after the pause.
-func (c *consumer) reject(ctx context.Context, d *amqp091.Delivery, cause error) {
+// reject dead-letters the message del with cause as reason; when the dead
+// letter cannot be published it returns the message to its queue after the
+// pause.
+func (c *consumer) reject(ctx context.Context, s settlement, del *broker.Delivery, cause error) {
 	reason := cause.Error()
 	c.log.Warn("amqp broker: message rejected to the dead-letter queue",
-		"id", d.MessageId, "key", d.CorrelationId, "reason", reason)
+		"id", del.ID, "key", del.Key, "reason", reason)
 	// Finish what the handler decided even if ctx ends meanwhile: a
 	// dead letter half-published and then requeued would be duplicated.
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deadLetterTimeout)
 	defer cancel()
-	if err := c.b.deadLetter(dctx, c.topic, d, reason); err != nil {
+	if err := s.deadLetter(dctx, reason); err != nil {
 		c.log.Error("amqp broker: cannot dead-letter message, returning it to its queue",
-			"id", d.MessageId, "key", d.CorrelationId, "error", err)
+			"id", del.ID, "key", del.Key, "error", err)
 		sleep(ctx.Done(), c.b.cfg.RedeliveryPause)
-		c.requeue(d)
+		s.requeue()
 		return
 	}
-	c.ack(d)
+	s.ack()
+}
+
+// single is the settlement of an AMQP delivery.
+type single struct {
+	c *consumer
+	d *amqp091.Delivery
+}
+
+func (s *single) ack() {
+	if err := s.d.Ack(false); err != nil {
+		// The channel is gone: RabbitMQ redelivers the message.
+		s.c.log.Debug("amqp broker: ack failed, the message will be redelivered", "id", s.d.MessageId, "error", err)
+	}
+}
+
+func (s *single) requeue() {
+	if err := s.d.Nack(false, true); err != nil {
+		s.c.log.Debug("amqp broker: nack failed, the message will be redelivered", "id", s.d.MessageId, "error", err)
+	}
+}
+
+func (s *single) deadLetter(ctx context.Context, reason string) error {
+	return s.c.b.deadLetter(ctx, s.c.topic, s.d, reason)
 }
 
 // deadLetter publishes a copy of d to the dead-letter exchange with reason
 // and the topic it was consumed from, and waits for its confirm.
 func (b *Broker) deadLetter(ctx context.Context, topic broker.Topic, d *amqp091.Delivery, reason string) error {
-	if len(reason) > maxReason {
-		reason = strings.ToValidUTF8(reason[:maxReason], "")
-	}
 	headers := amqp091.Table{}
 	for k, v := range d.Headers {
-		if k != headerSeq && k != headerFirst {
+		if k != headerSeq && k != headerFirst && k != headerRedelivered {
 			headers[k] = v
 		}
 	}
-	headers[headerReason] = reason
-	headers[headerTopic] = string(topic)
-	o := outgoing{exchange: b.n.dlx, id: d.MessageId, topic: broker.DeadLetter, pub: amqp091.Publishing{
+	return b.toDLX(ctx, topic, reason, amqp091.Publishing{
 		Headers:       headers,
 		ContentType:   d.ContentType,
-		DeliveryMode:  amqp091.Persistent,
 		MessageId:     d.MessageId,
 		CorrelationId: d.CorrelationId,
 		Type:          d.Type,
 		Timestamp:     d.Timestamp,
 		Body:          d.Body,
-	}}
-	return b.send(ctx, d.CorrelationId, []outgoing{o}).Wait(ctx)
+	})
 }
 
-// fillDeadLetter sets the topic, reason and body of a dead letter. Those we
-// rejected carry x-rune-topic and x-rune-reason; those RabbitMQ dead-lettered
-// itself (expired in workflow.execution) have only x-death.
+// toDLX publishes pub, persistent, to the dead-letter exchange with reason
+// and topic (the one it was consumed from) in its headers, and waits for
+// its confirm.
+func (b *Broker) toDLX(ctx context.Context, topic broker.Topic, reason string, pub amqp091.Publishing) error {
+	if len(reason) > maxReason {
+		reason = strings.ToValidUTF8(reason[:maxReason], "")
+	}
+	pub.Headers[headerReason] = reason
+	pub.Headers[headerTopic] = string(topic)
+	pub.DeliveryMode = amqp091.Persistent
+	o := outgoing{exchange: b.n.dlx, id: pub.MessageId, topic: broker.DeadLetter, pub: pub}
+	return b.send(ctx, pub.CorrelationId, []outgoing{o}).Wait(ctx)
+}
+
+// fillDeadLetter sets the topic, reason and body of a dead letter.
 func (b *Broker) fillDeadLetter(del *broker.Delivery, d *amqp091.Delivery) {
+	del.Topic, del.Reason = b.deadLetterOrigin(d)
+	fillBody(del, d.Body)
+}
+
+// deadLetterOrigin is the topic a dead letter was consumed from and why it
+// was dead-lettered. Those we rejected carry x-rune-topic and
+// x-rune-reason; those RabbitMQ dead-lettered itself (expired in
+// workflow.execution) have only x-death.
+func (b *Broker) deadLetterOrigin(d *amqp091.Delivery) (broker.Topic, string) {
 	topic, _ := d.Headers[headerTopic].(string)
 	reason, _ := d.Headers[headerReason].(string)
 	if deaths, ok := d.Headers["x-death"].([]any); ok && len(deaths) > 0 {
@@ -376,11 +419,15 @@ func (b *Broker) fillDeadLetter(del *broker.Delivery, d *amqp091.Delivery) {
 	if topic == "" {
 		topic = d.Type
 	}
-	del.Topic = broker.Topic(topic)
-	del.Reason = reason
-	body, err := broker.Decode(del.Topic, d.Body)
+	return broker.Topic(topic), reason
+}
+
+// fillBody decodes a dead letter's body as a message of its topic, or
+// keeps it as Raw.
+func fillBody(del *broker.Delivery, raw []byte) {
+	body, err := broker.Decode(del.Topic, raw)
 	if err != nil {
-		del.Raw = d.Body
+		del.Raw = raw
 		return
 	}
 	del.Body = body

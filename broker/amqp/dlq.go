@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -33,7 +34,9 @@ type DeadLetter struct {
 }
 
 // DeadLetters returns up to limit messages of the dead-letter queue (all
-// when limit ≤ 0), oldest first, and how many the queue held. Nothing is
+// when limit ≤ 0), oldest first, and how many the queue held (a batch of
+// execution messages that expired counts each of its messages when read,
+// once when not). Nothing is
 // taken away: the messages are fetched unacknowledged on a channel of
 // their own and go back to their places in the queue when it closes.
 // Another reader of the queue does not see them meanwhile.
@@ -48,6 +51,7 @@ func (b *Broker) DeadLetters(ctx context.Context, limit int) ([]DeadLetter, int,
 		return nil, 0, fmt.Errorf("amqp broker: dead-letter queue %s: %w", b.n.dlq, err)
 	}
 	var out []DeadLetter
+	read := 0
 	for limit <= 0 || len(out) < limit {
 		if err := ctx.Err(); err != nil {
 			return nil, 0, err
@@ -59,9 +63,14 @@ func (b *Broker) DeadLetters(ctx context.Context, limit int) ([]DeadLetter, int,
 		if !ok {
 			break
 		}
-		out = append(out, b.deadLetterOf(&d))
+		read++
+		out = append(out, b.deadLettersOf(&d)...)
 	}
-	return out, q.Messages, nil
+	total := q.Messages - read + len(out)
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, total, nil
 }
 
 // Replay publishes the dead letters whose ids are given to the topics they
@@ -100,7 +109,7 @@ func (b *Broker) Replay(ctx context.Context, ids []string, fix func(broker.Messa
 		if !ok {
 			break
 		}
-		if want[d.MessageId] || want[b.deadLetterOf(&d).ID] {
+		if want[d.MessageId] || slices.ContainsFunc(b.deadLettersOf(&d), func(dl DeadLetter) bool { return want[dl.ID] }) {
 			matches = append(matches, d)
 		}
 	}
@@ -108,16 +117,29 @@ func (b *Broker) Replay(ctx context.Context, ids []string, fix func(broker.Messa
 	var done []string
 	for i := range matches {
 		d := &matches[i]
-		dl := b.deadLetterOf(d)
-		if !published[dl.ID] {
-			if err := b.republish(ctx, dl, fix); err != nil {
-				return done, err
+		dls := b.deadLettersOf(d)
+		for _, dl := range dls {
+			switch {
+			case want[dl.ID] || len(dls) == 1:
+				if published[dl.ID] {
+					continue
+				}
+				if err := b.republish(ctx, dl, fix); err != nil {
+					return done, err
+				}
+				published[dl.ID] = true
+				done = append(done, dl.ID)
+			default:
+				// Another message of the same batch: it stays a dead
+				// letter, now on its own.
+				it := &batchItem{id: dl.ID, key: dl.Key, body: dl.Body}
+				if err := b.toDLX(ctx, dl.Topic, dl.Reason, b.plain(dl.Topic, it, dl.At)); err != nil {
+					return done, fmt.Errorf("amqp broker: keep message %s of a batch in %s: %w (the batch stays there)", dl.ID, b.n.dlq, err)
+				}
 			}
-			published[dl.ID] = true
-			done = append(done, dl.ID)
 		}
 		if err := d.Ack(false); err != nil {
-			return done, fmt.Errorf("amqp broker: remove replayed message %s from %s: %w (it stays there and may be replayed again)", dl.ID, b.n.dlq, err)
+			return done, fmt.Errorf("amqp broker: remove replayed message %s from %s: %w (it stays there and may be replayed again)", dls[0].ID, b.n.dlq, err)
 		}
 	}
 	var missing []string
@@ -179,10 +201,20 @@ func (b *Broker) dlqChannel(ctx context.Context) (*amqp091.Channel, error) {
 	return ch, err
 }
 
-// deadLetterOf reads the operator's view of a dead-letter delivery.
-func (b *Broker) deadLetterOf(d *amqp091.Delivery) DeadLetter {
-	var del broker.Delivery
-	del.ID, del.Key = d.MessageId, d.CorrelationId
-	b.fillDeadLetter(&del, d)
-	return DeadLetter{ID: del.ID, Key: del.Key, Topic: del.Topic, Reason: del.Reason, At: d.Timestamp, Body: d.Body}
+// deadLettersOf reads the operator's view of a dead-letter delivery: one
+// dead letter, or each message of a batch.
+func (b *Broker) deadLettersOf(d *amqp091.Delivery) []DeadLetter {
+	topic, reason := b.deadLetterOrigin(d)
+	if d.ContentType == contentTypeBatch {
+		if items, err := decodeBatch(d.Body); err == nil {
+			dls := make([]DeadLetter, len(items))
+			for i, it := range items {
+				dls[i] = DeadLetter{ID: it.id, Key: it.key, Topic: topic, Reason: reason, At: d.Timestamp, Body: it.body}
+			}
+			return dls
+		}
+	}
+	del := broker.Delivery{Message: broker.Message{ID: d.MessageId, Key: d.CorrelationId, Topic: topic}, Reason: reason}
+	fillBody(&del, d.Body)
+	return []DeadLetter{{ID: del.ID, Key: del.Key, Topic: del.Topic, Reason: del.Reason, At: d.Timestamp, Body: d.Body}}
 }

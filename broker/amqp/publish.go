@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
@@ -19,6 +20,46 @@ type outgoing struct {
 	pub           amqp091.Publishing
 	id            string       // for errors
 	topic         broker.Topic // for errors
+	// item, instead of pub, is an execution message that the publisher
+	// sends in a batch (Config.ExecutionBatch).
+	item *batchItem
+}
+
+// plain is the persistent AMQP message of one message of topic, signed
+// when this broker signs.
+func (b *Broker) plain(topic broker.Topic, it *batchItem, now time.Time) amqp091.Publishing {
+	pub := amqp091.Publishing{
+		Headers:       amqp091.Table{},
+		ContentType:   contentType,
+		DeliveryMode:  amqp091.Persistent,
+		MessageId:     it.id,
+		CorrelationId: it.key,
+		Type:          string(topic),
+		Timestamp:     now,
+		Body:          it.body,
+	}
+	if it.trace != "" {
+		pub.Headers[headerTraceparent] = it.trace
+	}
+	if it.first {
+		pub.Headers[headerFirst] = b.firstMark(topic, it.id, it.key, it.body)
+	}
+	b.signInto(&pub, topic, it.id, it.key)
+	return pub
+}
+
+// batch is the AMQP message of items, all of one route, signed as a whole.
+func (b *Broker) batch(items []batchItem, now time.Time) amqp091.Publishing {
+	pub := amqp091.Publishing{
+		Headers:      amqp091.Table{},
+		ContentType:  contentTypeBatch,
+		DeliveryMode: amqp091.Persistent,
+		Type:         string(broker.Execution),
+		Timestamp:    now,
+		Body:         encodeBatch(items),
+	}
+	b.signInto(&pub, broker.Execution+batchTopic, "", "")
+	return pub
 }
 
 // Publish validates and encodes msgs (broker.Encode) and, when all are valid,
@@ -59,41 +100,19 @@ func (b *Broker) Publish(ctx context.Context, msgs ...broker.Message) broker.Pen
 				return broker.Done{Err: fmt.Errorf("amqp broker: publish message %q on %s with delay %v: %w", m.ID, m.Topic, m.Delay, err)}
 			}
 		}
-		mode := amqp091.Persistent
-		if m.Topic == broker.Status {
-			mode = amqp091.Transient // the status queue is not durable anyway (RFC 001 §8.2)
+		it := batchItem{id: m.ID, key: m.Key, trace: m.Trace, first: m.First && m.Topic == broker.Execution && m.Delay == 0, body: body}
+		out[i] = outgoing{exchange: r.exchange, key: r.key, id: m.ID, topic: m.Topic}
+		if b.cfg.ExecutionBatch > 1 && m.Topic == broker.Execution && m.Delay == 0 {
+			out[i].item = &it // the publisher batches it (batch.go)
+			continue
 		}
-		out[i] = outgoing{
-			exchange: r.exchange,
-			key:      r.key,
-			id:       m.ID,
-			topic:    m.Topic,
-			pub: amqp091.Publishing{
-				ContentType:   contentType,
-				DeliveryMode:  mode,
-				MessageId:     m.ID,
-				CorrelationId: m.Key,
-				Type:          string(m.Topic),
-				Timestamp:     now,
-				Body:          body,
-			},
-		}
-		if m.Trace != "" {
-			out[i].pub.Headers = amqp091.Table{headerTraceparent: m.Trace}
-		}
-		if m.First && m.Topic == broker.Execution && m.Delay == 0 {
-			if out[i].pub.Headers == nil {
-				out[i].pub.Headers = amqp091.Table{}
-			}
-			out[i].pub.Headers[headerFirst] = b.firstMark(m.Topic, m.ID, m.Key, body)
-		}
-		if m.Topic == broker.Completion {
-			if out[i].pub.Headers == nil {
-				out[i].pub.Headers = amqp091.Table{}
-			}
+		out[i].pub = b.plain(m.Topic, &it, now)
+		switch m.Topic {
+		case broker.Status:
+			out[i].pub.DeliveryMode = amqp091.Transient // the status queue is not durable anyway (RFC 001 §8.2)
+		case broker.Completion:
 			out[i].pub.Headers["BCC"] = []any{receiptKey}
 		}
-		b.signInto(&out[i].pub, m.Topic, m.ID, m.Key)
 	}
 	return b.send(ctx, msgs[0].Key+"\x00"+msgs[0].Lane, out)
 }
@@ -176,11 +195,21 @@ func (p *pending) Wait(ctx context.Context) error {
 	}
 }
 
-// waiter is a published message waiting for its confirm.
+// waiter is a published message waiting for its confirm: one of a
+// Publish call's (p), or a batch of the publisher's queue (batch, each
+// message's Publish call).
 type waiter struct {
 	p     *pending
+	batch []*pending
 	id    string
 	topic broker.Topic
+}
+
+// queued is an execution message waiting for the publisher's next batch.
+type queued struct {
+	exchange, key string
+	item          *batchItem
+	p             *pending
 }
 
 // publisher is one confirm-mode channel on the publishing connection, kept
@@ -192,13 +221,19 @@ type publisher struct {
 	mu sync.Mutex // serialises publishing, so sequence numbers match
 	ch *amqp091.Channel
 	up chan struct{} // closed while ch is usable
+	// queue holds the execution messages published while a batch waits
+	// for its confirm (batching, unbatched counts its messages): they go
+	// out when the last confirm of the batch comes (kick).
+	queue     []queued
+	unbatched atomic.Int32
+	kick      chan struct{}
 
 	wmu     sync.Mutex
 	waiting map[uint64]waiter // by delivery tag
 }
 
 func newPublisher(b *Broker, idx int) *publisher {
-	return &publisher{b: b, idx: idx, up: make(chan struct{}), waiting: make(map[uint64]waiter)}
+	return &publisher{b: b, idx: idx, up: make(chan struct{}), waiting: make(map[uint64]waiter), kick: make(chan struct{}, 1)}
 }
 
 func (p *publisher) publish(ctx context.Context, out []outgoing) broker.Pending {
@@ -219,39 +254,130 @@ func (p *publisher) publish(ctx context.Context, out []outgoing) broker.Pending 
 	ch := p.ch
 	for i := range out {
 		o := &out[i]
-		seq := ch.GetNextPublishSeqNo()
-		if o.pub.Headers == nil {
-			o.pub.Headers = amqp091.Table{}
+		if o.item != nil {
+			p.queue = append(p.queue, queued{exchange: o.exchange, key: o.key, item: o.item, p: pend})
+			continue
 		}
-		// The sequence number identifies a returned message (ids may repeat).
-		o.pub.Headers[headerSeq] = int64(seq)
-		p.wmu.Lock()
-		p.waiting[seq] = waiter{p: pend, id: o.id, topic: o.topic}
-		p.wmu.Unlock()
-		if err := ch.PublishWithContext(ctx, o.exchange, o.key, true, false, o.pub); err != nil {
-			err = fmt.Errorf("amqp broker: publish message %q on %s to exchange %s: %w", o.id, o.topic, o.exchange, err)
-			p.wmu.Lock()
-			if w, ok := p.waiting[seq]; ok && w.p == pend {
-				delete(p.waiting, seq)
-				pend.finish(err)
-			}
-			p.wmu.Unlock()
+		if err := p.write(ctx, ch, o, waiter{p: pend, id: o.id, topic: o.topic}); err != nil {
 			for range out[i+1:] {
 				pend.finish(err)
 			}
 			break
 		}
 	}
+	if len(p.queue) > 0 && p.unbatched.Load() == 0 {
+		p.flush(ch)
+	}
 	p.mu.Unlock()
 	return pend
+}
+
+// write publishes o on ch, p.mu held, with w waiting for its confirm; on
+// failure w is settled with the error, which write returns.
+func (p *publisher) write(ctx context.Context, ch *amqp091.Channel, o *outgoing, w waiter) error {
+	seq := ch.GetNextPublishSeqNo()
+	if o.pub.Headers == nil {
+		o.pub.Headers = amqp091.Table{}
+	}
+	// The sequence number identifies a returned message (ids may repeat).
+	o.pub.Headers[headerSeq] = int64(seq)
+	p.wmu.Lock()
+	p.waiting[seq] = w
+	p.wmu.Unlock()
+	err := ch.PublishWithContext(ctx, o.exchange, o.key, true, false, o.pub)
+	if err == nil {
+		return nil
+	}
+	err = fmt.Errorf("amqp broker: publish message %q on %s to exchange %s: %w", o.id, o.topic, o.exchange, err)
+	p.wmu.Lock()
+	if w, ok := p.waiting[seq]; ok {
+		delete(p.waiting, seq)
+		p.complete(w, err)
+	}
+	p.wmu.Unlock()
+	return err
+}
+
+// flush publishes the queue, p.mu held: a batch per route of up to
+// Config.ExecutionBatch messages, a message alone as itself.
+func (p *publisher) flush(ch *amqp091.Channel) {
+	q := p.queue
+	p.queue = nil
+	now := time.Now()
+	for len(q) > 0 {
+		var batch, rest []queued
+		for _, m := range q {
+			if m.exchange == q[0].exchange && m.key == q[0].key && len(batch) < p.b.cfg.ExecutionBatch {
+				batch = append(batch, m)
+			} else {
+				rest = append(rest, m)
+			}
+		}
+		q = rest
+		o := outgoing{exchange: batch[0].exchange, key: batch[0].key, id: batch[0].item.id, topic: broker.Execution}
+		w := waiter{batch: make([]*pending, len(batch)), id: o.id, topic: o.topic}
+		items := make([]batchItem, len(batch))
+		for i, m := range batch {
+			w.batch[i], items[i] = m.p, *m.item
+		}
+		if len(batch) == 1 {
+			o.pub = p.b.plain(broker.Execution, batch[0].item, now)
+		} else {
+			o.pub = p.b.batch(items, now)
+			p.b.batched.Add(int64(len(batch)))
+			o.id = fmt.Sprintf("%s (a batch of %d)", o.id, len(batch))
+			w.id = o.id
+		}
+		p.unbatched.Add(1)
+		// The messages' own Publish calls may be cancelled; the batch is not theirs alone.
+		_ = p.write(context.Background(), ch, &o, w)
+	}
+}
+
+// complete settles w with err (nil: confirmed) and kicks the
+// next batch when w was the last of the publisher's batches.
+func (p *publisher) complete(w waiter, err error) {
+	if w.batch == nil {
+		w.p.finish(err)
+		return
+	}
+	for _, pend := range w.batch {
+		pend.finish(err)
+	}
+	if p.unbatched.Add(-1) == 0 {
+		select {
+		case p.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// flushOnKick publishes the queue when the last batch is confirmed, until
+// stop closes.
+func (p *publisher) flushOnKick(stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-p.kick:
+		}
+		p.mu.Lock()
+		if p.ch != nil && len(p.queue) > 0 && p.unbatched.Load() == 0 {
+			p.flush(p.ch)
+		}
+		p.mu.Unlock()
+	}
 }
 
 // run keeps a confirm-mode channel open and settles confirms and returns,
 // until the broker closes.
 func (p *publisher) run() {
 	b := p.b
-	ctx, cancel := contextFrom(b.closing)
+	ctx, cancel := contextFrom(b.pubStop)
 	defer cancel()
+	stop := make(chan struct{})
+	defer close(stop)
+	go p.flushOnKick(stop)
 	pause := b.cfg.ReconnectMin
 	for {
 		ch, _, err := b.pub.channel(ctx)
@@ -266,7 +392,7 @@ func (p *publisher) run() {
 				return
 			}
 			b.log.Warn("amqp broker: cannot open publish channel", "publisher", p.idx, "error", err)
-			if !sleep(b.closing, jitter(pause)) {
+			if !sleep(b.pubStop, jitter(pause)) {
 				return
 			}
 			pause = min(2*pause, b.cfg.ReconnectMax)
@@ -277,8 +403,10 @@ func (p *publisher) run() {
 		p.mu.Lock()
 		p.ch = nil
 		p.up = make(chan struct{})
+		q := p.queue
+		p.queue = nil
 		p.mu.Unlock()
-		p.failAll(cause)
+		p.failAll(cause, q)
 		if b.isClosed() {
 			return
 		}
@@ -294,7 +422,7 @@ func (p *publisher) run() {
 		if time.Since(opened) > time.Minute {
 			pause = b.cfg.ReconnectMin
 		}
-		if !sleep(b.closing, jitter(pause)) {
+		if !sleep(b.pubStop, jitter(pause)) {
 			return
 		}
 		pause = min(2*pause, b.cfg.ReconnectMax)
@@ -320,7 +448,7 @@ func (p *publisher) serve(ch *amqp091.Channel) error {
 	returned := make(map[uint64]error)
 	for {
 		select {
-		case <-p.b.closing:
+		case <-p.b.pubStop:
 			_ = ch.Close()
 			return ErrClosed
 		case r, ok := <-returns:
@@ -367,23 +495,26 @@ func (p *publisher) settle(c amqp091.Confirmation, returned map[uint64]error) {
 	if err == nil && !c.Ack {
 		err = fmt.Errorf("amqp broker: message %q on %s nacked by RabbitMQ", w.id, w.topic)
 	}
-	w.p.finish(err)
+	p.complete(w, err)
 }
 
-// failAll fails every message still waiting for a confirm: it may or may not
-// have been queued.
-func (p *publisher) failAll(cause error) {
+// failAll fails every message still waiting for a confirm (it may or may
+// not have been queued) and the messages q that were waiting for a batch.
+func (p *publisher) failAll(cause error, q []queued) {
+	lost := func(id string, topic broker.Topic) error {
+		if errors.Is(cause, ErrClosed) {
+			return ErrClosed
+		}
+		return fmt.Errorf("amqp broker: confirm of message %q on %s lost: %w", id, topic, cause)
+	}
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
 	for seq, w := range p.waiting {
-		var err error
-		if errors.Is(cause, ErrClosed) {
-			err = ErrClosed
-		} else {
-			err = fmt.Errorf("amqp broker: confirm of message %q on %s lost: %w", w.id, w.topic, cause)
-		}
-		w.p.finish(err)
+		p.complete(w, lost(w.id, w.topic))
 		delete(p.waiting, seq)
+	}
+	for _, m := range q {
+		m.p.finish(lost(m.item.id, broker.Execution))
 	}
 }
 

@@ -1,0 +1,319 @@
+package amqp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rune-org/rune/broker"
+	"github.com/rune-org/rune/broker/sign"
+	"github.com/rune-org/rune/message"
+)
+
+func sampleItems() []batchItem {
+	return []batchItem{
+		{id: "m-1", key: "exec-1", trace: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", first: true, body: []byte(`{"a":1}`)},
+		{id: "m-2", key: "exec-2", body: []byte(`{}`)},
+		{}, // empty fields are kept as empty
+	}
+}
+
+// A batch decodes to what was encoded, and every shorter prefix of it, or
+// anything after it, is an error rather than a shorter batch.
+func TestBatchCodec(t *testing.T) {
+	items := sampleItems()
+	buf := encodeBatch(items)
+	got, err := decodeBatch(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equalItems(got, items) {
+		t.Fatalf("decoded %+v, want %+v", got, items)
+	}
+	for n := range len(buf) {
+		if _, err := decodeBatch(buf[:n]); !errors.Is(err, errBatch) {
+			t.Errorf("prefix of %d of %d bytes: error %v, want errBatch", n, len(buf), err)
+		}
+	}
+	if _, err := decodeBatch(append(slices.Clip(buf), 0)); !errors.Is(err, errBatch) {
+		t.Errorf("a byte after the batch: error %v, want errBatch", err)
+	}
+}
+
+func equalItems(a, b []batchItem) bool {
+	return slices.EqualFunc(a, b, func(x, y batchItem) bool {
+		return x.id == y.id && x.key == y.key && x.trace == y.trace && x.first == y.first && bytes.Equal(x.body, y.body)
+	})
+}
+
+// FuzzBatch: no input makes decodeBatch panic, and what it decodes encodes
+// to a batch that decodes the same.
+func FuzzBatch(f *testing.F) {
+	f.Add(encodeBatch(sampleItems()))
+	f.Add(encodeBatch(sampleItems()[:1]))
+	f.Add([]byte{batchVersion, 0})
+	f.Fuzz(func(t *testing.T, buf []byte) {
+		items, err := decodeBatch(buf)
+		if err != nil {
+			return
+		}
+		again, err := decodeBatch(encodeBatch(items))
+		if err != nil || !equalItems(again, items) {
+			t.Fatalf("re-encoded batch decodes to %+v, %v; want %+v", again, err, items)
+		}
+	})
+}
+
+// Execution messages published while a batch waits for its confirm go out
+// in batches, and a signed consumer gets each one once, with its id, key,
+// trace, first-copy flag and body, as if it had travelled alone.
+func TestBatchesCarryEveryMessage(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	keys, err := sign.Parse("k1:0123456789abcdef0123456789abcdef")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Signing = keys
+	b := open(t, cfg)
+	got := consumeAll(t, b, broker.Execution, broker.ConsumeOptions{Concurrency: 8})
+	dead := consumeAll(t, b, broker.DeadLetter, broker.ConsumeOptions{})
+
+	const publishers, each = 32, 10
+	want := map[string]broker.Message{}
+	var all [][]broker.Message
+	for p := range publishers {
+		var msgs []broker.Message
+		for i := range each {
+			m := execMessage(fmt.Sprintf("m-%02d-%d", p, i), fmt.Sprintf("exec-%02d", p))
+			m.Trace = fmt.Sprintf("00-%032x-%016x-01", p+1, i+1)
+			m.First = i%2 == 0
+			msgs = append(msgs, m)
+			want[m.ID] = m
+		}
+		all = append(all, msgs)
+	}
+	// One call with several messages is a batch for sure; the others
+	// publish one message at a time, concurrently.
+	mustPublish(t, b, all[0]...)
+	var wg sync.WaitGroup
+	for _, msgs := range all[1:] {
+		wg.Go(func() {
+			for _, m := range msgs {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				err := b.Publish(ctx, m).Wait(ctx)
+				cancel()
+				if err != nil {
+					t.Errorf("Publish %s: %v", m.ID, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for len(want) > 0 {
+		d := next(t, got, "execution")
+		m, ok := want[d.ID]
+		if !ok {
+			t.Fatalf("unexpected or repeated delivery %s", d.ID)
+		}
+		delete(want, d.ID)
+		ne, _ := d.Body.(*message.NodeExecution)
+		if d.Key != m.Key || d.Trace != m.Trace || d.First != m.First || d.Redelivered || ne == nil || ne.MessageID != m.ID {
+			t.Errorf("%s delivered as key %q trace %q first %v redelivered %v body %+v; want key %q trace %q first %v",
+				d.ID, d.Key, d.Trace, d.First, d.Redelivered, ne, m.Key, m.Trace, m.First)
+		}
+	}
+	if n := b.batched.Load(); n < each {
+		t.Errorf("%d messages went in batches, want at least the %d published in one call", n, each)
+	}
+	select {
+	case d := <-got:
+		t.Errorf("unexpected delivery %s after all (redelivered %v)", d.ID, d.Redelivered)
+	case d := <-dead:
+		t.Errorf("dead letter %s: %s", d.ID, d.Reason)
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// A message of a batch whose handler fails is delivered again on its own,
+// with Redelivered set; one rejected is dead-lettered on its own; the
+// others of the batch are delivered once.
+func TestBatchMessagesSettleAlone(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.RedeliveryPause = 10 * time.Millisecond
+	b := open(t, cfg)
+	var msgs []broker.Message
+	for i := range 5 {
+		msgs = append(msgs, execMessage(fmt.Sprintf("m-%d", i), "exec-1"))
+	}
+	mustPublish(t, b, msgs...) // one batch
+
+	type seen struct {
+		id          string
+		redelivered bool
+	}
+	got := make(chan seen, 100)
+	var mu sync.Mutex
+	failed := false
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- b.Consume(ctx, broker.Execution, broker.ConsumeOptions{Concurrency: 2}, func(ctx context.Context, d *broker.Delivery) error {
+			got <- seen{d.ID, d.Redelivered}
+			switch d.ID {
+			case "m-2":
+				mu.Lock()
+				defer mu.Unlock()
+				if !failed {
+					failed = true
+					return errors.New("Redis is away")
+				}
+			case "m-3":
+				return fmt.Errorf("poison %s: %w", d.ID, broker.ErrReject)
+			}
+			return nil
+		})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+
+	want := map[seen]int{{"m-0", false}: 1, {"m-1", false}: 1, {"m-2", false}: 1, {"m-2", true}: 1, {"m-3", false}: 1, {"m-4", false}: 1}
+	count := map[seen]int{}
+	for range 6 {
+		select {
+		case s := <-got:
+			count[s]++
+		case <-time.After(30 * time.Second):
+			t.Fatalf("deliveries %v, want %v", count, want)
+		}
+	}
+	dls := waitDeadLetters(t, b, 1)
+	if dls[0].ID != "m-3" || !strings.Contains(dls[0].Reason, "poison m-3") || dls[0].Topic != broker.Execution {
+		t.Errorf("dead letter %s from %s: %q; want m-3 from %s with its reason", dls[0].ID, dls[0].Topic, dls[0].Reason, broker.Execution)
+	}
+	select {
+	case s := <-got:
+		count[s]++
+	case <-time.After(300 * time.Millisecond):
+	}
+	if fmt.Sprint(count) != fmt.Sprint(want) {
+		t.Errorf("deliveries %v, want %v", count, want)
+	}
+}
+
+// A batch whose signature does not verify is dead-lettered whole; the
+// dead-letter queue lists each of its messages, and replaying one leaves
+// the others there, each on its own.
+func TestBatchDeadLettersListedAndReplayedOneByOne(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	k1, err := sign.Parse("k1:0123456789abcdef0123456789abcdef")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k2, err := sign.Parse("k2:fedcba9876543210fedcba9876543210")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Signing = k1
+	sender := open(t, cfg)
+	cfg.Signing = k2
+	b := open(t, cfg)
+	got := consumeAll(t, b, broker.Execution, broker.ConsumeOptions{})
+
+	var msgs []broker.Message
+	for i := range 3 {
+		msgs = append(msgs, execMessage(fmt.Sprintf("m-%d", i), fmt.Sprintf("exec-%d", i)))
+	}
+	mustPublish(t, sender, msgs...)
+	dls := waitDeadLetters(t, b, 3)
+	for i, dl := range dls {
+		want := fmt.Sprintf("m-%d", i)
+		if dl.ID != want || dl.Key != fmt.Sprintf("exec-%d", i) || dl.Topic != broker.Execution || !strings.Contains(dl.Reason, "k1") {
+			t.Errorf("dead letter %d: %s of %s from %s (%q); want %s from %s, refused for its key k1", i, dl.ID, dl.Key, dl.Topic, dl.Reason, want, broker.Execution)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done, err := b.Replay(ctx, []string{"m-1"}, nil)
+	if err != nil || fmt.Sprint(done) != "[m-1]" {
+		t.Fatalf("Replay m-1 = %v, %v", done, err)
+	}
+	if d := next(t, got, "replayed m-1"); d.ID != "m-1" {
+		t.Errorf("replay delivered %s, want m-1", d.ID)
+	}
+	left := waitDeadLetters(t, b, 2)
+	if left[0].ID != "m-0" || left[1].ID != "m-2" || !strings.Contains(left[0].Reason, "k1") {
+		t.Errorf("left in the dead-letter queue: %+v, want m-0 and m-2 with their reason", left)
+	}
+}
+
+// Closing a broker while a handler holds a message of a batch returns the
+// messages not acked, on their own; the one acked is not delivered again.
+func TestCloseReturnsTheRestOfABatch(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	b, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []broker.Message
+	want := map[string]bool{}
+	for i := range 4 {
+		m := execMessage(fmt.Sprintf("m-%d", i), "exec-1")
+		msgs = append(msgs, m)
+		want[m.ID] = true
+	}
+	mustPublish(t, b, msgs...)
+	acked, holding := make(chan string, 1), make(chan struct{})
+	var once sync.Once
+	done := make(chan error, 1)
+	go func() {
+		done <- b.Consume(context.Background(), broker.Execution, broker.ConsumeOptions{}, func(ctx context.Context, d *broker.Delivery) error {
+			ack := false
+			once.Do(func() { ack = true })
+			if ack {
+				acked <- d.ID
+				return nil
+			}
+			close(holding)
+			<-ctx.Done()
+			return ctx.Err()
+		})
+	}()
+	ackedID := <-acked
+	select {
+	case <-holding:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no second message handled")
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, ErrClosed) {
+		t.Errorf("Consume returned %v, want ErrClosed", err)
+	}
+	delete(want, ackedID)
+
+	again := open(t, cfg)
+	got := consumeAll(t, again, broker.Execution, broker.ConsumeOptions{})
+	for len(want) > 0 {
+		d := next(t, got, fmt.Sprintf("%d remaining", len(want)))
+		if !want[d.ID] {
+			t.Fatalf("delivered %s, want one of %v (%s was acked)", d.ID, want, ackedID)
+		}
+		delete(want, d.ID)
+	}
+	select {
+	case d := <-got:
+		t.Errorf("delivered %s again", d.ID)
+	case <-time.After(300 * time.Millisecond):
+	}
+}
