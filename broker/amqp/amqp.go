@@ -52,15 +52,15 @@ type Broker struct {
 	declarer   *declarer // for declaring delay queues
 	declareGen uint64
 
-	closing   chan struct{} // closed first by Close: everything stops
+	closing chan struct{} // closed first by Close: everything stops
 	// pubStop is closed by Close once consumers and followers stopped:
 	// publishers last until then, so that a consumer stopping can still
 	// return the messages of a batch on their own (batch.go).
-	pubStop   chan struct{}
-	pubWG     sync.WaitGroup
+	pubStop chan struct{}
+	pubWG   sync.WaitGroup
 	// batched counts the execution messages published in batches of more
 	// than one (tests read it).
-	batched atomic.Int64
+	batched   atomic.Int64
 	linkStop  chan struct{} // closed by Close once all else stopped: connections close
 	closeOnce sync.Once
 	closeMu   sync.Mutex

@@ -36,6 +36,8 @@ type servers struct {
 	// ExecutionQueues (--queue-type, --execution-queues).
 	queueType       string
 	executionQueues int
+	// executionBatch is amqp.Config.ExecutionBatch (--execution-batch).
+	executionBatch int
 	// signingKeys is RUNE_SIGNING_KEY: from the environment only, since
 	// flags show in process listings.
 	signingKeys string
@@ -57,6 +59,8 @@ func (s *servers) flags(fs *flag.FlagSet, env *cliEnv, needRedis bool) {
 	fs.StringVar(&s.queueType, "queue-type", orString(env.getenv("RUNE_QUEUE_TYPE"), amqp.QueueClassic), "type of the durable RabbitMQ queues (env RUNE_QUEUE_TYPE): classic or quorum (replicated; no priorities; see docs/scaling.md); a queue cannot change type in place")
 	queues, _ := strconv.Atoi(env.getenv("RUNE_EXECUTION_QUEUES"))
 	fs.IntVar(&s.executionQueues, "execution-queues", max(queues, 1), "execution queues (env RUNE_EXECUTION_QUEUES): executions are spread over them by id and every worker consumes all; every process of a deployment must use the same number (see docs/scaling.md)")
+	batch, _ := strconv.Atoi(env.getenv("RUNE_EXECUTION_BATCH"))
+	fs.IntVar(&s.executionBatch, "execution-batch", batch, "at most this many execution messages in one RabbitMQ message (env RUNE_EXECUTION_BATCH; default 32): messages published while the last batch waits for its confirm go out together; 1 sends each alone, which workers of a Rune before batches need")
 	s.signingKeys = env.getenv(sign.EnvVar)
 }
 
@@ -69,10 +73,11 @@ func orString(s, def string) string {
 }
 
 // args are the flags that give another rune process (a worker the bench
-// spawns) the same servers, prefix and queue layout.
+// spawns) the same servers, prefix, queue layout and batches.
 func (s *servers) args() []string {
 	return []string{"--amqp", s.amqpURL, "--redis", s.redisURL, "--prefix", s.prefix,
-		"--queue-type", s.queueType, "--execution-queues", strconv.Itoa(s.executionQueues)}
+		"--queue-type", s.queueType, "--execution-queues", strconv.Itoa(s.executionQueues),
+		"--execution-batch", strconv.Itoa(s.executionBatch)}
 }
 
 func (s *servers) check(needRedis bool) error {
@@ -118,7 +123,7 @@ func (s *servers) connectWith(ctx context.Context, log *slog.Logger, role string
 	return distributed.Connect(ctx, distributed.Config{
 		AMQPURL: s.amqpURL, RedisURL: s.redisURL, Prefix: s.prefix, Role: role,
 		Logger: log, Secrets: sec, Nodes: nodes.Options{Fault: s.fault}, Signing: keys, Metrics: rec, NoFuse: s.noFuse,
-		QueueType: s.queueType, ExecutionQueues: s.executionQueues, EffectsPool: s.effectsPool,
+		QueueType: s.queueType, ExecutionQueues: s.executionQueues, ExecutionBatch: s.executionBatch, EffectsPool: s.effectsPool,
 	})
 }
 
