@@ -58,10 +58,10 @@ type Config struct {
 	// classic and 1.
 	QueueType       string
 	ExecutionQueues int
-	// ExecutionBatch is amqp.Config.ExecutionBatch: at most how many
-	// execution messages one RabbitMQ message carries. Default 32; 1 sends
-	// each alone.
-	ExecutionBatch int
+	// MessageBatch is amqp.Config.MessageBatch: at most how many
+	// execution or status messages one RabbitMQ message carries. Default
+	// 32; 1 sends each alone.
+	MessageBatch int
 	// Metrics records what the engine does; nil records nothing. The
 	// worker and scheduler take it in their own Config.
 	Metrics *metrics.Recorder
@@ -111,7 +111,7 @@ func Connect(ctx context.Context, cfg Config) (*Runtime, error) {
 		qprefix, kprefix = cfg.Prefix+".", cfg.Prefix
 	}
 	b, err := amqp.New(ctx, amqp.Config{URL: cfg.AMQPURL, Prefix: qprefix, Role: cfg.Role, Logger: cfg.Logger, Name: "rune " + cfg.Role, Signing: cfg.Signing,
-		QueueType: cfg.QueueType, ExecutionQueues: cfg.ExecutionQueues, ExecutionBatch: cfg.ExecutionBatch})
+		QueueType: cfg.QueueType, ExecutionQueues: cfg.ExecutionQueues, MessageBatch: cfg.MessageBatch})
 	if err != nil {
 		rc.Close()
 		return nil, fmt.Errorf("connect to RabbitMQ: %w (is it running? check the AMQP URL)", err)

@@ -58,7 +58,7 @@ type Broker struct {
 	// return the messages of a batch on their own (batch.go).
 	pubStop chan struct{}
 	pubWG   sync.WaitGroup
-	// batched counts the execution messages published in batches of more
+	// batched counts the execution and status messages published in batches of more
 	// than one (tests read it).
 	batched   atomic.Int64
 	linkStop  chan struct{} // closed by Close once all else stopped: connections close

@@ -780,7 +780,7 @@ func TestShardedExecutionQueues(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
 	cfg.ExecutionQueues = 4
-	cfg.ExecutionBatch = 1 // the depths count AMQP messages: one per message
+	cfg.MessageBatch = 1 // the depths count AMQP messages: one per message
 	b := open(t, cfg)
 	const execs, each = 40, 5
 	var msgs []broker.Message

@@ -12,18 +12,20 @@ import (
 	"github.com/rune-org/rune/broker"
 )
 
-// Batches of execution messages (Config.ExecutionBatch).
+// Batches of execution and status messages (Config.MessageBatch).
 //
-// RabbitMQ's work for a persistent, confirmed message is mostly per message,
-// not per byte: enqueueing, indexing, delivering and acking it. While one
-// batch of a publishing channel waits for its confirm, the execution messages
-// published meanwhile on that channel queue up, and go out together as one
-// AMQP message, a batch, when the confirm comes. A message published while
-// nothing waits goes out at once, so an idle system waits for nothing. A
-// consumer hands each message of a batch to its own handler and settles the
-// batch when all have returned (consume.go). Everything a consumer sees of a
-// message (id, key, trace, first copy) travels inside the batch's body,
-// which the batch's signature covers.
+// RabbitMQ's work for a message is mostly per message, not per byte:
+// routing, enqueueing, indexing, delivering, acking and confirming it. While
+// one batch of a publishing channel waits for its confirm, the execution and
+// status messages published meanwhile on that channel queue up, and go out
+// when the confirm comes: the execution messages of one queue as one AMQP
+// message, the statuses as another, routed to every execution's key in it
+// (BCC), so that each follower gets it and keeps its own execution's. A
+// message published while nothing waits goes out at once, alone, so an idle
+// system waits for nothing. A consumer hands each message of a batch to its
+// own handler and settles the batch when all have been settled (consume.go).
+// Everything a consumer sees of a message (id, key, trace, first copy)
+// travels inside the batch's body, which the batch's signature covers.
 
 const (
 	// contentTypeBatch marks an AMQP message whose body is a batch.
@@ -131,7 +133,7 @@ func decodeBatch(buf []byte) ([]batchItem, error) {
 // decodes the batch d. Its error wraps broker.ErrReject.
 func (b *Broker) openBatch(d *amqp091.Delivery, topic broker.Topic) ([]batchItem, error) {
 	if topic != broker.DeadLetter {
-		if err := b.verify(d, broker.Execution+batchTopic); err != nil {
+		if err := b.verify(d, topic+batchTopic); err != nil {
 			return nil, err
 		}
 	}

@@ -317,3 +317,76 @@ func TestCloseReturnsTheRestOfABatch(t *testing.T) {
 	case <-time.After(300 * time.Millisecond):
 	}
 }
+
+// Statuses of several executions published together go out as one batch,
+// routed to every execution's key: the status queue's consumer gets each
+// status once, and a follower of one execution gets its statuses only, in
+// order, and its completion after them.
+func TestStatusBatchReachesEachFollower(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	keys, err := sign.Parse("k1:0123456789abcdef0123456789abcdef")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Signing = keys
+	b := open(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	execs := []string{"exec-a", "exec-b", "exec-c"}
+	follows := map[string]<-chan broker.Message{}
+	for _, key := range execs {
+		if follows[key], err = b.Follow(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := consumeAll(t, b, broker.Status, broker.ConsumeOptions{})
+	st := func(key string, i int) broker.Message {
+		return broker.Message{Topic: broker.Status, ID: fmt.Sprintf("%s-s%d", key, i), Key: key, Body: &message.NodeStatus{
+			WorkflowID: "wf", ExecutionID: key, NodeID: fmt.Sprintf("n%d", i), Status: message.StatusSuccess, ExecutedAt: time.Now()}}
+	}
+	var msgs []broker.Message
+	for i := range 3 {
+		for _, key := range execs {
+			msgs = append(msgs, st(key, i))
+		}
+	}
+	before := b.batched.Load()
+	mustPublish(t, b, msgs...)
+	if n := b.batched.Load() - before; n != int64(len(msgs)) {
+		t.Errorf("%d statuses went in a batch, want all %d", n, len(msgs))
+	}
+	mustPublish(t, b, st("exec-b", 3), broker.Message{Topic: broker.Completion, ID: "exec-b-done", Key: "exec-b", Body: &message.Completion{
+		WorkflowID: "wf", ExecutionID: "exec-b", Status: message.CompletionCompleted, CompletedAt: time.Now()}})
+
+	want := map[string]bool{}
+	for _, m := range msgs {
+		want[m.ID] = true
+	}
+	want["exec-b-s3"] = true
+	for len(want) > 0 {
+		d := next(t, all, "status queue")
+		if !want[d.ID] {
+			t.Fatalf("status queue: unexpected or repeated %s", d.ID)
+		}
+		delete(want, d.ID)
+	}
+	for _, key := range execs {
+		var got []string
+		for len(got) < 3 || (key == "exec-b" && len(got) < 5) {
+			select {
+			case m := <-follows[key]:
+				got = append(got, m.ID)
+			case <-time.After(30 * time.Second):
+				t.Fatalf("follower of %s got %v, then nothing", key, got)
+			}
+		}
+		w := fmt.Sprintf("[%[1]s-s0 %[1]s-s1 %[1]s-s2]", key)
+		if key == "exec-b" {
+			w = "[exec-b-s0 exec-b-s1 exec-b-s2 exec-b-s3 exec-b-done]"
+		}
+		if fmt.Sprint(got) != w {
+			t.Errorf("follower of %s got %v, want %v", key, got, w)
+		}
+	}
+}

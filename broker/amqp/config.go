@@ -69,16 +69,16 @@ type Config struct {
 	// than one keeps a single channel process from becoming it on bigger
 	// machines).
 	PublishChannels int
-	// ExecutionBatch is how many execution messages one AMQP message may
-	// carry. While a publishing channel waits for the confirm of its last
-	// batch, the execution messages published on it queue up and then go
-	// out together (batch.go): RabbitMQ's work is mostly per AMQP message,
-	// and a batch of 8 costs it a third of 8 messages (docs/benchmarks.md).
-	// A message published while nothing waits goes out at once, on its own.
-	// Default 32. 1 publishes every message on its own: do that while
-	// workers of a Rune before batches still consume, since they cannot
-	// read a batch (they dead-letter it).
-	ExecutionBatch int
+	// MessageBatch is how many execution messages, or status messages, one
+	// AMQP message may carry. While a publishing channel waits for the
+	// confirm of its last batch, the execution and status messages
+	// published on it queue up and then go out together (batch.go):
+	// RabbitMQ's work is mostly per AMQP message (docs/benchmarks.md, round
+	// 11). A message published while nothing waits goes out at once, on its
+	// own. Default 32. 1 publishes every message on its own: do that while
+	// processes of a Rune before batches still consume, since they cannot
+	// read a batch.
+	MessageBatch int
 	// Heartbeat is the AMQP heartbeat interval, which bounds how long a dead
 	// TCP connection goes unnoticed. Default 10s.
 	Heartbeat time.Duration
@@ -151,11 +151,11 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ReconnectMax < c.ReconnectMin {
 		c.ReconnectMax = c.ReconnectMin
 	}
-	if c.ExecutionBatch < 0 {
-		return c, fmt.Errorf("amqp broker: Config.ExecutionBatch is %d, want at least 1 (1: no batches)", c.ExecutionBatch)
+	if c.MessageBatch < 0 {
+		return c, fmt.Errorf("amqp broker: Config.MessageBatch is %d, want at least 1 (1: no batches)", c.MessageBatch)
 	}
-	if c.ExecutionBatch == 0 {
-		c.ExecutionBatch = 32
+	if c.MessageBatch == 0 {
+		c.MessageBatch = 32
 	}
 	if c.PublishChannels <= 0 {
 		c.PublishChannels = 2

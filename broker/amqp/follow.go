@@ -174,34 +174,37 @@ func (f *follower) pump(ctx context.Context, deliveries <-chan amqp091.Delivery)
 				return ctx.Err() != nil
 			}
 		}
-		m, err := f.decode(&d)
+		msgs, err := f.decode(&d)
 		if err != nil {
 			f.b.log.Warn("amqp broker: follower skips a message it cannot decode", "follow", f.key, "routing_key", d.RoutingKey, "error", err)
 			_ = d.Ack(false)
 			continue
 		}
-		if m.Key != f.key || (d.Redelivered && f.seen.has(m.ID)) {
-			// A key with a topic wildcard word ("*", "#") binds more than
-			// itself; a redelivery whose ack was lost with the connection
-			// was handed over already.
-			_ = d.Ack(false)
-			continue
-		}
-		// A batch of statuses is handed over one status at a time; it is
-		// acked (and remembered) once all are.
-		for _, one := range broker.Unbatch(m) {
-			select {
-			case f.out <- one:
-			case <-ctx.Done():
-				return true
+		for _, m := range msgs {
+			if m.Key != f.key || (d.Redelivered && f.seen.has(m.ID)) {
+				// A key with a topic wildcard word ("*", "#") binds more
+				// than itself, a batch holds other executions' statuses,
+				// and a redelivery whose ack was lost with the connection
+				// was handed over already.
+				continue
 			}
+			// A batch of statuses is handed over one status at a time; it
+			// is acked (and remembered) once all are.
+			for _, one := range broker.Unbatch(m) {
+				select {
+				case f.out <- one:
+				case <-ctx.Done():
+					return true
+				}
+			}
+			f.seen.add(m.ID)
 		}
-		f.seen.add(m.ID)
 		_ = d.Ack(false)
 	}
 }
 
-func (f *follower) decode(d *amqp091.Delivery) (broker.Message, error) {
+// decode reads the messages of d: one, or those of a batch of statuses.
+func (f *follower) decode(d *amqp091.Delivery) ([]broker.Message, error) {
 	var topic broker.Topic
 	switch {
 	case strings.HasPrefix(d.RoutingKey, statusRKPrefix):
@@ -209,18 +212,36 @@ func (f *follower) decode(d *amqp091.Delivery) (broker.Message, error) {
 	case strings.HasPrefix(d.RoutingKey, complRKPrefix):
 		topic = broker.Completion
 	default:
-		return broker.Message{}, fmt.Errorf("unexpected routing key %q", d.RoutingKey)
+		return nil, fmt.Errorf("unexpected routing key %q", d.RoutingKey)
+	}
+	if d.ContentType == contentTypeBatch && topic == broker.Status {
+		items, err := f.b.openBatch(d, topic)
+		if err != nil {
+			return nil, err
+		}
+		var msgs []broker.Message
+		for _, it := range items {
+			if it.key != f.key {
+				continue
+			}
+			body, err := broker.Decode(topic, it.body)
+			if err != nil {
+				return nil, fmt.Errorf("message %s of a batch: %w", it.id, err)
+			}
+			msgs = append(msgs, broker.Message{Topic: topic, ID: it.id, Key: it.key, Body: body})
+		}
+		return msgs, nil
 	}
 	if err := f.b.verify(d, topic); err != nil {
-		return broker.Message{}, err
+		return nil, err
 	}
 	body, err := broker.Decode(topic, d.Body)
 	if err != nil {
-		return broker.Message{}, err
+		return nil, err
 	}
 	m := broker.Message{Topic: topic, ID: d.MessageId, Key: d.CorrelationId, Body: body}
 	if m.Key == "" {
 		_, m.Key = broker.IDs(body)
 	}
-	return m, nil
+	return []broker.Message{m}, nil
 }

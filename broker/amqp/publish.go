@@ -20,8 +20,8 @@ type outgoing struct {
 	pub           amqp091.Publishing
 	id            string       // for errors
 	topic         broker.Topic // for errors
-	// item, instead of pub, is an execution message that the publisher
-	// sends in a batch (Config.ExecutionBatch).
+	// item, instead of pub, is an execution or status message that the
+	// publisher sends in a batch (Config.MessageBatch).
 	item *batchItem
 }
 
@@ -44,21 +44,40 @@ func (b *Broker) plain(topic broker.Topic, it *batchItem, now time.Time) amqp091
 	if it.first {
 		pub.Headers[headerFirst] = b.firstMark(topic, it.id, it.key, it.body)
 	}
+	if topic == broker.Status {
+		pub.DeliveryMode = amqp091.Transient // the status queue is not durable anyway (RFC 001 §8.2)
+	}
 	b.signInto(&pub, topic, it.id, it.key)
 	return pub
 }
 
-// batch is the AMQP message of items, all of one route, signed as a whole.
-func (b *Broker) batch(items []batchItem, now time.Time) amqp091.Publishing {
+// batch is the AMQP message of items of topic, signed as a whole, published
+// with routing key key: execution messages of one route, or statuses, which
+// also go to the routing keys of the other executions in them (BCC).
+func (b *Broker) batch(topic broker.Topic, key string, items []batchItem, now time.Time) amqp091.Publishing {
 	pub := amqp091.Publishing{
 		Headers:      amqp091.Table{},
 		ContentType:  contentTypeBatch,
 		DeliveryMode: amqp091.Persistent,
-		Type:         string(broker.Execution),
+		Type:         string(topic),
 		Timestamp:    now,
 		Body:         encodeBatch(items),
 	}
-	b.signInto(&pub, broker.Execution+batchTopic, "", "")
+	if topic == broker.Status {
+		pub.DeliveryMode = amqp091.Transient
+		var bcc []any
+		seen := map[string]bool{key: true}
+		for i := range items {
+			if rk := statusRKPrefix + items[i].key; !seen[rk] {
+				seen[rk] = true
+				bcc = append(bcc, rk)
+			}
+		}
+		if len(bcc) > 0 {
+			pub.Headers["BCC"] = bcc
+		}
+	}
+	b.signInto(&pub, topic+batchTopic, "", "")
 	return pub
 }
 
@@ -102,15 +121,12 @@ func (b *Broker) Publish(ctx context.Context, msgs ...broker.Message) broker.Pen
 		}
 		it := batchItem{id: m.ID, key: m.Key, trace: m.Trace, first: m.First && m.Topic == broker.Execution && m.Delay == 0, body: body}
 		out[i] = outgoing{exchange: r.exchange, key: r.key, id: m.ID, topic: m.Topic}
-		if b.cfg.ExecutionBatch > 1 && m.Topic == broker.Execution && m.Delay == 0 {
+		if b.cfg.MessageBatch > 1 && (m.Topic == broker.Execution || m.Topic == broker.Status) && m.Delay == 0 {
 			out[i].item = &it // the publisher batches it (batch.go)
 			continue
 		}
 		out[i].pub = b.plain(m.Topic, &it, now)
-		switch m.Topic {
-		case broker.Status:
-			out[i].pub.DeliveryMode = amqp091.Transient // the status queue is not durable anyway (RFC 001 §8.2)
-		case broker.Completion:
+		if m.Topic == broker.Completion {
 			out[i].pub.Headers["BCC"] = []any{receiptKey}
 		}
 	}
@@ -205,8 +221,9 @@ type waiter struct {
 	topic broker.Topic
 }
 
-// queued is an execution message waiting for the publisher's next batch.
+// queued is an execution or status message waiting for the publisher's next batch.
 type queued struct {
+	topic         broker.Topic
 	exchange, key string
 	item          *batchItem
 	p             *pending
@@ -221,9 +238,10 @@ type publisher struct {
 	mu sync.Mutex // serialises publishing, so sequence numbers match
 	ch *amqp091.Channel
 	up chan struct{} // closed while ch is usable
-	// queue holds the execution messages published while a batch waits
-	// for its confirm (batching, unbatched counts its messages): they go
-	// out when the last confirm of the batch comes (kick).
+	// queue holds the execution and status messages published while a
+	// batch waits for its confirm (unbatched counts the messages of the
+	// last flush not yet confirmed): they go out when its last confirm
+	// comes (kick).
 	queue     []queued
 	unbatched atomic.Int32
 	kick      chan struct{}
@@ -252,11 +270,18 @@ func (p *publisher) publish(ctx context.Context, out []outgoing) broker.Pending 
 		p.mu.Lock()
 	}
 	ch := p.ch
+	queuedHere := false
 	for i := range out {
 		o := &out[i]
 		if o.item != nil {
-			p.queue = append(p.queue, queued{exchange: o.exchange, key: o.key, item: o.item, p: pend})
+			p.queue = append(p.queue, queued{topic: o.topic, exchange: o.exchange, key: o.key, item: o.item, p: pend})
+			queuedHere = true
 			continue
+		}
+		if queuedHere {
+			// A message of this call waits for a batch: this one must not overtake it.
+			p.flush(ch)
+			queuedHere = false
 		}
 		if err := p.write(ctx, ch, o, waiter{p: pend, id: o.id, topic: o.topic}); err != nil {
 			for range out[i+1:] {
@@ -298,32 +323,47 @@ func (p *publisher) write(ctx context.Context, ch *amqp091.Channel, o *outgoing,
 	return err
 }
 
-// flush publishes the queue, p.mu held: a batch per route of up to
-// Config.ExecutionBatch messages, a message alone as itself.
+// flush publishes the queue, p.mu held, in batches of up to
+// Config.MessageBatch messages: statuses, then execution messages by queue;
+// a message alone goes as itself.
 func (p *publisher) flush(ch *amqp091.Channel) {
-	q := p.queue
+	// Statuses first: a status never follows an execution message of the
+	// same flush (it is published by the handling of an execution message
+	// already delivered), while a successor follows its parent's statuses.
+	q := make([]queued, 0, len(p.queue))
+	for _, m := range p.queue {
+		if m.topic == broker.Status {
+			q = append(q, m)
+		}
+	}
+	for _, m := range p.queue {
+		if m.topic != broker.Status {
+			q = append(q, m)
+		}
+	}
 	p.queue = nil
 	now := time.Now()
 	for len(q) > 0 {
 		var batch, rest []queued
 		for _, m := range q {
-			if m.exchange == q[0].exchange && m.key == q[0].key && len(batch) < p.b.cfg.ExecutionBatch {
+			same := m.topic == q[0].topic && m.exchange == q[0].exchange && (m.topic == broker.Status || m.key == q[0].key)
+			if same && len(batch) < p.b.cfg.MessageBatch {
 				batch = append(batch, m)
 			} else {
 				rest = append(rest, m)
 			}
 		}
 		q = rest
-		o := outgoing{exchange: batch[0].exchange, key: batch[0].key, id: batch[0].item.id, topic: broker.Execution}
+		o := outgoing{exchange: batch[0].exchange, key: batch[0].key, id: batch[0].item.id, topic: batch[0].topic}
 		w := waiter{batch: make([]*pending, len(batch)), id: o.id, topic: o.topic}
 		items := make([]batchItem, len(batch))
 		for i, m := range batch {
 			w.batch[i], items[i] = m.p, *m.item
 		}
 		if len(batch) == 1 {
-			o.pub = p.b.plain(broker.Execution, batch[0].item, now)
+			o.pub = p.b.plain(o.topic, batch[0].item, now)
 		} else {
-			o.pub = p.b.batch(items, now)
+			o.pub = p.b.batch(o.topic, o.key, items, now)
 			p.b.batched.Add(int64(len(batch)))
 			o.id = fmt.Sprintf("%s (a batch of %d)", o.id, len(batch))
 			w.id = o.id
@@ -514,7 +554,7 @@ func (p *publisher) failAll(cause error, q []queued) {
 		delete(p.waiting, seq)
 	}
 	for _, m := range q {
-		m.p.finish(lost(m.item.id, broker.Execution))
+		m.p.finish(lost(m.item.id, m.topic))
 	}
 }
 

@@ -36,8 +36,8 @@ type servers struct {
 	// ExecutionQueues (--queue-type, --execution-queues).
 	queueType       string
 	executionQueues int
-	// executionBatch is amqp.Config.ExecutionBatch (--execution-batch).
-	executionBatch int
+	// messageBatch is amqp.Config.MessageBatch (--message-batch).
+	messageBatch int
 	// signingKeys is RUNE_SIGNING_KEY: from the environment only, since
 	// flags show in process listings.
 	signingKeys string
@@ -59,8 +59,8 @@ func (s *servers) flags(fs *flag.FlagSet, env *cliEnv, needRedis bool) {
 	fs.StringVar(&s.queueType, "queue-type", orString(env.getenv("RUNE_QUEUE_TYPE"), amqp.QueueClassic), "type of the durable RabbitMQ queues (env RUNE_QUEUE_TYPE): classic or quorum (replicated; no priorities; see docs/scaling.md); a queue cannot change type in place")
 	queues, _ := strconv.Atoi(env.getenv("RUNE_EXECUTION_QUEUES"))
 	fs.IntVar(&s.executionQueues, "execution-queues", max(queues, 1), "execution queues (env RUNE_EXECUTION_QUEUES): executions are spread over them by id and every worker consumes all; every process of a deployment must use the same number (see docs/scaling.md)")
-	batch, _ := strconv.Atoi(env.getenv("RUNE_EXECUTION_BATCH"))
-	fs.IntVar(&s.executionBatch, "execution-batch", batch, "at most this many execution messages in one RabbitMQ message (env RUNE_EXECUTION_BATCH; default 32): messages published while the last batch waits for its confirm go out together; 1 sends each alone, which workers of a Rune before batches need")
+	batch, _ := strconv.Atoi(env.getenv("RUNE_MESSAGE_BATCH"))
+	fs.IntVar(&s.messageBatch, "message-batch", batch, "at most this many execution or status messages in one RabbitMQ message (env RUNE_MESSAGE_BATCH; default 32): those published while the last batch waits for its confirm go out together; 1 sends each alone, which processes of a Rune before batches need")
 	s.signingKeys = env.getenv(sign.EnvVar)
 }
 
@@ -77,7 +77,7 @@ func orString(s, def string) string {
 func (s *servers) args() []string {
 	return []string{"--amqp", s.amqpURL, "--redis", s.redisURL, "--prefix", s.prefix,
 		"--queue-type", s.queueType, "--execution-queues", strconv.Itoa(s.executionQueues),
-		"--execution-batch", strconv.Itoa(s.executionBatch)}
+		"--message-batch", strconv.Itoa(s.messageBatch)}
 }
 
 func (s *servers) check(needRedis bool) error {
@@ -123,7 +123,7 @@ func (s *servers) connectWith(ctx context.Context, log *slog.Logger, role string
 	return distributed.Connect(ctx, distributed.Config{
 		AMQPURL: s.amqpURL, RedisURL: s.redisURL, Prefix: s.prefix, Role: role,
 		Logger: log, Secrets: sec, Nodes: nodes.Options{Fault: s.fault}, Signing: keys, Metrics: rec, NoFuse: s.noFuse,
-		QueueType: s.queueType, ExecutionQueues: s.executionQueues, ExecutionBatch: s.executionBatch, EffectsPool: s.effectsPool,
+		QueueType: s.queueType, ExecutionQueues: s.executionQueues, MessageBatch: s.messageBatch, EffectsPool: s.effectsPool,
 	})
 }
 
