@@ -36,8 +36,10 @@ type servers struct {
 	// ExecutionQueues (--queue-type, --execution-queues).
 	queueType       string
 	executionQueues int
-	// messageBatch is amqp.Config.MessageBatch (--message-batch).
+	// messageBatch is amqp.Config.MessageBatch (--message-batch), and
+	// badBatch a RUNE_MESSAGE_BATCH that is not a number.
 	messageBatch int
+	badBatch     string
 	// signingKeys is RUNE_SIGNING_KEY: from the environment only, since
 	// flags show in process listings.
 	signingKeys string
@@ -59,7 +61,10 @@ func (s *servers) flags(fs *flag.FlagSet, env *cliEnv, needRedis bool) {
 	fs.StringVar(&s.queueType, "queue-type", orString(env.getenv("RUNE_QUEUE_TYPE"), amqp.QueueClassic), "type of the durable RabbitMQ queues (env RUNE_QUEUE_TYPE): classic or quorum (replicated; no priorities; see docs/scaling.md); a queue cannot change type in place")
 	queues, _ := strconv.Atoi(env.getenv("RUNE_EXECUTION_QUEUES"))
 	fs.IntVar(&s.executionQueues, "execution-queues", max(queues, 1), "execution queues (env RUNE_EXECUTION_QUEUES): executions are spread over them by id and every worker consumes all; every process of a deployment must use the same number (see docs/scaling.md)")
-	batch, _ := strconv.Atoi(env.getenv("RUNE_MESSAGE_BATCH"))
+	batch, err := strconv.Atoi(env.getenv("RUNE_MESSAGE_BATCH"))
+	if err != nil && env.getenv("RUNE_MESSAGE_BATCH") != "" {
+		s.badBatch = env.getenv("RUNE_MESSAGE_BATCH")
+	}
 	fs.IntVar(&s.messageBatch, "message-batch", batch, "at most this many execution or status messages in one RabbitMQ message (env RUNE_MESSAGE_BATCH; default 32): those published while the last batch waits for its confirm go out together; 1 sends each alone, which processes of a Rune before batches need")
 	s.signingKeys = env.getenv(sign.EnvVar)
 }
@@ -86,6 +91,12 @@ func (s *servers) check(needRedis bool) error {
 	}
 	if needRedis && s.redisURL == "" {
 		return usagef("--redis (or RUNE_REDIS_URL) is required")
+	}
+	if s.badBatch != "" {
+		return usagef("RUNE_MESSAGE_BATCH=%q: want a whole number of messages (1: every message alone)", s.badBatch)
+	}
+	if s.messageBatch < 0 {
+		return usagef("--message-batch %d: want at least 1 (1: every message alone), or 0 for the default 32", s.messageBatch)
 	}
 	return nil
 }
