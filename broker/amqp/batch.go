@@ -156,6 +156,10 @@ func (c *consumer) startBatch(ctx context.Context, d *amqp091.Delivery, take fun
 		}
 		wg.Go(func() {
 			defer release()
+			if c.topic == broker.DeadLetter {
+				c.handle(ctx, d) // a dead letter as it is, its body Raw
+				return
+			}
 			c.reject(ctx, &single{c: c, d: d}, &broker.Delivery{Message: broker.Message{Topic: c.topic, ID: "(a batch)"}}, err)
 		})
 		return true

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
 	"github.com/rune-org/rune/broker"
 	"github.com/rune-org/rune/broker/sign"
 	"github.com/rune-org/rune/message"
@@ -388,5 +390,33 @@ func TestStatusBatchReachesEachFollower(t *testing.T) {
 		if fmt.Sprint(got) != w {
 			t.Errorf("follower of %s got %v, want %v", key, got, w)
 		}
+	}
+}
+
+// A batch that does not decode is dead-lettered as it is, once: the
+// dead-letter consumer gets its bytes and the reason, and does not send it
+// round again.
+func TestMalformedBatchDeadLetteredOnce(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	b := open(t, cfg)
+	got := consumeAll(t, b, broker.Execution, broker.ConsumeOptions{})
+	dead := consumeAll(t, b, broker.DeadLetter, broker.ConsumeOptions{})
+	garbage := []byte{batchVersion, 3, 1, 'x'}
+	ch := rawChannel(t)
+	if err := ch.PublishWithContext(context.Background(), b.n.execX, b.n.executionQueue("exec-1"), true, false, amqp091.Publishing{
+		ContentType: contentTypeBatch, DeliveryMode: amqp091.Persistent, Body: garbage}); err != nil {
+		t.Fatal(err)
+	}
+	d := next(t, dead, "dead letter")
+	if !bytes.Equal(d.Raw, garbage) || d.Topic != broker.Execution || !strings.Contains(d.Reason, "malformed batch") {
+		t.Errorf("dead letter: topic %s raw %q reason %q; want %s, the bytes published and why", d.Topic, d.Raw, d.Reason, broker.Execution)
+	}
+	select {
+	case d := <-dead:
+		t.Errorf("dead letter delivered again: %q", d.Reason)
+	case d := <-got:
+		t.Errorf("handler got %s", d.ID)
+	case <-time.After(500 * time.Millisecond):
 	}
 }
