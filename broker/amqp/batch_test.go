@@ -18,6 +18,16 @@ import (
 	"github.com/rune-org/rune/message"
 )
 
+// keyring is the keyring of a RUNE_SIGNING_KEY value.
+func keyring(t *testing.T, spec string) *sign.Keyring {
+	t.Helper()
+	keys, err := sign.Parse(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
 func sampleItems() []batchItem {
 	return []batchItem{
 		{id: "m-1", key: "exec-1", trace: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", first: true, body: []byte(`{"a":1}`)},
@@ -78,11 +88,7 @@ func FuzzBatch(f *testing.F) {
 func TestBatchesCarryEveryMessage(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
-	keys, err := sign.Parse("k1:0123456789abcdef0123456789abcdef")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Signing = keys
+	cfg.Signing = keyring(t, "k1:0123456789abcdef0123456789abcdef")
 	b := open(t, cfg)
 	got := consumeAll(t, b, broker.Execution, broker.ConsumeOptions{Concurrency: 8})
 	dead := consumeAll(t, b, broker.DeadLetter, broker.ConsumeOptions{})
@@ -215,17 +221,9 @@ func TestBatchMessagesSettleAlone(t *testing.T) {
 func TestBatchDeadLettersListedAndReplayedOneByOne(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
-	k1, err := sign.Parse("k1:0123456789abcdef0123456789abcdef")
-	if err != nil {
-		t.Fatal(err)
-	}
-	k2, err := sign.Parse("k2:fedcba9876543210fedcba9876543210")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Signing = k1
+	cfg.Signing = keyring(t, "k1:0123456789abcdef0123456789abcdef")
 	sender := open(t, cfg)
-	cfg.Signing = k2
+	cfg.Signing = keyring(t, "k2:fedcba9876543210fedcba9876543210")
 	b := open(t, cfg)
 	got := consumeAll(t, b, broker.Execution, broker.ConsumeOptions{})
 
@@ -327,20 +325,18 @@ func TestCloseReturnsTheRestOfABatch(t *testing.T) {
 func TestStatusBatchReachesEachFollower(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
-	keys, err := sign.Parse("k1:0123456789abcdef0123456789abcdef")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Signing = keys
+	cfg.Signing = keyring(t, "k1:0123456789abcdef0123456789abcdef")
 	b := open(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	execs := []string{"exec-a", "exec-b", "exec-c"}
 	follows := map[string]<-chan broker.Message{}
 	for _, key := range execs {
-		if follows[key], err = b.Follow(ctx, key); err != nil {
+		f, err := b.Follow(ctx, key)
+		if err != nil {
 			t.Fatal(err)
 		}
+		follows[key] = f
 	}
 	all := consumeAll(t, b, broker.Status, broker.ConsumeOptions{})
 	st := func(key string, i int) broker.Message {

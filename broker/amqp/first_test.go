@@ -20,11 +20,7 @@ import (
 func TestFirstCopy(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
-	keys, err := sign.Parse("k1:0123456789abcdef0123456789abcdef")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Signing = keys
+	cfg.Signing = keyring(t, "k1:0123456789abcdef0123456789abcdef")
 	b := open(t, cfg)
 	got := consumeAll(t, b, broker.Execution, broker.ConsumeOptions{})
 	dead := consumeAll(t, b, broker.DeadLetter, broker.ConsumeOptions{})
