@@ -416,3 +416,71 @@ func TestMalformedBatchDeadLetteredOnce(t *testing.T) {
 	case <-time.After(500 * time.Millisecond):
 	}
 }
+
+// A status of a batch whose handler fails takes the whole batch back to its
+// place in the queue: the statuses come again in their order, redelivered,
+// and never to the execution's followers a second time.
+func TestStatusBatchFailureReturnsTheBatch(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.RedeliveryPause = 10 * time.Millisecond
+	b := open(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	follow, err := b.Follow(ctx, "exec-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []broker.Message
+	for i := range 3 {
+		msgs = append(msgs, broker.Message{Topic: broker.Status, ID: fmt.Sprintf("s%d", i), Key: "exec-1", Body: &message.NodeStatus{
+			WorkflowID: "wf", ExecutionID: "exec-1", NodeID: fmt.Sprintf("n%d", i), Status: message.StatusSuccess, ExecutedAt: time.Now()}})
+	}
+	got := make(chan string, 100)
+	var mu sync.Mutex
+	failed := false
+	done := make(chan error, 1)
+	cctx, stop := context.WithCancel(context.Background())
+	go func() {
+		done <- b.Consume(cctx, broker.Status, broker.ConsumeOptions{}, func(ctx context.Context, d *broker.Delivery) error {
+			got <- fmt.Sprintf("%s/%v", d.ID, d.Redelivered)
+			mu.Lock()
+			defer mu.Unlock()
+			if d.ID == "s1" && !failed {
+				failed = true
+				return errors.New("the store is away")
+			}
+			return nil
+		})
+	}()
+	t.Cleanup(func() { stop(); <-done })
+	mustPublish(t, b, msgs...) // one batch
+	var seq []string
+	for len(seq) < 6 {
+		select {
+		case s := <-got:
+			seq = append(seq, s)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("status consumer got %v, then nothing", seq)
+		}
+	}
+	if w := "[s0/false s1/false s2/false s0/true s1/true s2/true]"; fmt.Sprint(seq) != w {
+		t.Errorf("status consumer got %v, want %v", seq, w)
+	}
+	var followed []string
+	for len(followed) < 3 {
+		select {
+		case m := <-follow:
+			followed = append(followed, m.ID)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("follower got %v, then nothing", followed)
+		}
+	}
+	select {
+	case m := <-follow:
+		t.Errorf("follower got %s again (after %v)", m.ID, followed)
+	case s := <-got:
+		t.Errorf("status consumer got %s again", s)
+	case <-time.After(300 * time.Millisecond):
+	}
+}
