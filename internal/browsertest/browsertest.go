@@ -128,15 +128,21 @@ func (b *Tab) Do(what string, steps ...chromedp.Action[chromedp.Void]) {
 }
 
 // Click clicks the first element sel matches, as a user does: mouse events
-// at its position. A live page can replace the element between finding and
-// clicking it (a refresh re-renders a panel); then it is found again, until
-// Timeout.
+// at its position.
 func (b *Tab) Click(what, sel string) {
+	b.t.Helper()
+	b.fresh(what, func(ctx context.Context) error { return chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel))) })
+}
+
+// fresh runs step on the element it finds, finding it again while the step
+// fails because the element left the document meanwhile (a live page
+// re-renders a panel: a refresh replaced it), until Timeout.
+func (b *Tab) fresh(what string, step func(ctx context.Context) error) {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, Timeout)
 	defer cancel()
 	for {
-		err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel)))
+		err := step(ctx)
 		if err == nil {
 			return
 		}
@@ -173,10 +179,17 @@ func (b *Tab) Until(what, cond string) {
 	Get(b, what, chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(Timeout-time.Second)))
 }
 
-// Text is the text content of the first element sel matches.
+// Text is the text content of the first element sel matches (found again
+// if a refresh replaced it meanwhile).
 func (b *Tab) Text(sel string) string {
 	b.t.Helper()
-	return Get(b, "text of "+sel, chromedp.TextContent(chromedp.CSS(sel)))
+	var text string
+	b.fresh("text of "+sel, func(ctx context.Context) error {
+		var err error
+		text, err = chromedp.Run(ctx, chromedp.TextContent(chromedp.CSS(sel)))
+		return err
+	})
+	return text
 }
 
 // Eval evaluates a JavaScript expression.
