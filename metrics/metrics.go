@@ -66,6 +66,8 @@ type Recorder struct {
 	prefetch    prometheus.Gauge
 	queueDepth  *prometheus.GaugeVec
 	queueErrors prometheus.Counter
+	published   *prometheus.CounterVec
+	amqpSent    *prometheus.CounterVec
 	timers      *prometheus.GaugeVec
 	timerAge    prometheus.Gauge
 	lateness    prometheus.Histogram
@@ -99,6 +101,8 @@ func New(cfg Config) *Recorder {
 	r.prefetch = f.plainGauge("rune_worker_prefetch", "Unacknowledged messages RabbitMQ may hand a worker (--prefetch).")
 	r.queueDepth = f.gauge("rune_queue_messages", "Messages ready in each of Rune's queues, sampled every few seconds.", "queue")
 	r.queueErrors = f.plainCounter("rune_queue_sample_errors_total", "Failed samples of queue depths.")
+	r.published = f.counter("rune_broker_published_total", "Messages this process published to RabbitMQ, by topic; each message of a batch counts. Sampled.", "topic")
+	r.amqpSent = f.counter("rune_broker_amqp_messages_total", "RabbitMQ messages those went in, by topic: fewer than the messages when they shared batches (--message-batch). Sampled.", "topic")
 	r.timers = f.gauge("rune_timers", "Timers of waiting branches in the timer store, by state (waiting, claimed), sampled.", "state")
 	r.timerAge = f.plainGauge("rune_timers_overdue_seconds", "How long ago the earliest waiting timer came due (0 when none is due): the schedulers' backlog, sampled.")
 	r.lateness = f.plainHistogram("rune_timer_lateness_seconds", "Claim time minus due time of each fired timer.", prometheus.ExponentialBuckets(0.001, 4, 10))
@@ -266,6 +270,28 @@ func (r *Recorder) SampleQueues(ctx context.Context, every time.Duration, depths
 		}
 		for q, n := range d {
 			r.queueDepth.WithLabelValues(q).Set(float64(n))
+		}
+	})
+}
+
+// Published is what a process published on one topic since it started:
+// messages, and the RabbitMQ messages they went in.
+type Published struct{ Messages, AMQP int64 }
+
+// SamplePublished adds to rune_broker_published_total and
+// rune_broker_amqp_messages_total what published (counts since the
+// process started, by topic) gained since the last sample, every interval
+// until ctx is done.
+func (r *Recorder) SamplePublished(ctx context.Context, every time.Duration, published func() map[string]Published) {
+	if r == nil {
+		return
+	}
+	last := map[string]Published{}
+	sample(ctx, every, func(context.Context) {
+		for topic, p := range published() {
+			r.published.WithLabelValues(topic).Add(float64(p.Messages - last[topic].Messages))
+			r.amqpSent.WithLabelValues(topic).Add(float64(p.AMQP - last[topic].AMQP))
+			last[topic] = p
 		}
 	})
 }

@@ -18,7 +18,6 @@ import (
 	"log/slog"
 	"net/url"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
@@ -58,9 +57,9 @@ type Broker struct {
 	// return the messages of a batch on their own (batch.go).
 	pubStop chan struct{}
 	pubWG   sync.WaitGroup
-	// batched counts the execution and status messages published in batches of more
-	// than one (tests read it).
-	batched   atomic.Int64
+	// published counts what this broker published (Published).
+	pubCount  sync.Mutex
+	published map[broker.Topic]Published
 	linkStop  chan struct{} // closed by Close once all else stopped: connections close
 	closeOnce sync.Once
 	closeMu   sync.Mutex
@@ -94,6 +93,7 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 		declared:    make(map[string]bool),
 		closing:     make(chan struct{}),
 		pubStop:     make(chan struct{}),
+		published:   make(map[broker.Topic]Published),
 		linkStop:    make(chan struct{}),
 	}
 	b.pub = newLink(b, "publish")

@@ -137,8 +137,9 @@ func TestBatchesCarryEveryMessage(t *testing.T) {
 				d.ID, d.Key, d.Trace, d.First, d.Redelivered, ne, m.Key, m.Trace, m.First)
 		}
 	}
-	if n := b.batched.Load(); n < each {
-		t.Errorf("%d messages went in batches, want at least the %d published in one call", n, each)
+	if c := b.Published()[broker.Execution]; c.Messages != publishers*each || c.AMQP > c.Messages-(each-1) {
+		t.Errorf("published %d execution messages in %d RabbitMQ messages, want %d in at most %d (the %d of one call in one)",
+			c.Messages, c.AMQP, publishers*each, publishers*each-(each-1), each)
 	}
 	select {
 	case d := <-got:
@@ -349,10 +350,9 @@ func TestStatusBatchReachesEachFollower(t *testing.T) {
 			msgs = append(msgs, st(key, i))
 		}
 	}
-	before := b.batched.Load()
 	mustPublish(t, b, msgs...)
-	if n := b.batched.Load() - before; n != int64(len(msgs)) {
-		t.Errorf("%d statuses went in a batch, want all %d", n, len(msgs))
+	if c := b.Published()[broker.Status]; c.Messages != int64(len(msgs)) || c.AMQP != 1 {
+		t.Errorf("published %d statuses in %d RabbitMQ messages, want all %d in one", c.Messages, c.AMQP, len(msgs))
 	}
 	mustPublish(t, b, st("exec-b", 3), broker.Message{Topic: broker.Completion, ID: "exec-b-done", Key: "exec-b", Body: &message.Completion{
 		WorkflowID: "wf", ExecutionID: "exec-b", Status: message.CompletionCompleted, CompletedAt: time.Now()}})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -311,6 +312,7 @@ func (p *publisher) write(ctx context.Context, ch *amqp091.Channel, o *outgoing,
 	p.wmu.Unlock()
 	err := ch.PublishWithContext(ctx, o.exchange, o.key, true, false, o.pub)
 	if err == nil {
+		p.b.count(o.topic, max(len(w.batch), 1))
 		return nil
 	}
 	err = fmt.Errorf("amqp broker: publish message %q on %s to exchange %s: %w", o.id, o.topic, o.exchange, err)
@@ -364,7 +366,6 @@ func (p *publisher) flush(ch *amqp091.Channel) {
 			o.pub = p.b.plain(o.topic, batch[0].item, now)
 		} else {
 			o.pub = p.b.batch(o.topic, o.key, items, now)
-			p.b.batched.Add(int64(len(batch)))
 			o.id = fmt.Sprintf("%s (a batch of %d)", o.id, len(batch))
 			w.id = o.id
 		}
@@ -564,4 +565,31 @@ func (b *Broker) forgetDelay(name string) {
 	b.delayMu.Lock()
 	delete(b.delays, name)
 	b.delayMu.Unlock()
+}
+
+// Published is what a broker published on one topic.
+type Published struct {
+	// Messages counts the messages, each message of a batch included.
+	Messages int64
+	// AMQP counts the RabbitMQ messages they went in: fewer than Messages
+	// when messages shared batches (Config.MessageBatch).
+	AMQP int64
+}
+
+// Published returns what this broker has published since it started, by
+// topic (a dead letter's topic is broker.DeadLetter).
+func (b *Broker) Published() map[broker.Topic]Published {
+	b.pubCount.Lock()
+	defer b.pubCount.Unlock()
+	return maps.Clone(b.published)
+}
+
+// count records one RabbitMQ message of topic carrying n messages.
+func (b *Broker) count(topic broker.Topic, n int) {
+	b.pubCount.Lock()
+	c := b.published[topic]
+	c.Messages += int64(n)
+	c.AMQP++
+	b.published[topic] = c
+	b.pubCount.Unlock()
 }

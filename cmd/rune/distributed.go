@@ -138,6 +138,21 @@ func (s *servers) connectWith(ctx context.Context, log *slog.Logger, role string
 	})
 }
 
+// sampleBroker samples the queue depths and what rt's broker published
+// into rec, in wg, until ctx is done.
+func sampleBroker(ctx context.Context, wg *sync.WaitGroup, rec *metrics.Recorder, rt *distributed.Runtime) {
+	wg.Go(func() { rec.SampleQueues(ctx, sampleEvery, rt.Broker.QueueDepths) })
+	wg.Go(func() {
+		rec.SamplePublished(ctx, sampleEvery, func() map[string]metrics.Published {
+			out := map[string]metrics.Published{}
+			for topic, p := range rt.Broker.Published() {
+				out[string(topic)] = metrics.Published{Messages: p.Messages, AMQP: p.AMQP}
+			}
+			return out
+		})
+	})
+}
+
 // readyChecks are what /readyz checks of a distributed process: RabbitMQ
 // and Redis reachable.
 func readyChecks(rt *distributed.Runtime) []readyCheck {
@@ -231,7 +246,7 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 	defer stopOps()
 	var wg sync.WaitGroup
 	if rec != nil {
-		wg.Go(func() { rec.SampleQueues(ctx, sampleEvery, rt.Broker.QueueDepths) })
+		sampleBroker(ctx, &wg, rec, rt)
 	}
 	if *withScheduler {
 		warnDurability(ctx, rt, log)
@@ -294,7 +309,7 @@ func cmdScheduler(ctx context.Context, env *cliEnv, args []string) error {
 		var wg sync.WaitGroup
 		defer wg.Wait()
 		wg.Go(func() { rec.SampleTimers(ctx, sampleEvery, rt.Timers.Stats, time.Now) })
-		wg.Go(func() { rec.SampleQueues(ctx, sampleEvery, rt.Broker.QueueDepths) })
+		sampleBroker(ctx, &wg, rec, rt)
 	}
 	cfg := scheduler.Config{Timers: rt.Timers, Broker: rt.Broker, Engine: rt.Engine, Poll: *poll, Batch: *batch, Lease: *lease, Logger: log, Metrics: rec, Tracer: tr}
 	// Fault injection for the crash tests: die between claim and publish,

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -139,6 +140,18 @@ func TestWorkerMetricsDistributed(t *testing.T) {
 	if n := metricstest.Sum(got, "rune_node_executions_total{"); n != 6 {
 		t.Errorf("node runs total %v, want 6 (1 split, 3 set, 1 delay, 1 log)", n)
 	}
+	// What the worker published, and in how many RabbitMQ messages
+	// (sampled): some, and never more RabbitMQ messages than messages.
+	metricstest.Until(t, func() map[string]float64 { return metricstest.Scrape(t, addr+"/metrics") }, func(m map[string]float64) []string {
+		var bad []string
+		for _, topic := range []string{"workflow.execution", "workflow.node.status"} {
+			msgs, sent := m[`rune_broker_published_total{topic="`+topic+`"}`], m[`rune_broker_amqp_messages_total{topic="`+topic+`"}`]
+			if msgs < 1 || sent < 1 || sent > msgs {
+				bad = append(bad, fmt.Sprintf("%s: %v messages published in %v RabbitMQ messages", topic, msgs, sent))
+			}
+		}
+		return bad
+	})
 	// Sampled in the background: present once a sample has succeeded.
 	metricstest.WaitPresent(t, addr+"/metrics", `rune_queue_messages{queue="workflow.execution"}`, `rune_queue_messages{queue="workflow.dlq"}`, `rune_timers{state="waiting"}`, `rune_timers_overdue_seconds`, `go_goroutines`)
 	if c := stop(); c != exitOK {
