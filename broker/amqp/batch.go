@@ -237,7 +237,7 @@ func (r *batchRun) settled(n int, back bool) {
 }
 
 // inBatch is the settlement of one message of a batch. Its requeue (but a
-// status's) and dead letter publish it on its own, so that the others of its
+// status's or completion's) and dead letter publish it on its own, so that the others of its
 // batch are acked; when that fails the whole batch goes back to its queue
 // (the others are then delivered again, as after a crash).
 type inBatch struct {
@@ -249,11 +249,12 @@ func (s *inBatch) ack() { s.run.settled(1, false) }
 
 func (s *inBatch) requeue() {
 	c := s.run.c
-	if c.topic == broker.Status {
+	if c.topic == broker.Status || c.topic == broker.Completion {
 		// Published again, a status would go to the end of its queue,
-		// behind later statuses of its execution, and to its followers
-		// again: the batch goes back to its place instead, and its
-		// consumer takes the statuses it handled again as redeliveries.
+		// behind later statuses of its execution, and a status or
+		// completion to its followers again: the batch goes back to its
+		// place instead, and its consumer takes the messages it handled
+		// again as redeliveries.
 		s.run.settled(1, true)
 		return
 	}

@@ -484,3 +484,65 @@ func TestStatusBatchFailureReturnsTheBatch(t *testing.T) {
 	case <-time.After(300 * time.Millisecond):
 	}
 }
+
+// Completions of several executions published together go out as one
+// batch: the completion queue's consumer gets each once, each execution's
+// follower gets its own, and the receipts queue knows every one of them
+// (CompletionRouted), as it knows a completion sent alone.
+func TestCompletionBatchRoutedAndReceipted(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.Signing = keyring(t, "k1:0123456789abcdef0123456789abcdef")
+	b := open(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	execs := []string{"exec-a", "exec-b", "exec-c"}
+	follows := map[string]<-chan broker.Message{}
+	var msgs []broker.Message
+	for _, key := range execs {
+		f, err := b.Follow(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		follows[key] = f
+		msgs = append(msgs, broker.Message{Topic: broker.Completion, ID: key + "-done", Key: key, Body: &message.Completion{
+			WorkflowID: "wf", ExecutionID: key, Status: message.CompletionCompleted, CompletedAt: time.Now()}})
+	}
+	all := consumeAll(t, b, broker.Completion, broker.ConsumeOptions{})
+	mustPublish(t, b, msgs...)
+	if c := b.Published()[broker.Completion]; c.Messages != 3 || c.AMQP != 1 {
+		t.Errorf("published %d completions in %d RabbitMQ messages, want 3 in one", c.Messages, c.AMQP)
+	}
+	for _, key := range execs {
+		routed, err := b.CompletionRouted(ctx, key)
+		if err != nil || !routed {
+			t.Errorf("CompletionRouted(%s) = %v, %v; want true", key, routed, err)
+		}
+	}
+	if routed, err := b.CompletionRouted(ctx, "exec-never"); err != nil || routed {
+		t.Errorf("CompletionRouted(exec-never) = %v, %v; want false", routed, err)
+	}
+	want := map[string]bool{"exec-a-done": true, "exec-b-done": true, "exec-c-done": true}
+	for len(want) > 0 {
+		d := next(t, all, "completion queue")
+		if !want[d.ID] {
+			t.Fatalf("completion queue: unexpected or repeated %s", d.ID)
+		}
+		delete(want, d.ID)
+	}
+	for _, key := range execs {
+		select {
+		case m := <-follows[key]:
+			if m.ID != key+"-done" || m.Topic != broker.Completion {
+				t.Errorf("follower of %s got %s %s, want its completion", key, m.Topic, m.ID)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("follower of %s got nothing", key)
+		}
+	}
+	select {
+	case d := <-all:
+		t.Errorf("completion queue: %s again", d.ID)
+	case <-time.After(300 * time.Millisecond):
+	}
+}

@@ -228,7 +228,7 @@ func (c *consumer) serve(ctx context.Context, ch *amqp091.Channel, deliveries <-
 		if !ok {
 			return
 		}
-		if d.ContentType == contentTypeBatch && c.topic != broker.Completion && c.topic != broker.Timeout {
+		if d.ContentType == contentTypeBatch && c.topic != broker.Timeout {
 			if !c.startBatch(ctx, &d, take, release, &wg) {
 				return
 			}

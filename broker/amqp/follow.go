@@ -203,7 +203,8 @@ func (f *follower) pump(ctx context.Context, deliveries <-chan amqp091.Delivery)
 	}
 }
 
-// decode reads the messages of d: one, or those of a batch of statuses.
+// decode reads the messages of d: one, or those of a batch of statuses or
+// completions.
 func (f *follower) decode(d *amqp091.Delivery) ([]broker.Message, error) {
 	var topic broker.Topic
 	switch {
@@ -214,7 +215,7 @@ func (f *follower) decode(d *amqp091.Delivery) ([]broker.Message, error) {
 	default:
 		return nil, fmt.Errorf("unexpected routing key %q", d.RoutingKey)
 	}
-	if d.ContentType == contentTypeBatch && topic == broker.Status {
+	if d.ContentType == contentTypeBatch {
 		items, err := f.b.openBatch(d, topic)
 		if err != nil {
 			return nil, err

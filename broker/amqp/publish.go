@@ -45,16 +45,20 @@ func (b *Broker) plain(topic broker.Topic, it *batchItem, now time.Time) amqp091
 	if it.first {
 		pub.Headers[headerFirst] = b.firstMark(topic, it.id, it.key, it.body)
 	}
-	if topic == broker.Status {
+	switch topic {
+	case broker.Status:
 		pub.DeliveryMode = amqp091.Transient // the status queue is not durable anyway (RFC 001 §8.2)
+	case broker.Completion:
+		pub.Headers["BCC"] = []any{receiptKey} // receipts.go
 	}
 	b.signInto(&pub, topic, it.id, it.key)
 	return pub
 }
 
 // batch is the AMQP message of items of topic, signed as a whole, published
-// with routing key key: execution messages of one route, or statuses, which
-// also go to the routing keys of the other executions in them (BCC).
+// with routing key key: execution messages of one route, or statuses or
+// completions, which also go to the routing keys of the other executions in
+// them (BCC), and completions to the receipts queue.
 func (b *Broker) batch(topic broker.Topic, key string, items []batchItem, now time.Time) amqp091.Publishing {
 	pub := amqp091.Publishing{
 		Headers:      amqp091.Table{},
@@ -64,19 +68,26 @@ func (b *Broker) batch(topic broker.Topic, key string, items []batchItem, now ti
 		Timestamp:    now,
 		Body:         encodeBatch(items),
 	}
-	if topic == broker.Status {
+	prefix := statusRKPrefix
+	var bcc []any
+	switch topic {
+	case broker.Status:
 		pub.DeliveryMode = amqp091.Transient
-		var bcc []any
-		seen := map[string]bool{key: true}
-		for i := range items {
-			if rk := statusRKPrefix + items[i].key; !seen[rk] {
-				seen[rk] = true
-				bcc = append(bcc, rk)
-			}
+	case broker.Completion:
+		prefix, bcc = complRKPrefix, []any{receiptKey}
+	default:
+		b.signInto(&pub, topic+batchTopic, "", "")
+		return pub
+	}
+	seen := map[string]bool{key: true}
+	for i := range items {
+		if rk := prefix + items[i].key; !seen[rk] {
+			seen[rk] = true
+			bcc = append(bcc, rk)
 		}
-		if len(bcc) > 0 {
-			pub.Headers["BCC"] = bcc
-		}
+	}
+	if len(bcc) > 0 {
+		pub.Headers["BCC"] = bcc
 	}
 	b.signInto(&pub, topic+batchTopic, "", "")
 	return pub
@@ -122,14 +133,11 @@ func (b *Broker) Publish(ctx context.Context, msgs ...broker.Message) broker.Pen
 		}
 		it := batchItem{id: m.ID, key: m.Key, trace: m.Trace, first: m.First && m.Topic == broker.Execution && m.Delay == 0, body: body}
 		out[i] = outgoing{exchange: r.exchange, key: r.key, id: m.ID, topic: m.Topic}
-		if b.cfg.MessageBatch > 1 && (m.Topic == broker.Execution || m.Topic == broker.Status) && m.Delay == 0 {
+		if b.cfg.MessageBatch > 1 && m.Topic != broker.Timeout && m.Delay == 0 {
 			out[i].item = &it // the publisher batches it (batch.go)
 			continue
 		}
 		out[i].pub = b.plain(m.Topic, &it, now)
-		if m.Topic == broker.Completion {
-			out[i].pub.Headers["BCC"] = []any{receiptKey}
-		}
 	}
 	return b.send(ctx, msgs[0].Key+"\x00"+msgs[0].Lane, out)
 }
@@ -326,21 +334,19 @@ func (p *publisher) write(ctx context.Context, ch *amqp091.Channel, o *outgoing,
 }
 
 // flush publishes the queue, p.mu held, in batches of up to
-// Config.MessageBatch messages: statuses, then execution messages by queue;
-// a message alone goes as itself.
+// Config.MessageBatch messages: statuses, then execution messages by queue,
+// then completions; a message alone goes as itself.
 func (p *publisher) flush(ch *amqp091.Channel) {
 	// Statuses first: a status never follows an execution message of the
 	// same flush (it is published by the handling of an execution message
 	// already delivered), while a successor follows its parent's statuses.
+	// Completions last: an execution's completion follows its statuses.
 	q := make([]queued, 0, len(p.queue))
-	for _, m := range p.queue {
-		if m.topic == broker.Status {
-			q = append(q, m)
-		}
-	}
-	for _, m := range p.queue {
-		if m.topic != broker.Status {
-			q = append(q, m)
+	for _, topic := range []broker.Topic{broker.Status, broker.Execution, broker.Completion} {
+		for _, m := range p.queue {
+			if m.topic == topic {
+				q = append(q, m)
+			}
 		}
 	}
 	p.queue = nil
@@ -348,7 +354,7 @@ func (p *publisher) flush(ch *amqp091.Channel) {
 	for len(q) > 0 {
 		var batch, rest []queued
 		for _, m := range q {
-			same := m.topic == q[0].topic && m.exchange == q[0].exchange && (m.topic == broker.Status || m.key == q[0].key)
+			same := m.topic == q[0].topic && m.exchange == q[0].exchange && (m.topic != broker.Execution || m.key == q[0].key)
 			if same && len(batch) < p.b.cfg.MessageBatch {
 				batch = append(batch, m)
 			} else {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -93,7 +94,7 @@ func (b *Broker) scanReceipts(ctx context.Context, key string) (found, busy bool
 			if !ok {
 				return false, false, fmt.Errorf("amqp broker: read %s: channel closed", b.n.receipts)
 			}
-			if d.CorrelationId == key && b.verify(&d, broker.Completion) == nil {
+			if receiptFor(b, &d, key) {
 				return true, false, nil
 			}
 			idle.Reset(time.Second)
@@ -105,4 +106,15 @@ func (b *Broker) scanReceipts(ctx context.Context, key string) (found, busy bool
 		}
 	}
 	return false, false, nil
+}
+
+// receiptFor reports whether the receipt d is of a completion of key: d
+// itself, or one of the completions of a batch, with a valid signature when
+// this broker verifies.
+func receiptFor(b *Broker, d *amqp091.Delivery, key string) bool {
+	if d.ContentType != contentTypeBatch {
+		return d.CorrelationId == key && b.verify(d, broker.Completion) == nil
+	}
+	items, err := b.openBatch(d, broker.Completion)
+	return err == nil && slices.ContainsFunc(items, func(it batchItem) bool { return it.key == key })
 }
