@@ -59,7 +59,7 @@ type Config struct {
 	QueueType       string
 	ExecutionQueues int
 	// MessageBatch is amqp.Config.MessageBatch: at most how many
-	// execution or status messages one RabbitMQ message carries. Default
+	// execution, status or completion messages one RabbitMQ message carries. Default
 	// 32; 1 sends each alone.
 	MessageBatch int
 	// Metrics records what the engine does; nil records nothing. The

@@ -12,18 +12,20 @@ import (
 	"github.com/rune-org/rune/broker"
 )
 
-// Batches of execution and status messages (Config.MessageBatch).
+// Batches of execution, status and completion messages (Config.MessageBatch).
 //
 // RabbitMQ's work for a message is mostly per message, not per byte:
 // routing, enqueueing, indexing, delivering, acking and confirming it. While
-// one batch of a publishing channel waits for its confirm, the execution and
-// status messages published meanwhile on that channel queue up, and go out
-// when the confirm comes: the execution messages of one queue as one AMQP
-// message, the statuses as another, routed to every execution's key in it
-// (BCC), so that each follower gets it and keeps its own execution's. A
-// message published while nothing waits goes out at once, alone, so an idle
-// system waits for nothing. A consumer hands each message of a batch to its
-// own handler and settles the batch when all have been settled (consume.go).
+// one batch of a publishing channel waits for its confirm, the messages
+// published meanwhile on that channel (all but delayed ones and timeouts)
+// queue up, and go out when the confirm comes: the statuses as one AMQP
+// message, the execution messages of one queue as another, the completions
+// as a third; statuses and completions are routed to every execution's key
+// in them (BCC), so that each follower gets them and keeps its own
+// execution's, and completions to the receipts queue too. A message
+// published while nothing waits goes out at once, alone, so an idle system
+// waits for nothing. A consumer hands each message of a batch to its own
+// handler and settles the batch when all have been settled (consume.go).
 // Everything a consumer sees of a message (id, key, trace, first copy)
 // travels inside the batch's body, which the batch's signature covers.
 

@@ -69,10 +69,10 @@ type Config struct {
 	// than one keeps a single channel process from becoming it on bigger
 	// machines).
 	PublishChannels int
-	// MessageBatch is how many execution messages, or status messages, one
-	// AMQP message may carry. While a publishing channel waits for the
-	// confirm of its last batch, the execution and status messages
-	// published on it queue up and then go out together (batch.go):
+	// MessageBatch is how many execution, status or completion messages
+	// one AMQP message may carry. While a publishing channel waits for the
+	// confirm of its last batch, the messages published on it queue up and
+	// then go out together (batch.go):
 	// RabbitMQ's work is mostly per AMQP message (docs/benchmarks.md, round
 	// 11). A message published while nothing waits goes out at once, on its
 	// own. Default 32. 1 publishes every message on its own: do that while

@@ -21,8 +21,8 @@ type outgoing struct {
 	pub           amqp091.Publishing
 	id            string       // for errors
 	topic         broker.Topic // for errors
-	// item, instead of pub, is an execution or status message that the
-	// publisher sends in a batch (Config.MessageBatch).
+	// item, instead of pub, is a message that the publisher sends in a
+	// batch (Config.MessageBatch).
 	item *batchItem
 }
 
@@ -230,7 +230,7 @@ type waiter struct {
 	topic broker.Topic
 }
 
-// queued is an execution or status message waiting for the publisher's next batch.
+// queued is a message waiting for the publisher's next batch.
 type queued struct {
 	topic         broker.Topic
 	exchange, key string
@@ -247,10 +247,9 @@ type publisher struct {
 	mu sync.Mutex // serialises publishing, so sequence numbers match
 	ch *amqp091.Channel
 	up chan struct{} // closed while ch is usable
-	// queue holds the execution and status messages published while a
-	// batch waits for its confirm (unbatched counts the messages of the
-	// last flush not yet confirmed): they go out when its last confirm
-	// comes (kick).
+	// queue holds the messages published while a batch waits for its
+	// confirm (unbatched counts the messages of the last flush not yet
+	// confirmed): they go out when its last confirm comes (kick).
 	queue     []queued
 	unbatched atomic.Int32
 	kick      chan struct{}

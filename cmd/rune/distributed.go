@@ -65,7 +65,7 @@ func (s *servers) flags(fs *flag.FlagSet, env *cliEnv, needRedis bool) {
 	if err != nil && env.getenv("RUNE_MESSAGE_BATCH") != "" {
 		s.badBatch = env.getenv("RUNE_MESSAGE_BATCH")
 	}
-	fs.IntVar(&s.messageBatch, "message-batch", batch, "at most this many execution or status messages in one RabbitMQ message (env RUNE_MESSAGE_BATCH; default 32): those published while the last batch waits for its confirm go out together; 1 sends each alone, which processes of a Rune before batches need")
+	fs.IntVar(&s.messageBatch, "message-batch", batch, "at most this many execution, status or completion messages in one RabbitMQ message (env RUNE_MESSAGE_BATCH; default 32): those published while the last batch waits for its confirm go out together; 1 sends each alone, which processes of a Rune before batches need")
 	s.signingKeys = env.getenv(sign.EnvVar)
 }
 
