@@ -96,7 +96,20 @@ func (s *step) fuse(ctx context.Context, rec *record, f *effects) error {
 		if ctx, err = sub.fused(ctx, traced, rec, i, f); err != nil {
 			return err
 		}
+		if ts, ok := s.sink.(TraceSetter); ok && traced {
+			// The hop's successors are children of its last node, as
+			// the message of a node run alone would be.
+			ts.SetTrace(tracing.SpanTraceparent(ctx))
+		}
 	}
+}
+
+// TraceSetter is a Sink whose messages carry a traceparent (SetTrace sets
+// it for the messages given to it after): a fused hop moves it on to each
+// node it runs, so that the node run after the hop, in a hop of its own, is
+// a child of the hop's last node.
+type TraceSetter interface {
+	SetTrace(traceparent string)
 }
 
 // fused runs (or replays, from rec) the step's node as the i-th fused node

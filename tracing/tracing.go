@@ -150,6 +150,9 @@ func ExecutionTraceparent(ctx context.Context, executionID string) string {
 	return traceparent(ctx)
 }
 
+// SpanTraceparent is the W3C traceparent of ctx's span ("" when none).
+func SpanTraceparent(ctx context.Context) string { return traceparent(ctx) }
+
 func traceparent(ctx context.Context) string {
 	c := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(ctx, c)

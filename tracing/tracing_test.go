@@ -2,6 +2,7 @@ package tracing_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -279,4 +280,35 @@ func checkSpan(t *testing.T, byName map[string]tracetest.SpanStub, name, parent 
 		attrs[string(a.Key)] = a.Value.String()
 	}
 	return attrs
+}
+
+// A chain longer than a fused hop may be (64 nodes) runs in two hops: the
+// first node of the second hop is a child of the last node of the first,
+// as every node of the chain is of the node before it.
+func TestTraceFusedPastTheBound(t *testing.T) {
+	t.Parallel()
+	const n = 70
+	nodes := []string{`{"id": "start", "type": "trigger", "trigger": true}`}
+	var edges []string
+	prev := "start"
+	for i := range n {
+		id := fmt.Sprintf("n%02d", i)
+		nodes = append(nodes, fmt.Sprintf(`{"id": %q, "type": "set", "parameters": {"values": {"v": %d}}}`, id, i))
+		edges = append(edges, fmt.Sprintf(`{"id": "e%02d", "src": %q, "dst": %q}`, i, prev, id))
+		prev = id
+	}
+	c, spans := runTraced(t, fmt.Sprintf(`{"id": "long", "nodes": [%s], "edges": [%s]}`, strings.Join(nodes, ","), strings.Join(edges, ",")))
+	root := tracing.Root(c.ExecutionID)
+	byName := map[string]tracetest.SpanStub{}
+	for _, s := range spans {
+		if s.SpanContext.TraceID() == root.TraceID() {
+			byName[s.Name] = s
+		}
+	}
+	if len(byName) != n {
+		t.Fatalf("%d spans in the execution's trace, want %d", len(byName), n)
+	}
+	for i := 1; i < n; i++ {
+		checkSpan(t, byName, fmt.Sprintf("node n%02d", i), fmt.Sprintf("node n%02d", i-1), root)
+	}
 }
