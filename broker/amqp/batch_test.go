@@ -28,6 +28,26 @@ func keyring(t *testing.T, spec string) *sign.Keyring {
 	return keys
 }
 
+// followed opens a signing broker and follows each of execs on it until t
+// ends.
+func followed(t *testing.T, execs ...string) (*Broker, map[string]<-chan broker.Message) {
+	t.Helper()
+	cfg := testConfig(t)
+	cfg.Signing = keyring(t, "k1:0123456789abcdef0123456789abcdef")
+	b := open(t, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	follows := map[string]<-chan broker.Message{}
+	for _, key := range execs {
+		f, err := b.Follow(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		follows[key] = f
+	}
+	return b, follows
+}
+
 func sampleItems() []batchItem {
 	return []batchItem{
 		{id: "m-1", key: "exec-1", trace: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", first: true, body: []byte(`{"a":1}`)},
@@ -325,20 +345,8 @@ func TestCloseReturnsTheRestOfABatch(t *testing.T) {
 // order, and its completion after them.
 func TestStatusBatchReachesEachFollower(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(t)
-	cfg.Signing = keyring(t, "k1:0123456789abcdef0123456789abcdef")
-	b := open(t, cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	execs := []string{"exec-a", "exec-b", "exec-c"}
-	follows := map[string]<-chan broker.Message{}
-	for _, key := range execs {
-		f, err := b.Follow(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		follows[key] = f
-	}
+	b, follows := followed(t, execs...)
 	all := consumeAll(t, b, broker.Status, broker.ConsumeOptions{})
 	st := func(key string, i int) broker.Message {
 		return broker.Message{Topic: broker.Status, ID: fmt.Sprintf("%s-s%d", key, i), Key: key, Body: &message.NodeStatus{
@@ -491,20 +499,12 @@ func TestStatusBatchFailureReturnsTheBatch(t *testing.T) {
 // (CompletionRouted), as it knows a completion sent alone.
 func TestCompletionBatchRoutedAndReceipted(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(t)
-	cfg.Signing = keyring(t, "k1:0123456789abcdef0123456789abcdef")
-	b := open(t, cfg)
+	execs := []string{"exec-a", "exec-b", "exec-c"}
+	b, follows := followed(t, execs...)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	execs := []string{"exec-a", "exec-b", "exec-c"}
-	follows := map[string]<-chan broker.Message{}
 	var msgs []broker.Message
 	for _, key := range execs {
-		f, err := b.Follow(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		follows[key] = f
 		msgs = append(msgs, broker.Message{Topic: broker.Completion, ID: key + "-done", Key: key, Body: &message.Completion{
 			WorkflowID: "wf", ExecutionID: key, Status: message.CompletionCompleted, CompletedAt: time.Now()}})
 	}
