@@ -239,9 +239,10 @@ func (r *batchRun) settled(n int, back bool) {
 }
 
 // inBatch is the settlement of one message of a batch. Its requeue (but a
-// status's or completion's) and dead letter publish it on its own, so that the others of its
-// batch are acked; when that fails the whole batch goes back to its queue
-// (the others are then delivered again, as after a crash).
+// status's or completion's) and dead letter publish it on its own, so that
+// the others of its batch are acked; when that fails the whole batch goes
+// back to its queue (the others are then delivered again, as after a
+// crash).
 type inBatch struct {
 	run  *batchRun
 	item *batchItem

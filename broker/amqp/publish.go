@@ -248,11 +248,11 @@ type publisher struct {
 	ch *amqp091.Channel
 	up chan struct{} // closed while ch is usable
 	// queue holds the messages published while a batch waits for its
-	// confirm (unbatched counts the messages of the last flush not yet
+	// confirm (unconfirmed counts the messages of the last flush not yet
 	// confirmed): they go out when its last confirm comes (kick).
-	queue     []queued
-	unbatched atomic.Int32
-	kick      chan struct{}
+	queue       []queued
+	unconfirmed atomic.Int32
+	kick        chan struct{}
 
 	wmu     sync.Mutex
 	waiting map[uint64]waiter // by delivery tag
@@ -298,7 +298,7 @@ func (p *publisher) publish(ctx context.Context, out []outgoing) broker.Pending 
 			break
 		}
 	}
-	if len(p.queue) > 0 && p.unbatched.Load() == 0 {
+	if len(p.queue) > 0 && p.unconfirmed.Load() == 0 {
 		p.flush(ch)
 	}
 	p.mu.Unlock()
@@ -374,7 +374,7 @@ func (p *publisher) flush(ch *amqp091.Channel) {
 			o.id = fmt.Sprintf("%s (a batch of %d)", o.id, len(batch))
 			w.id = o.id
 		}
-		p.unbatched.Add(1)
+		p.unconfirmed.Add(1)
 		// The messages' own Publish calls may be cancelled; the batch is not theirs alone.
 		_ = p.write(context.Background(), ch, &o, w)
 	}
@@ -390,7 +390,7 @@ func (p *publisher) complete(w waiter, err error) {
 	for _, pend := range w.batch {
 		pend.finish(err)
 	}
-	if p.unbatched.Add(-1) == 0 {
+	if p.unconfirmed.Add(-1) == 0 {
 		select {
 		case p.kick <- struct{}{}:
 		default:
@@ -408,7 +408,7 @@ func (p *publisher) flushOnKick(stop <-chan struct{}) {
 		case <-p.kick:
 		}
 		p.mu.Lock()
-		if p.ch != nil && len(p.queue) > 0 && p.unbatched.Load() == 0 {
+		if p.ch != nil && len(p.queue) > 0 && p.unconfirmed.Load() == 0 {
 			p.flush(p.ch)
 		}
 		p.mu.Unlock()
