@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,31 @@ import (
 	"github.com/rune-org/rune/broker/sign"
 	"github.com/rune-org/rune/message"
 )
+
+// failOnce consumes topic with conc handlers until t ends and passes on
+// "<id>/<redelivered>" of every delivery. The first delivery of failID
+// fails with a transient error; rejectID is always rejected.
+func failOnce(t *testing.T, b *Broker, topic broker.Topic, conc int, failID, rejectID string) <-chan string {
+	t.Helper()
+	got := make(chan string, 100)
+	var failed atomic.Bool
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- b.Consume(ctx, topic, broker.ConsumeOptions{Concurrency: conc}, func(ctx context.Context, d *broker.Delivery) error {
+			got <- fmt.Sprintf("%s/%v", d.ID, d.Redelivered)
+			switch {
+			case d.ID == failID && failed.CompareAndSwap(false, true):
+				return errors.New("the store is away")
+			case d.ID == rejectID:
+				return fmt.Errorf("poison %s: %w", d.ID, broker.ErrReject)
+			}
+			return nil
+		})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return got
+}
 
 // keyring is the keyring of a RUNE_SIGNING_KEY value.
 func keyring(t *testing.T, spec string) *sign.Keyring {
@@ -184,36 +210,9 @@ func TestBatchMessagesSettleAlone(t *testing.T) {
 	}
 	mustPublish(t, b, msgs...) // one batch
 
-	type seen struct {
-		id          string
-		redelivered bool
-	}
-	got := make(chan seen, 100)
-	var mu sync.Mutex
-	failed := false
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- b.Consume(ctx, broker.Execution, broker.ConsumeOptions{Concurrency: 2}, func(ctx context.Context, d *broker.Delivery) error {
-			got <- seen{d.ID, d.Redelivered}
-			switch d.ID {
-			case "m-2":
-				mu.Lock()
-				defer mu.Unlock()
-				if !failed {
-					failed = true
-					return errors.New("Redis is away")
-				}
-			case "m-3":
-				return fmt.Errorf("poison %s: %w", d.ID, broker.ErrReject)
-			}
-			return nil
-		})
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-
-	want := map[seen]int{{"m-0", false}: 1, {"m-1", false}: 1, {"m-2", false}: 1, {"m-2", true}: 1, {"m-3", false}: 1, {"m-4", false}: 1}
-	count := map[seen]int{}
+	got := failOnce(t, b, broker.Execution, 2, "m-2", "m-3")
+	want := map[string]int{"m-0/false": 1, "m-1/false": 1, "m-2/false": 1, "m-2/true": 1, "m-3/false": 1, "m-4/false": 1}
+	count := map[string]int{}
 	for range 6 {
 		select {
 		case s := <-got:
@@ -444,24 +443,7 @@ func TestStatusBatchFailureReturnsTheBatch(t *testing.T) {
 		msgs = append(msgs, broker.Message{Topic: broker.Status, ID: fmt.Sprintf("s%d", i), Key: "exec-1", Body: &message.NodeStatus{
 			WorkflowID: "wf", ExecutionID: "exec-1", NodeID: fmt.Sprintf("n%d", i), Status: message.StatusSuccess, ExecutedAt: time.Now()}})
 	}
-	got := make(chan string, 100)
-	var mu sync.Mutex
-	failed := false
-	done := make(chan error, 1)
-	cctx, stop := context.WithCancel(context.Background())
-	go func() {
-		done <- b.Consume(cctx, broker.Status, broker.ConsumeOptions{}, func(ctx context.Context, d *broker.Delivery) error {
-			got <- fmt.Sprintf("%s/%v", d.ID, d.Redelivered)
-			mu.Lock()
-			defer mu.Unlock()
-			if d.ID == "s1" && !failed {
-				failed = true
-				return errors.New("the store is away")
-			}
-			return nil
-		})
-	}()
-	t.Cleanup(func() { stop(); <-done })
+	got := failOnce(t, b, broker.Status, 1, "s1", "")
 	mustPublish(t, b, msgs...) // one batch
 	var seq []string
 	for len(seq) < 6 {
