@@ -26,3 +26,10 @@ func (b *Barriers) WriteValue(ctx context.Context, exec, key string, spec coord.
 	_, err = b.writeValue(ctx, exec, key, slot, value, millis(2*ttl))
 	return err
 }
+
+// Queued is how many scripts wait for the pipeline out to return.
+func (c *Coordinator) Queued() int {
+	c.pipe.mu.Lock()
+	defer c.pipe.mu.Unlock()
+	return len(c.pipe.queue)
+}

@@ -1,7 +1,8 @@
 // Package redis is the coord.Coordinator of the distributed runtime, on Redis.
 //
 // Every operation is one round trip: one Lua script (start.lua, begin.lua,
-// finish.lua) that reads and writes an execution's keys atomically. The keys
+// finish.lua) that reads and writes an execution's keys atomically.
+// Concurrent operations share their round trips (pipeline.go). The keys
 // of execution X are
 //
 //	<prefix>:{X}:meta  hash: live (message count), halt (first Failure, JSON),
@@ -76,10 +77,12 @@ var (
 )
 
 // Coordinator implements coord.Coordinator on Redis. It is safe for
-// concurrent use and holds no state of its own: any number of processes may
-// share the same Redis and Prefix.
+// concurrent use and holds no execution state of its own: any number of
+// processes may share the same Redis and Prefix. The scripts of concurrent
+// calls share round trips (pipeline).
 type Coordinator struct {
 	client goredis.UniversalClient
+	pipe   *pipeline
 	prefix string
 	ttl    string // milliseconds, as the scripts take them
 	retain string
@@ -93,6 +96,7 @@ var _ coord.Coordinator = (*Coordinator)(nil)
 func New(client goredis.UniversalClient, opts Options) *Coordinator {
 	return &Coordinator{
 		client: client,
+		pipe:   &pipeline{client: client},
 		prefix: keyPrefix("Options", opts.Prefix),
 		ttl:    millis(orDefault("Options.TTL", opts.TTL, DefaultTTL)),
 		retain: millis(orDefault("Options.Retain", opts.Retain, DefaultRetain)),
@@ -149,7 +153,7 @@ func (c *Coordinator) Start(ctx context.Context, exec string, n int) error {
 	if n < 1 {
 		return fmt.Errorf("coord/redis: Start exec %q: n is %d, want at least 1", exec, n)
 	}
-	if err := startScript.Run(ctx, c.client, c.keys(exec)[:1], n, c.ttl).Err(); err != nil {
+	if err := c.pipe.run(ctx, startScript, c.keys(exec)[:1], n, c.ttl).Err(); err != nil {
 		return fmt.Errorf("coord/redis: Start exec %q: %w", exec, err)
 	}
 	return nil
@@ -160,7 +164,7 @@ func (c *Coordinator) Begin(ctx context.Context, exec, id string) (coord.Begin, 
 	if exec == "" {
 		return coord.Begin{State: coord.Drop}, nil // never started
 	}
-	reply, err := beginScript.Run(ctx, c.client, c.keys(exec)[:2], id).Slice()
+	reply, err := c.pipe.run(ctx, beginScript, c.keys(exec)[:2], id).Slice()
 	if err != nil {
 		return coord.Begin{}, fmt.Errorf("coord/redis: Begin exec %q id %q: %w", exec, id, err)
 	}
@@ -218,7 +222,7 @@ func (c *Coordinator) Finish(ctx context.Context, exec, id string, f coord.Finis
 		}
 		args = append(args, k, b)
 	}
-	reply, err := finishScript.Run(ctx, c.client, c.keys(exec), args...).Slice()
+	reply, err := c.pipe.run(ctx, finishScript, c.keys(exec), args...).Slice()
 	if err != nil {
 		return coord.Outcome{}, where("%w", err)
 	}
@@ -235,7 +239,7 @@ func (c *Coordinator) Park(ctx context.Context, exec, id string) (bool, error) {
 		return true, nil // never started
 	}
 	k := c.keys(exec)
-	wake, err := parkScript.Run(ctx, c.client, []string{k[0], k[3]}, id, c.ttl).Int()
+	wake, err := c.pipe.run(ctx, parkScript, []string{k[0], k[3]}, id, c.ttl).Int()
 	if err != nil {
 		return false, fmt.Errorf("coord/redis: Park exec %q id %q: %w", exec, id, err)
 	}
@@ -256,7 +260,7 @@ func (c *Coordinator) Published(ctx context.Context, exec string) error {
 	if exec == "" {
 		return nil
 	}
-	if err := publishedScript.Run(ctx, c.client, c.keys(exec)[:1]).Err(); err != nil {
+	if err := c.pipe.run(ctx, publishedScript, c.keys(exec)[:1]).Err(); err != nil {
 		return fmt.Errorf("coord/redis: Published exec %q: %w", exec, err)
 	}
 	return nil

@@ -1,0 +1,206 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/rune-org/rune/coord"
+	"github.com/rune-org/rune/coord/redis"
+)
+
+// holdFirst holds the first round trip that runs a script until release is
+// closed, and counts the round trips that run scripts (not those that set up
+// a new connection). With noScript it answers every EVALSHA as Redis does
+// when it does not hold the script.
+type holdFirst struct {
+	n        atomic.Int64
+	noScript atomic.Bool
+	armed    chan struct{} // receives once: the next round trip is held
+	held     chan struct{} // closed when the held round trip arrived
+	release  chan struct{}
+}
+
+func newHoldFirst() *holdFirst {
+	h := &holdFirst{armed: make(chan struct{}, 1), held: make(chan struct{}), release: make(chan struct{})}
+	h.armed <- struct{}{}
+	return h
+}
+
+// trip counts and holds a round trip of cmds, and says whether to send it.
+func (h *holdFirst) trip(cmds ...goredis.Cmder) bool {
+	if !slices.ContainsFunc(cmds, func(c goredis.Cmder) bool { return c.Name() == "evalsha" }) {
+		return true
+	}
+	h.n.Add(1)
+	select {
+	case <-h.armed:
+		close(h.held)
+		<-h.release
+	default:
+	}
+	if !h.noScript.Load() {
+		return true
+	}
+	for _, c := range cmds {
+		c.SetErr(refusedError("NOSCRIPT No matching script. Please use EVAL."))
+	}
+	return false
+}
+
+func (h *holdFirst) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (h *holdFirst) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		if !h.trip(cmd) {
+			return cmd.Err()
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *holdFirst) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		if !h.trip(cmds...) {
+			return cmds[0].Err()
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// waitQueued waits until n scripts queue behind the held round trip.
+func waitQueued(t *testing.T, c *redis.Coordinator, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for c.Queued() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d scripts queued after 20s, want %d", c.Queued(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestPipelineShares: Finish calls made while one round trip is out share
+// the next, and each still gets its own outcome.
+func TestPipelineShares(t *testing.T) {
+	t.Parallel()
+	if trips := finishTogether(t, nil); trips != 2 {
+		t.Errorf("20 Finish calls took %d round trips, want 2 (the held one, then one pipeline of the rest)", trips)
+	}
+}
+
+// TestPipelineNoScript: when Redis lost its scripts (a restart) while calls
+// queued, each call still runs its script once. Redis's NOSCRIPT replies
+// are made by the hook: a SCRIPT FLUSH would reach the other tests' scripts.
+func TestPipelineNoScript(t *testing.T) {
+	t.Parallel()
+	finishTogether(t, func(h *holdFirst) { h.noScript.Store(true) })
+}
+
+// finishTogether finishes the 20 messages of an execution, 19 of them
+// queued behind the first one's round trip, held until held has run. It
+// checks that each gets its own outcome: the last of them, and only it,
+// learns that the execution ended, with every message's End. It returns
+// the round trips the 20 took.
+func finishTogether(t *testing.T, held func(*holdFirst)) int64 {
+	ctx := context.Background()
+	c, client, _ := newCoord(t, redis.Options{})
+	const n = 20
+	if err := c.Start(ctx, "e", n+1); err != nil { // warms the script cache too
+		t.Fatal(err)
+	}
+	if _, err := c.Finish(ctx, "e", "warm", coord.Finish{}); err != nil {
+		t.Fatal(err)
+	}
+	h := newHoldFirst()
+	client.AddHook(h)
+
+	outcomes := make([]coord.Outcome, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	finish := func(i int) {
+		defer wg.Done()
+		outcomes[i], errs[i] = c.Finish(ctx, "e", fmt.Sprint("m", i), coord.Finish{End: map[string]any{fmt.Sprint("$", i): float64(i)}})
+	}
+	wg.Add(1)
+	go finish(0)
+	<-h.held
+	for i := 1; i < n; i++ {
+		wg.Add(1)
+		go finish(i)
+	}
+	waitQueued(t, c, n-1)
+	if held != nil {
+		held(h)
+	}
+	close(h.release)
+	wg.Wait()
+
+	last := 0
+	for i, o := range outcomes {
+		if errs[i] != nil {
+			t.Fatalf("Finish m%d: %v", i, errs[i])
+		}
+		if o.Duplicate {
+			t.Errorf("Finish m%d: Duplicate on its first Finish", i)
+		}
+		if o.Last {
+			last++
+			if len(o.FinalContext) != n {
+				t.Errorf("the last Finish's final context has %d keys, want %d", len(o.FinalContext), n)
+			}
+		}
+	}
+	if last != 1 {
+		t.Fatalf("%d Finish calls learned the end, want 1", last)
+	}
+	return h.n.Load()
+}
+
+// TestPipelineCancelQueued: a call whose context ends while it waits in the
+// queue returns the context's error and its script never runs; the calls
+// around it are not disturbed.
+func TestPipelineCancelQueued(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, client, _ := newCoord(t, redis.Options{})
+	if err := c.Start(ctx, "e", 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Finish(ctx, "e", "warm", coord.Finish{Spawned: 1}); err != nil {
+		t.Fatal(err)
+	}
+	h := newHoldFirst()
+	client.AddHook(h)
+
+	var wg sync.WaitGroup
+	var firstErr, thirdErr error
+	wg.Add(1)
+	go func() { defer wg.Done(); _, firstErr = c.Finish(ctx, "e", "first", coord.Finish{}) }()
+	<-h.held
+	cctx, cancel := context.WithCancel(ctx)
+	canceled := make(chan error, 1)
+	go func() { _, err := c.Finish(cctx, "e", "canceled", coord.Finish{}); canceled <- err }()
+	waitQueued(t, c, 1)
+	wg.Add(1)
+	go func() { defer wg.Done(); _, thirdErr = c.Finish(ctx, "e", "third", coord.Finish{}) }()
+	waitQueued(t, c, 2)
+	cancel()
+	if err := <-canceled; !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled Finish: %v, want context.Canceled", err)
+	}
+	waitQueued(t, c, 1)
+	close(h.release)
+	wg.Wait()
+	if firstErr != nil || thirdErr != nil {
+		t.Fatalf("the calls around the canceled one: %v, %v", firstErr, thirdErr)
+	}
+	if b, err := c.Begin(ctx, "e", "canceled"); err != nil || b.State != coord.Run {
+		t.Fatalf("Begin of the canceled message: %v, %v; want run (its Finish never ran)", b.State, err)
+	}
+}
