@@ -3,6 +3,7 @@ package message
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -354,5 +355,59 @@ func TestSizeLimits(t *testing.T) {
 	}
 	if _, err := DecodeExecution(exact); err != nil {
 		t.Errorf("message of exactly MaxSize rejected: %v", err)
+	}
+}
+
+// TestFastDecode: Rune's own messages take decode's fast path, with the
+// value the strict decode gives; what only the strict decode accepts (a
+// name in other case, a repeated name) is still accepted, as before.
+func TestFastDecode(t *testing.T) {
+	statuses := &Statuses{WorkflowID: "wf", ExecutionID: "exec_1", Statuses: []*NodeStatus{validStatus()}}
+	for _, m := range []any{validExecution(), validStatus(), validCompletion(), validTimeout(), statuses} {
+		data, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fast := reflect.New(reflect.TypeOf(m).Elem()).Interface()
+		if err := fastUnmarshal(data, fast); err != nil {
+			t.Fatalf("%T: the fast decode refuses Rune's own message: %v", m, err)
+		}
+		if !reflect.DeepEqual(fast, m) {
+			t.Fatalf("%T: the fast decode gives %+v, want %+v", m, fast, m)
+		}
+	}
+	for _, raw := range []string{
+		`{"Message_ID":"m1","workflow_id":"wf","execution_id":"e","current_node":"n","attempt":1,"execution_started_at":"2025-10-09T12:34:56Z","workflow_definition":{},"accumulated_context":{}}`,
+		`{"message_id":"x","message_id":"m1","workflow_id":"wf","execution_id":"e","current_node":"n","attempt":1,"execution_started_at":"2025-10-09T12:34:56Z","workflow_definition":{},"accumulated_context":{}}`,
+	} {
+		if fastUnmarshal([]byte(raw), new(NodeExecution)) == nil {
+			t.Fatalf("the fast decode accepts %s; this test wants a message only the strict decode accepts", raw)
+		}
+		m, err := DecodeExecution([]byte(raw))
+		if err != nil || m.MessageID != "m1" {
+			t.Fatalf("DecodeExecution(%s) = %+v, %v; want message m1, as encoding/json decodes it", raw, m, err)
+		}
+	}
+}
+
+// BenchmarkDecodeExecution decodes the node message of the last node of
+// the bench's chain (rune bench: ten set nodes' outputs in its context).
+func BenchmarkDecodeExecution(b *testing.B) {
+	m := validExecution()
+	m.WorkflowDefinition, m.DefinitionRef = nil, "d4bc5d70b9f398baafaa3a1a353e51a3"
+	m.LineageStack = nil
+	for i := 1; i <= 9; i++ {
+		m.AccumulatedContext[fmt.Sprint("$step_", i)] = map[string]any{"label": fmt.Sprint("step step_", i), "value": float64(i)}
+	}
+	data, err := json.Marshal(m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeExecution(data); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
