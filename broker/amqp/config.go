@@ -64,10 +64,14 @@ type Config struct {
 	ReconnectMax time.Duration
 	// PublishChannels is how many confirm-mode channels publishes are spread
 	// over; messages with the same Key always use the same channel, so they
-	// reach their queue in publish order. Default 2 (on 2 cores, 1, 2 and 4
-	// measured the same: the queue, not the channel, is the bottleneck; more
-	// than one keeps a single channel process from becoming it on bigger
-	// machines).
+	// reach their queue in publish order. Default 1: with batches
+	// (MessageBatch), one channel gathers what two would split, so RabbitMQ
+	// gets half as many, twice as large messages, and its queues, most of
+	// all the persistent execution queue, do less per node (docs/benchmarks.md,
+	// round 12: unfused +24 %, fused +18 % on 2 cores). A channel's process
+	// in RabbitMQ works per AMQP message, a batch, so one channel is far
+	// from being the bottleneck at these rates; more are for a machine
+	// where it becomes one.
 	PublishChannels int
 	// MessageBatch is how many execution, status or completion messages
 	// one AMQP message may carry. While a publishing channel waits for the
@@ -158,7 +162,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.MessageBatch = 32
 	}
 	if c.PublishChannels <= 0 {
-		c.PublishChannels = 2
+		c.PublishChannels = 1
 	}
 	if c.Heartbeat <= 0 {
 		c.Heartbeat = 10 * time.Second
