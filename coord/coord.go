@@ -129,6 +129,15 @@ type Finish struct {
 	// Optimistic is set when the caller did not call Begin for this message
 	// (see Coordinator.Finish).
 	Optimistic bool
+	// IfLast asks Finish to record the message only if that ends the
+	// execution: Spawned is 0 and no other message is live. Otherwise
+	// Finish changes nothing and returns Outcome.NotLast. Begin's checks
+	// come first, as they do for an Optimistic Finish, and a message that
+	// finished before gets the answer it would get without IfLast. A caller
+	// whose statuses must not be overtaken by another message's completion
+	// asks so: as the completer it publishes them with its completion, and
+	// only otherwise must it publish them before its Finish.
+	IfLast bool
 }
 
 // Record is what Finish stores for Replay. Coordinators that serialise
@@ -172,6 +181,9 @@ type Outcome struct {
 	// Replay, with the stored Record, or Drop.
 	Verdict State
 	Record  []byte
+	// NotLast answers Finish.IfLast: the message would not have ended the
+	// execution, and nothing changed (Verdict is Run).
+	NotLast bool
 }
 
 // ErrUnknownExecution is returned by Finish for an execution that was never

@@ -591,27 +591,16 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
 		// remove it (see HandleTimeout).
 		spawned++
 	}
-	optimistic := s.unchecked
-	early, err := s.statusesFirst(ctx, f, spawned)
+	fin := coord.Finish{Spawned: spawned, Record: rec, End: f.end, Halt: f.halt, Optimistic: s.unchecked}
+	early, finished, err := s.statusesFirst(ctx, f, fin)
 	if err != nil || early == done {
 		return err
 	}
-	out, err := s.e.cfg.Coord.Finish(ctx, s.m.ExecutionID, s.m.MessageID, coord.Finish{
-		Spawned: spawned, Record: rec, End: f.end, Halt: f.halt, Optimistic: optimistic,
-	})
-	if errors.Is(err, coord.ErrUnknownExecution) {
-		if s.uncounted {
-			// A barrier's timeout outlives its execution when the barrier
-			// completed in time: nothing is waiting for it.
-			s.log().Debug("dropping the timeout of an ended execution")
-			return nil
-		}
-		// Nothing Rune published leads here (a forged message, or one kept
-		// past its execution's retention): dead-lettered, with the reason.
-		return invalidf("message %s: execution %q is unknown, expired or has ended", s.m.MessageID, s.m.ExecutionID)
-	}
-	if err != nil {
-		return fmt.Errorf("engine: finish message %s: %w", s.m.MessageID, err)
+	var out coord.Outcome
+	if finished != nil {
+		out = *finished
+	} else if out, err = s.e.cfg.Coord.Finish(ctx, s.m.ExecutionID, s.m.MessageID, fin); err != nil {
+		return s.finishFailed(err)
 	}
 	running := s.running
 	s.running, s.unchecked = nil, false
@@ -684,6 +673,22 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
 	return nil
 }
 
+// finishFailed is what commit returns when Coord.Finish failed with err.
+func (s *step) finishFailed(err error) error {
+	if !errors.Is(err, coord.ErrUnknownExecution) {
+		return fmt.Errorf("engine: finish message %s: %w", s.m.MessageID, err)
+	}
+	if s.uncounted {
+		// A barrier's timeout outlives its execution when the barrier
+		// completed in time: nothing is waiting for it.
+		s.log().Debug("dropping the timeout of an ended execution")
+		return nil
+	}
+	// Nothing Rune published leads here (a forged message, or one kept
+	// past its execution's retention): dead-lettered, with the reason.
+	return invalidf("message %s: execution %q is unknown, expired or has ended", s.m.MessageID, s.m.ExecutionID)
+}
+
 // receiptHold is how long after the first delivery finished a redelivered
 // completer waits before it asks the broker whether the first completion
 // is out: a publisher that is alive but slow has then published it.
@@ -746,44 +751,49 @@ const (
 )
 
 // statusesFirst publishes f's statuses before the message's Finish when
-// the message spawns nothing. Such a Finish may be the one that lets
-// another branch's message end the execution: were the statuses published
-// after it, that completion could reach followers before them (a follower
-// stops reading at the completion and would miss them). A message that
-// spawns successors cannot be overtaken so: the execution lives on at least
-// until they finish, and they are published after its statuses.
+// the message spawns nothing and is not the execution's last. Such a Finish
+// may be the one that lets another branch's message end the execution:
+// were the statuses published after it, that completion could reach
+// followers before them (a follower stops reading at the completion and
+// would miss them). A message that spawns successors cannot be overtaken
+// so: the execution lives on at least until they finish, and they are
+// published after its statuses.
 //
-// A message run without Begin asks Begin first, so that a halted
-// execution's or a finished message's statuses are not reported as new.
-func (s *step) statusesFirst(ctx context.Context, f *effects, spawned int) (statusTiming, error) {
+// It asks first for a Finish that records the message only if it is the
+// last live one (coord.Finish.IfLast), which makes Begin's checks too. When
+// it is (the end of every linear chain), no other message can complete the
+// execution: statusesFirst returns that Outcome, and the statuses go out
+// after it with the completion, in one publish, in order. When it is not,
+// nothing was recorded and the statuses are published and confirmed
+// first, as above.
+func (s *step) statusesFirst(ctx context.Context, f *effects, fin coord.Finish) (statusTiming, *coord.Outcome, error) {
 	syncer, ok := s.sink.(StatusSyncer)
-	if !ok || spawned > 0 || len(f.statuses) == 0 {
-		return none, nil
+	if !ok || fin.Spawned > 0 || len(f.statuses) == 0 {
+		return none, nil, nil
 	}
-	if s.unchecked {
-		b, err := s.e.cfg.Coord.Begin(ctx, s.m.ExecutionID, s.m.MessageID)
+	// A message run without Begin asks in place of its Begin, at no cost.
+	// One that had its Begin pays a round trip to ask, unless it ends a
+	// branch of a split, which is seldom the last.
+	if s.unchecked || len(s.m.LineageStack) == 0 {
+		fin.IfLast = true
+		out, err := s.e.cfg.Coord.Finish(ctx, s.m.ExecutionID, s.m.MessageID, fin)
 		if err != nil {
-			return done, fmt.Errorf("engine: begin message %s: %w", s.m.MessageID, err)
+			return done, nil, s.finishFailed(err)
 		}
-		switch b.State {
-		case coord.Drop:
-			s.running, s.unchecked = nil, false
-			return done, s.drop(ctx)
-		case coord.Replay:
-			s.running, s.unchecked = nil, false
-			return done, s.replay(ctx, b.Record)
+		if !out.NotLast {
+			return none, &out, nil
 		}
-		if s.running != nil {
-			s.sink.Status(s.running)
-		}
+	}
+	if s.unchecked && s.running != nil {
+		s.sink.Status(s.running)
 	}
 	for _, st := range f.statuses {
 		s.sink.Status(st)
 	}
 	if err := syncer.SyncStatuses(ctx); err != nil {
-		return done, fmt.Errorf("engine: publish the statuses of message %s: %w", s.m.MessageID, err)
+		return done, nil, fmt.Errorf("engine: publish the statuses of message %s: %w", s.m.MessageID, err)
 	}
-	return reported, nil
+	return reported, nil, nil
 }
 
 // RepublishLog is what the engine logs when it publishes an execution's

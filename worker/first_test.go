@@ -104,9 +104,9 @@ func TestFirstCopyDuplicatePublish(t *testing.T) {
 		t.Fatal("no completion")
 	}
 	// Begins on b's id and on c's (the only other id now): the second
-	// copy of b's, after b ran; c's first copy's, which ends its branch and
-	// asks Begin before its statuses go out, after c ran; and the second
-	// copy of c's. None came before the node ran: its first copy had none.
+	// copy of b's, after b ran, and the second copy of c's. None came
+	// before the node ran: its first copy had none. (c's first copy ends
+	// the execution: its Finish makes Begin's checks, IfLast.)
 	var onB, onC []begun
 	for {
 		onB, onC = nil, nil
@@ -117,12 +117,12 @@ func TestFirstCopyDuplicatePublish(t *testing.T) {
 				onC = append(onC, c)
 			}
 		}
-		if len(onB) >= 1 && len(onC) >= 2 {
+		if len(onB) >= 1 && len(onC) >= 1 {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("Begin calls on b %d, on c %d; want at least 1 and 2", len(onB), len(onC))
+			t.Fatalf("Begin calls on b %d, on c %d; want at least 1 and 1", len(onB), len(onC))
 		case <-time.After(5 * time.Millisecond):
 		}
 	}

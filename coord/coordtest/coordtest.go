@@ -33,6 +33,7 @@ func Run(t *testing.T, newCoord func(t *testing.T) coord.Coordinator) {
 		{"ConcurrentDuplicateFinish", testConcurrentDuplicateFinish},
 		{"ReplayRecord", testReplayRecord},
 		{"OptimisticFinish", testOptimisticFinish},
+		{"FinishIfLast", testFinishIfLast},
 		{"Park", testPark},
 		{"Halt", testHalt},
 		{"EndMerge", testEndMerge},
@@ -460,6 +461,43 @@ func testOptimisticFinish(t *testing.T, c coord.Coordinator) {
 	}
 	if _, err := c.Finish(ctxFor(t), "exec-never-started", "x", coord.Finish{Optimistic: true}); !errors.Is(err, coord.ErrUnknownExecution) {
 		t.Fatalf("optimistic Finish in an unknown execution: %v, want ErrUnknownExecution", err)
+	}
+}
+
+// testFinishIfLast: a Finish with IfLast records the message only when
+// that ends the execution; otherwise it changes nothing and says NotLast.
+// Begin's checks come first, and a finished message gets the answer it
+// would get without IfLast.
+func testFinishIfLast(t *testing.T, c coord.Coordinator) {
+	const exec = "exec-iflast"
+	start(t, c, exec, 2) // a, b
+	ifLast := coord.Finish{IfLast: true, Optimistic: true, Record: coord.Bytes("ra"), End: map[string]any{"$a": 1.0}}
+	if o := finish(t, c, exec, "a", ifLast); !o.NotLast || o.Last || o.Duplicate || o.Verdict != coord.Run {
+		t.Fatalf("Finish a IfLast while b is live: Outcome %+v, want NotLast", o)
+	}
+	begin(t, c, exec, "a", coord.Run) // not recorded
+	// Spawning, a message never ends the execution.
+	if o := finish(t, c, exec, "b", coord.Finish{IfLast: true, Spawned: 1}); !o.NotLast {
+		t.Fatalf("Finish b IfLast spawning one: Outcome %+v, want NotLast", o)
+	}
+	notLast(t, "Finish b", finish(t, c, exec, "b", coord.Finish{Record: coord.Bytes("rb"), End: map[string]any{"$b": 2.0}}))
+	o := finish(t, c, exec, "a", ifLast)
+	completed(t, "Finish a IfLast, the last live message", o, map[string]any{"$a": 1.0, "$b": 2.0})
+	// Finished before: the answers of a Finish without IfLast.
+	if o := finish(t, c, exec, "a", ifLast); o.Verdict != coord.Replay || string(o.Record) != "ra" || o.NotLast {
+		t.Fatalf("optimistic Finish a IfLast again: Outcome %+v, want Replay of %q", o, "ra")
+	}
+	if o := finish(t, c, exec, "b", coord.Finish{IfLast: true}); !o.Duplicate || o.Last || o.NotLast {
+		t.Fatalf("Finish b IfLast again: Outcome %+v, want Duplicate", o)
+	}
+
+	// In a halted execution an optimistic IfLast is dropped, as Begin
+	// would drop it, before it is asked whether it is last.
+	const halted = "exec-iflast-halted"
+	start(t, c, halted, 2)
+	notLast(t, "Finish x (halt)", finish(t, c, halted, "x", coord.Finish{Halt: &message.Failure{NodeID: "x", Error: message.Error{Message: "boom", Code: "E"}}}))
+	if o := finish(t, c, halted, "y", coord.Finish{IfLast: true, Optimistic: true}); o.Verdict != coord.Drop || o.NotLast {
+		t.Fatalf("optimistic Finish y IfLast after the halt: Outcome %+v, want Drop", o)
 	}
 }
 

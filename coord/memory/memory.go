@@ -251,6 +251,10 @@ func (c *Coordinator) Finish(_ context.Context, exec, id string, f coord.Finish)
 		e.mu.Unlock()
 		return coord.Outcome{Verdict: coord.Drop}, nil
 	}
+	if f.IfLast && e.live+f.Spawned-1 > 0 {
+		e.mu.Unlock()
+		return coord.Outcome{NotLast: true}, nil
+	}
 	e.finished[id] = f.Record
 	delete(e.parked, id)
 	if f.Halt != nil && e.halt == nil {

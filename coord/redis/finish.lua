@@ -8,9 +8,11 @@
 --         with the rest
 -- ARGV[1] id, ARGV[2] spawned, ARGV[3] record, ARGV[4] halt JSON or "",
 -- ARGV[5] TTL ms, ARGV[6] retain ms, ARGV[7] "1" when optimistic (no Begin
--- before), then ARGV[8..] End key, JSON value pairs.
+-- before), ARGV[8] "1" when only the execution's last message is to be
+-- recorded (IfLast), then ARGV[9..] End key, JSON value pairs.
 -- Returns {-1} unknown execution, {-2} ended and id is new; when optimistic
--- {2, record} finished before (replay it), {3} halted (drop it); else
+-- {2, record} finished before (replay it), {3} halted (drop it); with IfLast
+-- {4} when id would not end the execution (nothing recorded); else
 -- {duplicate, last, published, status, failure JSON or "", ctx key, value, ...}
 -- where status and the rest are present only when last is 1.
 local meta, done, ctx = KEYS[1], KEYS[2], KEYS[3]
@@ -52,6 +54,9 @@ end
 if optimistic and redis.call('HEXISTS', meta, 'halt') == 1 then
   return {3}
 end
+if ARGV[8] == '1' and tonumber(m[1]) + tonumber(ARGV[2]) - 1 > 0 then
+  return {4}
+end
 
 redis.call('HSET', done, id, ARGV[3])
 redis.call('SREM', KEYS[4], id)
@@ -59,7 +64,7 @@ if ARGV[4] ~= '' then
   redis.call('HSETNX', meta, 'halt', ARGV[4])
 end
 -- One HSET per key: unpack would hit Lua's stack limit on a large End.
-for i = 8, #ARGV, 2 do
+for i = 9, #ARGV, 2 do
   redis.call('HSET', ctx, ARGV[i], ARGV[i + 1])
 end
 local live = redis.call('HINCRBY', meta, 'live', tonumber(ARGV[2]) - 1)

@@ -202,11 +202,14 @@ func (c *Coordinator) Finish(ctx context.Context, exec, id string, f coord.Finis
 			return coord.Outcome{}, where("encode Record: %w", err)
 		}
 	}
-	args := make([]any, 7, 7+2*len(f.End))
+	args := make([]any, 8, 8+2*len(f.End))
 	args[0], args[1], args[2], args[4], args[5] = id, f.Spawned, rec, c.ttl, c.retain
-	args[3], args[6] = "", "0"
+	args[3], args[6], args[7] = "", "0", "0"
 	if f.Optimistic {
 		args[6] = "1"
+	}
+	if f.IfLast {
+		args[7] = "1"
 	}
 	if f.Halt != nil {
 		b, err := json.Marshal(f.Halt)
@@ -282,6 +285,8 @@ func parseOutcome(reply []any) (coord.Outcome, error) {
 		return coord.Outcome{Verdict: coord.Replay, Record: []byte(rec)}, nil
 	case code == 3:
 		return coord.Outcome{Verdict: coord.Drop}, nil
+	case code == 4:
+		return coord.Outcome{NotLast: true}, nil
 	case len(reply) < 3 || (code != 0 && code != 1):
 		return coord.Outcome{}, fmt.Errorf("unexpected reply %v", reply)
 	}
