@@ -61,6 +61,42 @@ func (s *syncSink) SyncStatuses(context.Context) error {
 	return nil
 }
 
+// journalFirst starts an execution of def with input and handles its first
+// message with a syncSink; it returns the messages that handling published
+// (to handle further with handleJournaled) and an engine whose coordinator
+// journals into j. The "test" node type is registered (not pure).
+func journalFirst(t *testing.T, j *journal, def string, input any) (*engine.Engine, *engine.Effects) {
+	t.Helper()
+	co := coordmem.New(coordmem.Options{})
+	t.Cleanup(func() { co.Close() })
+	reg := nodes.NewRegistry(nodes.Options{})
+	reg.Register("test", testType{})
+	eng, err := engine.New(engine.Config{Registry: reg, Coord: loggingCoord{co, j}, Barriers: coordmem.NewBarriers(), Blobs: coordmem.NewBlobs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf, err := eng.Compile([]byte(def))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var start engine.Effects
+	if err := eng.Start(context.Background(), wf, "exec_order", input, &start); err != nil {
+		t.Fatal(err)
+	}
+	return eng, handleJournaled(t, eng, j, start.Next[0].Msg)
+}
+
+// handleJournaled handles m with a syncSink, the journal emptied first.
+func handleJournaled(t *testing.T, eng *engine.Engine, j *journal, m *message.NodeExecution) *engine.Effects {
+	t.Helper()
+	j.lines = nil
+	sink := &syncSink{j: j}
+	if err := eng.Handle(context.Background(), m, sink); err != nil {
+		t.Fatal(err)
+	}
+	return &sink.Effects
+}
+
 // A message that ends its branch publishes its statuses, and has them safe,
 // before its Finish: once finished, another branch may complete the
 // execution, and that completion must not reach followers ahead of them
@@ -74,32 +110,10 @@ func TestBranchEndPublishesStatusesBeforeFinish(t *testing.T) {
 		{twoEndsDef, "finish-if-last:not-last a:running a:success sync finish"},
 		{strings.ReplaceAll(twoEndsDef, `"type":"set","parameters":{"values":{"v":1}}`, `"type":"test"`), "begin a:running finish-if-last:not-last a:success sync finish"},
 	} {
-		def := c.def
 		j := &journal{}
-		co := coordmem.New(coordmem.Options{})
-		defer co.Close()
-		reg := nodes.NewRegistry(nodes.Options{})
-		reg.Register("test", testType{})
-		eng, err := engine.New(engine.Config{Registry: reg, Coord: loggingCoord{co, j}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wf, err := eng.Compile([]byte(def))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var start engine.Effects
-		if err := eng.Start(context.Background(), wf, "exec_order", nil, &start); err != nil {
-			t.Fatal(err)
-		}
-		first := start.Next[0].Msg
-		j.lines = nil
-		sink := &syncSink{j: j}
-		if err := eng.Handle(context.Background(), first, sink); err != nil {
-			t.Fatal(err)
-		}
-		if got := strings.Join(j.lines, " "); first.CurrentNode != "a" || got != c.want {
-			t.Fatalf("%s: the branch end did %q, want a and %q", first.CurrentNode, got, c.want)
+		journalFirst(t, j, c.def, nil)
+		if got := strings.Join(j.lines, " "); got != c.want {
+			t.Fatalf("the branch end did %q, want %q", got, c.want)
 		}
 	}
 }
@@ -115,28 +129,8 @@ func TestLastMessagePublishesStatusesWithCompletion(t *testing.T) {
 		{chain, "finish-if-last a:running" + done},
 		{strings.ReplaceAll(chain, `"type":"set","parameters":{"values":{"v":1}}`, `"type":"test"`), "begin a:running finish-if-last" + done},
 	} {
-		def := c.def
 		j := &journal{}
-		co := coordmem.New(coordmem.Options{})
-		defer co.Close()
-		reg := nodes.NewRegistry(nodes.Options{})
-		reg.Register("test", testType{})
-		eng, err := engine.New(engine.Config{Registry: reg, Coord: loggingCoord{co, j}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wf, err := eng.Compile([]byte(def))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var start engine.Effects
-		if err := eng.Start(context.Background(), wf, "exec_last", nil, &start); err != nil {
-			t.Fatal(err)
-		}
-		j.lines = nil
-		if err := eng.Handle(context.Background(), start.Next[0].Msg, &syncSink{j: j}); err != nil {
-			t.Fatal(err)
-		}
+		journalFirst(t, j, c.def, nil)
 		if got := strings.Join(j.lines, " "); got != c.want {
 			t.Fatalf("the last message did %q, want %q", got, c.want)
 		}
@@ -148,35 +142,13 @@ func TestLastMessagePublishesStatusesWithCompletion(t *testing.T) {
 // it a round trip, and publishes its statuses first as any branch end.
 func TestSplitBranchEndAsksNoIfLast(t *testing.T) {
 	j := &journal{}
-	co := coordmem.New(coordmem.Options{})
-	defer co.Close()
-	reg := nodes.NewRegistry(nodes.Options{})
-	reg.Register("test", testType{})
-	eng, err := engine.New(engine.Config{Registry: reg, Coord: loggingCoord{co, j}, Barriers: coordmem.NewBarriers(), Blobs: coordmem.NewBlobs()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wf, err := eng.Compile([]byte(`{"id":"each","nodes":[{"id":"start","type":"trigger","trigger":true},
+	eng, split := journalFirst(t, j, `{"id":"each","nodes":[{"id":"start","type":"trigger","trigger":true},
 		{"id":"each","type":"split","parameters":{"input_array":"{{ $trigger.items }}"}},{"id":"a","type":"test"}],
-		"edges":[{"id":"e1","src":"start","dst":"each"},{"id":"e2","src":"each","dst":"a"}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	var start, split engine.Effects
-	if err := eng.Start(ctx, wf, "exec_split", map[string]any{"items": []any{1.0, 2.0}}, &start); err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Handle(ctx, start.Next[0].Msg, &split); err != nil {
-		t.Fatal(err)
-	}
+		"edges":[{"id":"e1","src":"start","dst":"each"},{"id":"e2","src":"each","dst":"a"}]}`, map[string]any{"items": []any{1.0, 2.0}})
 	if len(split.Next) != 2 || len(split.Next[0].Msg.LineageStack) != 1 {
 		t.Fatalf("the split published %d messages (%+v), want 2 branches", len(split.Next), split.Next)
 	}
-	j.lines = nil
-	if err := eng.Handle(ctx, split.Next[0].Msg, &syncSink{j: j}); err != nil {
-		t.Fatal(err)
-	}
+	handleJournaled(t, eng, j, split.Next[0].Msg)
 	if got, want := strings.Join(j.lines, " "), "begin a:running a:success sync finish"; got != want {
 		t.Fatalf("the split's branch end did %q, want %q", got, want)
 	}
