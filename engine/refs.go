@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -48,38 +49,81 @@ func (s *step) externalize(ctx context.Context, next map[string]any, keys ...str
 		return next, nil
 	}
 	var out map[string]any
-	for k, v := range next {
-		if len(keys) > 0 && !contains(keys, k) {
-			continue
-		}
+	one := func(k string, v any) error {
 		switch v.(type) {
 		case map[string]any, []any, string:
 		default:
-			continue // numbers, booleans and null are small
+			return nil // numbers, booleans and null are small
 		}
-		if _, ok := isRef(v); ok {
-			continue
+		if _, ok := isRef(v); ok || jsonBound(v, limit) < limit {
+			return nil
 		}
 		raw, err := json.Marshal(v)
 		if err != nil || len(raw) < limit {
-			continue
+			return nil
 		}
 		ref, err := blobs.Put(ctx, s.m.ExecutionID, raw)
 		if err != nil {
-			return nil, &infraError{fmt.Errorf("engine: store %s (%d bytes) as a blob: %w", k, len(raw), err)}
+			return &infraError{fmt.Errorf("engine: store %s (%d bytes) as a blob: %w", k, len(raw), err)}
 		}
 		if out == nil {
-			out = make(map[string]any, len(next))
-			for k2, v2 := range next {
-				out[k2] = v2
-			}
+			out = maps.Clone(next)
 		}
 		out[k] = map[string]any{refKey: ref}
+		return nil
+	}
+	if len(keys) == 0 {
+		for k, v := range next {
+			if err := one(k, v); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, k := range keys {
+		if v, ok := next[k]; ok {
+			if err := one(k, v); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if out == nil {
 		return next, nil
 	}
 	return out, nil
+}
+
+// jsonBound is an upper bound of the size of v encoded as JSON, or at
+// least budget once it reaches budget. It allocates nothing, so that
+// externalize encodes only values that may reach the threshold (most
+// outputs are far below it). A type it does not know counts as budget.
+func jsonBound(v any, budget int) int {
+	switch v := v.(type) {
+	case nil:
+		return 4
+	case bool:
+		return 5
+	case float64, float32, int, int64, int32, uint, uint64, uint32:
+		return 25 // "-1.2345678901234567e-308" and the like
+	case string:
+		return 2 + 6*len(v) // each byte at worst a \u00XX escape
+	case map[string]any:
+		n := 2
+		for k, e := range v {
+			if n += 2 + 6*len(k) + 2 + jsonBound(e, budget-n); n >= budget {
+				return budget
+			}
+		}
+		return n
+	case []any:
+		n := 2
+		for _, e := range v {
+			if n += 1 + jsonBound(e, budget-n); n >= budget {
+				return budget
+			}
+		}
+		return n
+	}
+	return budget
 }
 
 // resolve returns ctx with every reference replaced by its value. Without a
