@@ -26,22 +26,27 @@ func BenchmarkHandleSet(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		var start engine.Effects
-		if err := eng.Start(ctx, wf, "exec_bench_"+itoa(i), map[string]any{"seed": 1.0}, &start); err != nil {
-			b.Fatal(err)
-		}
-		var f engine.Effects
-		if err := eng.Handle(ctx, start.Next[0].Msg, &f); err != nil {
-			b.Fatal(err)
-		}
-		if f.Completion == nil {
+		if runFirst(b, eng, wf, i).Completion == nil {
 			b.Fatal("no completion")
 		}
 	}
+}
+
+// runFirst starts execution i of wf and handles its first message.
+func runFirst(b *testing.B, eng *engine.Engine, wf *engine.Workflow, i int) *engine.Effects {
+	ctx := context.Background()
+	var start engine.Effects
+	if err := eng.Start(ctx, wf, "exec_bench_"+itoa(i), map[string]any{"seed": 1.0}, &start); err != nil {
+		b.Fatal(err)
+	}
+	var f engine.Effects
+	if err := eng.Handle(ctx, start.Next[0].Msg, &f); err != nil {
+		b.Fatal(err)
+	}
+	return &f
 }
 
 func itoa(i int) string {
@@ -73,22 +78,10 @@ func BenchmarkHandleFusedChain(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx := context.Background()
-	run := func(i int) *engine.Effects {
-		var start engine.Effects
-		if err := eng.Start(ctx, wf, "exec_bench_"+itoa(i), map[string]any{"seed": 1.0}, &start); err != nil {
-			b.Fatal(err)
-		}
-		var f engine.Effects
-		if err := eng.Handle(ctx, start.Next[0].Msg, &f); err != nil {
-			b.Fatal(err)
-		}
-		return &f
-	}
 	b.ReportAllocs()
 	completed := 0
 	for i := 0; b.Loop(); i++ {
-		if run(i).Completion != nil {
+		if runFirst(b, eng, wf, i).Completion != nil {
 			completed++
 		}
 	}

@@ -22,7 +22,7 @@ func TestJSONBound(t *testing.T) {
 		case k == 1:
 			return r.IntN(2) == 0
 		case k == 2:
-			return []float64{0, -0.0, 1e21, 1e-7, -math.MaxFloat64, math.SmallestNonzeroFloat64, 123456789.123456789}[r.IntN(7)]
+			return []float64{0, math.Copysign(0, -1), 1e21, 1e-7, -math.MaxFloat64, math.SmallestNonzeroFloat64, 123456789.123456789}[r.IntN(7)]
 		case k == 3:
 			return int64(math.MinInt64)
 		case k < 6 || depth > 4:
