@@ -187,12 +187,12 @@ func TestBatchesCarryEveryMessage(t *testing.T) {
 		t.Errorf("published %d execution messages in %d RabbitMQ messages, want %d in at most %d (the %d of one call in one)",
 			c.Messages, c.AMQP, publishers*each, publishers*each-(each-1), each)
 	}
-	select {
-	case d := <-got:
+	quiet := time.Now().Add(quietWindow)
+	for _, d := range arrivals(got, quiet) {
 		t.Errorf("unexpected delivery %s after all (redelivered %v)", d.ID, d.Redelivered)
-	case d := <-dead:
+	}
+	for _, d := range arrivals(dead, quiet) {
 		t.Errorf("dead letter %s: %s", d.ID, d.Reason)
-	case <-time.After(300 * time.Millisecond):
 	}
 }
 
@@ -225,10 +225,8 @@ func TestBatchMessagesSettleAlone(t *testing.T) {
 	if dls[0].ID != "m-3" || !strings.Contains(dls[0].Reason, "poison m-3") || dls[0].Topic != broker.Execution {
 		t.Errorf("dead letter %s from %s: %q; want m-3 from %s with its reason", dls[0].ID, dls[0].Topic, dls[0].Reason, broker.Execution)
 	}
-	select {
-	case s := <-got:
+	for _, s := range arrivals(got, time.Now().Add(quietWindow)) {
 		count[s]++
-	case <-time.After(300 * time.Millisecond):
 	}
 	if fmt.Sprint(count) != fmt.Sprint(want) {
 		t.Errorf("deliveries %v, want %v", count, want)
@@ -285,11 +283,8 @@ func TestCloseReturnsTheRestOfABatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	var msgs []broker.Message
-	want := map[string]bool{}
 	for i := range 4 {
-		m := execMessage(fmt.Sprintf("m-%d", i), "exec-1")
-		msgs = append(msgs, m)
-		want[m.ID] = true
+		msgs = append(msgs, execMessage(fmt.Sprintf("m-%d", i), "exec-1"))
 	}
 	mustPublish(t, b, msgs...)
 	acked, holding := make(chan string, 1), make(chan struct{})
@@ -320,21 +315,18 @@ func TestCloseReturnsTheRestOfABatch(t *testing.T) {
 	if err := <-done; !errors.Is(err, ErrClosed) {
 		t.Errorf("Consume returned %v, want ErrClosed", err)
 	}
-	delete(want, ackedID)
+	var unacked []string
+	for _, m := range msgs {
+		if m.ID != ackedID {
+			unacked = append(unacked, m.ID)
+		}
+	}
 
 	again := open(t, cfg)
 	got := consumeAll(t, again, broker.Execution, broker.ConsumeOptions{})
-	for len(want) > 0 {
-		d := next(t, got, fmt.Sprintf("%d remaining", len(want)))
-		if !want[d.ID] {
-			t.Fatalf("delivered %s, want one of %v (%s was acked)", d.ID, want, ackedID)
-		}
-		delete(want, d.ID)
-	}
-	select {
-	case d := <-got:
+	receiveEach(t, got, "the messages not acked ("+ackedID+" was)", unacked...)
+	for _, d := range arrivals(got, time.Now().Add(quietWindow)) {
 		t.Errorf("delivered %s again", d.ID)
-	case <-time.After(300 * time.Millisecond):
 	}
 }
 
@@ -364,18 +356,11 @@ func TestStatusBatchReachesEachFollower(t *testing.T) {
 	mustPublish(t, b, st("exec-b", 3), broker.Message{Topic: broker.Completion, ID: "exec-b-done", Key: "exec-b", Body: &message.Completion{
 		WorkflowID: "wf", ExecutionID: "exec-b", Status: message.CompletionCompleted, CompletedAt: time.Now()}})
 
-	want := map[string]bool{}
+	ids := []string{"exec-b-s3"}
 	for _, m := range msgs {
-		want[m.ID] = true
+		ids = append(ids, m.ID)
 	}
-	want["exec-b-s3"] = true
-	for len(want) > 0 {
-		d := next(t, all, "status queue")
-		if !want[d.ID] {
-			t.Fatalf("status queue: unexpected or repeated %s", d.ID)
-		}
-		delete(want, d.ID)
-	}
+	receiveEach(t, all, "status queue", ids...)
 	for _, key := range execs {
 		var got []string
 		for len(got) < 3 || (key == "exec-b" && len(got) < 5) {
@@ -415,12 +400,14 @@ func TestMalformedBatchDeadLetteredOnce(t *testing.T) {
 	if !bytes.Equal(d.Raw, garbage) || d.Topic != broker.Execution || !strings.Contains(d.Reason, "malformed batch") {
 		t.Errorf("dead letter: topic %s raw %q reason %q; want %s, the bytes published and why", d.Topic, d.Raw, d.Reason, broker.Execution)
 	}
-	select {
-	case d := <-dead:
+	// Longer than the others: a malformed batch that went round the
+	// dead-letter queue came back within it.
+	quiet := time.Now().Add(500 * time.Millisecond)
+	for _, d := range arrivals(dead, quiet) {
 		t.Errorf("dead letter delivered again: %q", d.Reason)
-	case d := <-got:
+	}
+	for _, d := range arrivals(got, quiet) {
 		t.Errorf("handler got %s", d.ID)
-	case <-time.After(500 * time.Millisecond):
 	}
 }
 
@@ -466,12 +453,12 @@ func TestStatusBatchFailureReturnsTheBatch(t *testing.T) {
 			t.Fatalf("follower got %v, then nothing", followed)
 		}
 	}
-	select {
-	case m := <-follow:
+	quiet := time.Now().Add(quietWindow)
+	for _, m := range arrivals(follow, quiet) {
 		t.Errorf("follower got %s again (after %v)", m.ID, followed)
-	case s := <-got:
+	}
+	for _, s := range arrivals(got, quiet) {
 		t.Errorf("status consumer got %s again", s)
-	case <-time.After(300 * time.Millisecond):
 	}
 }
 
@@ -504,14 +491,7 @@ func TestCompletionBatchRoutedAndReceipted(t *testing.T) {
 	if routed, err := b.CompletionRouted(ctx, "exec-never"); err != nil || routed {
 		t.Errorf("CompletionRouted(exec-never) = %v, %v; want false", routed, err)
 	}
-	want := map[string]bool{"exec-a-done": true, "exec-b-done": true, "exec-c-done": true}
-	for len(want) > 0 {
-		d := next(t, all, "completion queue")
-		if !want[d.ID] {
-			t.Fatalf("completion queue: unexpected or repeated %s", d.ID)
-		}
-		delete(want, d.ID)
-	}
+	receiveEach(t, all, "completion queue", "exec-a-done", "exec-b-done", "exec-c-done")
 	for _, key := range execs {
 		select {
 		case m := <-follows[key]:
@@ -522,9 +502,57 @@ func TestCompletionBatchRoutedAndReceipted(t *testing.T) {
 			t.Fatalf("follower of %s got nothing", key)
 		}
 	}
-	select {
-	case d := <-all:
+	for _, d := range arrivals(all, time.Now().Add(quietWindow)) {
 		t.Errorf("completion queue: %s again", d.ID)
-	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// receiveEach receives from ch until each of ids has come once; another id,
+// or one of them twice, fails t.
+func receiveEach(t *testing.T, ch <-chan *broker.Delivery, what string, ids ...string) {
+	t.Helper()
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	for len(want) > 0 {
+		d := next(t, ch, what)
+		if !want[d.ID] {
+			t.Fatalf("%s: unexpected or repeated %s", what, d.ID)
+		}
+		delete(want, d.ID)
+	}
+}
+
+// quietWindow is how long a test that has seen everything it expects waits
+// to see that nothing more comes (a redelivery, a second dead letter):
+// an absence has no event to wait on.
+const quietWindow = 300 * time.Millisecond
+
+// arrivals returns everything ch delivers until deadline, and what it
+// holds then.
+func arrivals[T any](ch <-chan T, deadline time.Time) []T {
+	var got []T
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for {
+		select { // first what is there already, even past the deadline
+		case v, ok := <-ch:
+			if !ok {
+				return got
+			}
+			got = append(got, v)
+			continue
+		default:
+		}
+		select {
+		case v, ok := <-ch:
+			if !ok {
+				return got
+			}
+			got = append(got, v)
+		case <-timer.C:
+			return got
+		}
 	}
 }

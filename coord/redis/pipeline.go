@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"slices"
-	"strings"
 	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -77,10 +76,10 @@ func (p *pipeline) run(ctx context.Context, script *goredis.Script, keys []strin
 			p.send()
 		}
 	}
-	if err := c.cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+	if goredis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
 		// Redis does not hold the script yet (first use, or after a
-		// restart): Run loads it.
-		return script.Run(ctx, p.client, keys, args...)
+		// restart): EVAL runs and caches it, as Script.Run's fallback does.
+		return script.Eval(ctx, p.client, keys, args...)
 	}
 	return c.cmd
 }
