@@ -73,7 +73,19 @@ type Config struct {
 	// Stall, for RunWatching: fail when no execution completes for this
 	// long (no worker running, say). Default 30s.
 	Stall time.Duration
+	// Starters, for RunWatching, is how many executions are being started
+	// at once, as a server taking triggers from many clients starts them.
+	// Default 64, at most InFlight. A start is a Redis round trip and a
+	// confirmed publish, and starts published while a confirm is awaited
+	// share a RabbitMQ message: too few starters hold the start rate, and
+	// the starts per RabbitMQ message, below what the workers could take
+	// (with 8, RabbitMQ's work per node of the fused chain was half as
+	// much again: docs/benchmarks.md, round 13).
+	Starters int
 }
+
+// DefaultStarters is Config.Starters' default.
+const DefaultStarters = 64
 
 // Result summarises a run.
 type Result struct {
@@ -101,6 +113,8 @@ type Result struct {
 	PeakRSS   uint64 `json:"peak_rss_bytes"`
 	Failed    int    `json:"failed_executions"`
 	GoMaxProc int    `json:"gomaxprocs"`
+	// Starters is RunWatching's Config.Starters, its default applied.
+	Starters int `json:"starters,omitempty"`
 }
 
 // Run drives cfg.Executions executions of wf through b (whose workers must be
@@ -203,6 +217,10 @@ func RunWatching(ctx context.Context, b broker.Broker, e *engine.Engine, wf *eng
 	if cfg.Stall <= 0 {
 		cfg.Stall = 30 * time.Second
 	}
+	if cfg.Starters <= 0 {
+		cfg.Starters = DefaultStarters
+	}
+	cfg.Starters = min(cfg.Starters, cfg.InFlight)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	runID := fmt.Sprintf("bench_%d_", time.Now().UnixNano())
@@ -280,7 +298,7 @@ func RunWatching(ctx context.Context, b broker.Broker, e *engine.Engine, wf *eng
 	// publish, and one at a time would hold the rate below the workers'.
 	var next atomic.Int64
 	var starters sync.WaitGroup
-	for range 8 {
+	for range cfg.Starters {
 		starters.Go(func() {
 			for {
 				i := int(next.Add(1) - 1)
@@ -360,6 +378,7 @@ wait:
 		PeakRSS:              PeakRSS(),
 		Failed:               failed,
 		GoMaxProc:            runtime.GOMAXPROCS(0),
+		Starters:             cfg.Starters,
 	}, nil
 }
 

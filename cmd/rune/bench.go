@@ -42,6 +42,7 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) error {
 	srv.flags(fs, env, true)
 	execs := fs.Int("executions", 0, fmt.Sprintf("executions to run (default %d embedded, %d distributed)", benchEmbeddedExecutions, benchDistributedExecutions))
 	inflight := fs.Int("inflight", 1000, "executions running at once")
+	starters := fs.Int("starters", bench.DefaultStarters, "distributed: executions being started at once (each a Redis round trip and a confirmed publish), at most --inflight")
 	nodes := fs.Int("nodes", 10, "set nodes per execution (a linear workflow)")
 	concurrency := fs.Int("concurrency", 0, "handlers per worker: the embedded worker's, the spawned workers' (their --concurrency), and the raw ceiling's per worker (default 32 × GOMAXPROCS, the worker default)")
 	prefetch := fs.Int("prefetch", 0, "distributed, with --spawn-workers: the workers' --prefetch (default: the worker default)")
@@ -50,7 +51,7 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) error {
 	rawHops := fs.Int("raw-hops", 0, "distributed: hops of the raw RabbitMQ ceiling (default: as many as node executions; negative: skip)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	chain := fs.String("chain", "set", "linear, distributed: the nodes of the chain, set (pure) or http (a GET of an HTTP server in this process per node, every node a hop); all: with --spawn-workers, the set chain fused, the set chain unfused (workers with --no-fuse) and the http chain in one run, then a table of the three")
-	base := fs.String("base", "", "with --chain all: first run this rune binary's bench (an earlier build) on the set chain with the same --executions, --inflight, --nodes, --concurrency, --prefetch and --spawn-workers, and report each chain's rate over it (× base)")
+	base := fs.String("base", "", "with --chain all: first run this rune binary's bench (an earlier build) on the set chain with the same --executions, --inflight, --nodes, --concurrency, --prefetch and --spawn-workers, and report each chain's rate over it (× base); it starts executions as that build does (builds before --starters: 8 at once)")
 	noFuse := fs.Bool("no-fuse", false, "distributed, with --spawn-workers: start the workers with --no-fuse (every node a hop of its own)")
 	compareMetrics := fs.Int("compare-metrics", 0, "linear, embedded: run this many rounds with instrumentation off, metrics on, and metrics and spans on (no exporter), in turn, and report node rate and CPU per node of each (0: off)")
 	mode := fs.String("mode", "linear", "linear (executions of set nodes), fanout (one split over --items items), timers (distributed: --executions waiting --wait each, started --start-rate per second, then a backlog of --pending timers), server (rune server on --postgres: triggers accepted per second over HTTP, trigger → first node latency, statuses persisted per second), webhooks (rune server on --postgres: signed webhook requests accepted per second into executions, replays starting none), or chaos (distributed: --executions of an http, split, aggregator and wait workflow on --spawn-workers workers and a scheduler, with a fault of --faults every --fault-every)")
@@ -163,7 +164,7 @@ the nodes).`)
 		}
 		o := distributedBench{
 			executions: *execs, inflight: *inflight, nodes: *nodes, concurrency: *concurrency, prefetch: *prefetch, noFuse: *noFuse, chain: *chain,
-			spawn: *spawn, idle: *idle, rawHops: *rawHops, asJSON: *asJSON, base: *base,
+			spawn: *spawn, idle: *idle, rawHops: *rawHops, asJSON: *asJSON, base: *base, starters: *starters,
 		}
 		if *chain == "all" {
 			return benchChains(ctx, env, srv, o)
@@ -204,6 +205,7 @@ the nodes).`)
 type distributedBench struct {
 	executions, inflight, nodes int
 	concurrency, prefetch       int
+	starters                    int
 	spawn, idle, rawHops        int
 	asJSON                      bool
 	// noFuse starts the spawned workers with --no-fuse.
@@ -334,7 +336,7 @@ func measureDistributed(ctx context.Context, env *cliEnv, srv *servers, o distri
 
 	fmt.Fprintf(env.stderr, "rune bench: %d executions of %d %s nodes, %d in flight, distributed runtime\n", o.executions, o.nodes, rep.Chain, o.inflight)
 	cpu := newCPUMeter(workers, srv)
-	rep.Throughput, err = bench.RunWatching(ctx, b, eng, wf, bench.Config{Executions: o.executions, InFlight: o.inflight, Progress: env.stderr})
+	rep.Throughput, err = bench.RunWatching(ctx, b, eng, wf, bench.Config{Executions: o.executions, InFlight: o.inflight, Starters: o.starters, Progress: env.stderr})
 	if err != nil {
 		return nil, workers.explain(err)
 	}
@@ -625,8 +627,8 @@ func (r *distributedReport) printRun(w io.Writer, nodes int) {
 	if r.Workers > 0 {
 		who = fmt.Sprintf("%d spawned worker(s)", r.Workers)
 	}
-	r.Throughput.Print(w, fmt.Sprintf("distributed runtime (RabbitMQ, Redis), linear workflow of %d %s nodes, %d in flight, %s, concurrency %d, prefetch %s",
-		nodes, r.Chain, r.InFlight, who, r.Concurrency, orDefault(r.Prefetch)))
+	r.Throughput.Print(w, fmt.Sprintf("distributed runtime (RabbitMQ, Redis), linear workflow of %d %s nodes, %d in flight (%d starting at once), %s, concurrency %d, prefetch %s",
+		nodes, r.Chain, r.InFlight, r.Throughput.Starters, who, r.Concurrency, orDefault(r.Prefetch)))
 	if r.HTTPCallP50 > 0 {
 		fmt.Fprintf(w, "  the HTTP call itself (200 GETs by the bench): p50 %s; from another process, 1 ms apart: p50 %s\n",
 			r.HTTPCallP50.Round(time.Microsecond), r.HTTPCallOtherP50.Round(time.Microsecond))
