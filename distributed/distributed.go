@@ -70,7 +70,7 @@ type Config struct {
 	// EffectsPool is the least number of Redis connections the records of
 	// sends (email, sms, http with idempotency_key) have to themselves; give
 	// a worker its concurrency, so that no record waits for a connection.
-	// Default 32 × GOMAXPROCS, a worker's default concurrency. Connections
+	// Default worker.DefaultConcurrency(), a worker's default concurrency. Connections
 	// are dialled only as sends need them.
 	EffectsPool int
 }

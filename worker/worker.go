@@ -30,8 +30,10 @@ type Config struct {
 	// Engine handles messages. Required.
 	Engine *engine.Engine
 	// Concurrency is how many messages are handled at once. Default
-	// 32 × GOMAXPROCS: a handler mostly waits (broker confirms, Redis, the
-	// nodes' own I/O); measured in docs/benchmarks.md.
+	// 128 × GOMAXPROCS: a handler mostly waits (broker confirms, Redis, the
+	// nodes' own I/O), and what handlers publish while a confirm is awaited
+	// shares RabbitMQ messages, so more handlers cost RabbitMQ less per node;
+	// measured in docs/benchmarks.md, round 13.
 	Concurrency int
 	// Prefetch is how many unacked messages the broker may hand over.
 	// Default 2 × Concurrency.
@@ -55,8 +57,8 @@ type Config struct {
 	Tracer *tracing.Tracer
 }
 
-// DefaultConcurrency is Config.Concurrency's default, 32 × GOMAXPROCS.
-func DefaultConcurrency() int { return 32 * runtime.GOMAXPROCS(0) }
+// DefaultConcurrency is Config.Concurrency's default, 128 × GOMAXPROCS.
+func DefaultConcurrency() int { return 128 * runtime.GOMAXPROCS(0) }
 
 func (c *Config) defaults() error {
 	if c.Broker == nil || c.Engine == nil {

@@ -44,7 +44,7 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) error {
 	inflight := fs.Int("inflight", 1000, "executions running at once")
 	starters := fs.Int("starters", bench.DefaultStarters, "distributed: executions being started at once (each a Redis round trip and a confirmed publish), at most --inflight")
 	nodes := fs.Int("nodes", 10, "set nodes per execution (a linear workflow)")
-	concurrency := fs.Int("concurrency", 0, "handlers per worker: the embedded worker's, the spawned workers' (their --concurrency), and the raw ceiling's per worker (default 32 × GOMAXPROCS, the worker default)")
+	concurrency := fs.Int("concurrency", 0, "handlers per worker: the embedded worker's, the spawned workers' (their --concurrency), and the raw ceiling's per worker (default 128 × GOMAXPROCS, the worker default)")
 	prefetch := fs.Int("prefetch", 0, "distributed, with --spawn-workers: the workers' --prefetch (default: the worker default)")
 	spawn := fs.Int("spawn-workers", 0, "distributed: start this many `rune worker` processes (this binary, same flags) for the run and stop them at the end")
 	idle := fs.Int("idle-executions", 200, "distributed: then run this many executions one at a time, for the per-node latency of an idle system (0: skip)")

@@ -167,7 +167,7 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 	fs.SetOutput(env.stderr)
 	var srv servers
 	srv.flags(fs, env, true)
-	concurrency := fs.Int("concurrency", 0, "messages handled at once (default 32 × GOMAXPROCS)")
+	concurrency := fs.Int("concurrency", 0, "messages handled at once (default 128 × GOMAXPROCS)")
 	prefetch := fs.Int("prefetch", 0, "unacked messages RabbitMQ may hand over (default 2 × concurrency)")
 	drain := fs.Duration("drain-timeout", 30*time.Second, "on SIGTERM, how long the messages in hand may run on")
 	fs.BoolVar(&srv.noFuse, "no-fuse", false, "run every node in a hop of its own (default: pure successors run in the hop of the node before them)")
