@@ -79,8 +79,8 @@ type Config struct {
 	// confirmed publish, and starts published while a confirm is awaited
 	// share a RabbitMQ message: too few starters hold the start rate, and
 	// the starts per RabbitMQ message, below what the workers could take
-	// (with 8, RabbitMQ's work per node of the fused chain was half as
-	// much again: docs/benchmarks.md, round 13).
+	// (with 8, RabbitMQ did about 1.6 times the work per node of the fused
+	// chain: docs/benchmarks.md, round 13).
 	Starters int
 }
 
