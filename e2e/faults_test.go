@@ -255,9 +255,12 @@ func (r *faultRun) check() {
 		t.Logf("%d completion(s) whose confirm was lost found in RabbitMQ's receipts, not published again", routed)
 	}
 	if r.cs.dups > window {
-		problems = append(problems, fmt.Sprintf("%d duplicate completion message(s), %d of them from the window between publish and record", r.cs.dups, window))
+		problems = append(problems, fmt.Sprintf("%d duplicate completion message(s), %d of them from the window between publish and record (executions: %v)", r.cs.dups, window, r.cs.dupExecs))
 	} else if r.cs.dups > 0 {
 		t.Logf("%d duplicate completion(s), identical, each published again in the window between RabbitMQ accepting it and its record", r.cs.dups)
+	}
+	if r.cs.redelivered > 0 {
+		t.Logf("%d completion(s) delivered again to the test's consumer, which lost its connection before acking them", r.cs.redelivered)
 	}
 	problems = append(problems, r.cs.mismatches...)
 	r.cs.mu.Unlock()
