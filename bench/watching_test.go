@@ -20,7 +20,7 @@ type startGate struct {
 
 	mu       sync.Mutex
 	cur, max int
-	filled   bool
+	fill     sync.Once
 	full     chan struct{} // closed when want starts are waiting
 	open     chan struct{} // closed when the first wave may go
 }
@@ -49,9 +49,8 @@ func (g *startGate) Publish(ctx context.Context, msgs ...broker.Message) broker.
 	g.mu.Lock()
 	g.cur++
 	g.max = max(g.max, g.cur)
-	if g.cur == g.want && !g.filled {
-		g.filled = true
-		close(g.full)
+	if g.cur == g.want {
+		g.fill.Do(func() { close(g.full) })
 	}
 	g.mu.Unlock()
 	<-g.open

@@ -379,11 +379,12 @@ type completions struct {
 	first map[string]*message.Completion
 	order []string
 	// dups counts completion messages for an id already seen, delivered
-	// for the first time; redelivered those delivered again (this
-	// consumer's connection was lost before it acked them: a broker
-	// restart), which are not second messages. retimed counts those of
-	// either that differ from the first only in completed_at or
-	// total_duration_ms; mismatches those that differ in anything else.
+	// for the first time; redelivered those RabbitMQ delivered again
+	// because this consumer's connection was lost before it acked them (a
+	// broker restart): the same message again, unless a second copy's
+	// first delivery was lost the same way. retimed counts those of either
+	// that differ from the first only in completed_at or total_duration_ms;
+	// mismatches those that differ in anything else.
 	dups        int
 	redelivered int
 	dupExecs    []string // the executions of dups, once per duplicate
