@@ -7,6 +7,7 @@ package coord
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/rune-org/rune/message"
 )
@@ -67,7 +68,12 @@ type Coordinator interface {
 	// completion waiting for the timer's due time. Park reports whether exec
 	// is halted, unknown or ended: then it records nothing, and the caller
 	// wakes the timer itself. Parking an id twice records it once.
-	Park(ctx context.Context, exec, id string) (wake bool, err error)
+	//
+	// due is when the timer fires. A coordinator whose state of a live
+	// execution expires (coord/redis: its TTL after the last activity)
+	// keeps every key of exec at least until due plus that TTL, so the
+	// branch finds its execution when it resumes, however long it waited.
+	Park(ctx context.Context, exec, id string, due time.Time) (wake bool, err error)
 
 	// Parked returns the ids Park recorded for exec that have not finished
 	// since, in no particular order (none for an unknown execution).
@@ -129,6 +135,12 @@ type Finish struct {
 	// Optimistic is set when the caller did not call Begin for this message
 	// (see Coordinator.Finish).
 	Optimistic bool
+	// Hold, when not zero, is the latest time something this message
+	// leads to is held back until: a successor published with a delay (a
+	// retry's backoff) or the deadline of a barrier's timeout it armed. A
+	// coordinator whose state of a live execution expires keeps it at
+	// least until Hold plus its TTL, as Park does for a due time.
+	Hold time.Time
 	// IfLast asks Finish to record the message only if that ends the
 	// execution: Spawned is 0 and no other message is live. Otherwise
 	// Finish changes nothing and returns Outcome.NotLast. Begin's checks

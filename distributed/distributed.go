@@ -31,7 +31,9 @@ type Config struct {
 	// RedisURL is Redis's URL, or a Redis Cluster's (coordredis.Open:
 	// "?cluster=true" or several comma-separated hosts; "&shards=N" spreads
 	// the timers and the definitions over N hash tags, default 16 on a
-	// cluster). Required.
+	// cluster; "&ttl=D" is how long an execution's state outlives its last
+	// activity and the due time of what it waits for, default 7 days).
+	// Required.
 	RedisURL string
 	// Prefix isolates deployments (and tests) sharing servers: queues and
 	// exchanges are named "<Prefix>.workflow.execution" and so on, Redis keys
@@ -119,7 +121,7 @@ func Connect(ctx context.Context, cfg Config) (*Runtime, error) {
 	r := &Runtime{
 		Broker:   b,
 		Redis:    rc,
-		Coord:    coordredis.New(rc, coordredis.Options{Prefix: kprefix}),
+		Coord:    coordredis.New(rc, coordredis.Options{Prefix: kprefix, TTL: conn.TTL}),
 		Barriers: coordredis.NewBarriers(rc, coordredis.BarrierOptions{Prefix: kprefix, Shards: conn.Shards}),
 		Timers:   coordredis.NewTimers(rc, coordredis.TimerOptions{Prefix: kprefix, Shards: conn.Shards}),
 	}
@@ -149,10 +151,12 @@ func Connect(ctx context.Context, cfg Config) (*Runtime, error) {
 		Coord:            r.Coord,
 		Barriers:         r.Barriers,
 		Timers:           r.Timers,
-		Blobs:            coordredis.NewBlobs(rc, coordredis.BlobOptions{Prefix: kprefix}),
-		// Definitions outlive the longest wait; there are few of them.
-		// On a cluster they are spread over its masters (conn.Shards).
-		Definitions: coordredis.NewBlobs(rc, coordredis.BlobOptions{Prefix: kprefix, TTL: 400 * 24 * time.Hour, Shards: conn.Shards}),
+		// One shard: the Coordinator keeps it with the execution's keys.
+		Blobs: coordredis.NewBlobs(rc, coordredis.BlobOptions{Prefix: kprefix, TTL: conn.TTL}),
+		// Definitions outlive the longest wait and the state of its
+		// execution; there are few of them. On a cluster they are spread
+		// over its masters (conn.Shards).
+		Definitions: coordredis.NewBlobs(rc, coordredis.BlobOptions{Prefix: kprefix, TTL: definitionsTTL(conn.TTL), Shards: conn.Shards}),
 		Secrets:     cfg.Secrets,
 		Logger:      cfg.Logger,
 		Metrics:     cfg.Metrics,
@@ -163,6 +167,13 @@ func Connect(ctx context.Context, cfg Config) (*Runtime, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// definitionsTTL is how long the workflow definitions outlive their last
+// use (a frozen wait's, every Put): the longest wait docs/dsl.md allows (366
+// days) plus the execution's TTL, and never less than 400 days.
+func definitionsTTL(ttl time.Duration) time.Duration {
+	return max(400*24*time.Hour, 366*24*time.Hour+ttl)
 }
 
 // DurabilityWarnings says what in Redis's configuration would lose timers.

@@ -207,7 +207,7 @@ func (s *step) suspend(ctx context.Context, due time.Time) error {
 	}
 	// Parked, a halt wakes it (see wakeParked); halted already, it wakes
 	// now, to be dropped rather than hold the completion until due.
-	wake, err := s.e.cfg.Coord.Park(ctx, s.m.ExecutionID, id)
+	wake, err := s.e.cfg.Coord.Park(ctx, s.m.ExecutionID, id, due)
 	if err != nil {
 		return fmt.Errorf("engine: park message %s: %w", s.m.MessageID, err)
 	}
@@ -365,6 +365,22 @@ type effects struct {
 	timeouts []*message.Timeout
 	end      map[string]any
 	halt     *message.Failure
+}
+
+// hold is how long the execution must be kept for what f holds back: its
+// successors' delay (a retry's backoff) and the deadlines of the barrier
+// timeouts it arms (coord.Finish.Hold); zero when nothing is held back.
+func (f *effects) hold(now time.Time) time.Time {
+	var h time.Time
+	if f.delay > 0 && len(f.next) > 0 {
+		h = now.Add(f.delay)
+	}
+	for _, t := range f.timeouts {
+		if t.Deadline.After(h) {
+			h = t.Deadline
+		}
+	}
+	return h
 }
 
 func (f *effects) endWith(ctx map[string]any) {
@@ -591,7 +607,7 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
 		// remove it (see HandleTimeout).
 		spawned++
 	}
-	fin := coord.Finish{Spawned: spawned, Record: rec, End: f.end, Halt: f.halt, Optimistic: s.unchecked}
+	fin := coord.Finish{Spawned: spawned, Record: rec, End: f.end, Halt: f.halt, Optimistic: s.unchecked, Hold: f.hold(s.e.cfg.Now())}
 	early, finished, err := s.statusesFirst(ctx, f, fin)
 	if err != nil || early == done {
 		return err

@@ -195,12 +195,12 @@ type haltBeforePark struct {
 	once sync.Once
 }
 
-func (c *haltBeforePark) Park(ctx context.Context, exec, id string) (bool, error) {
+func (c *haltBeforePark) Park(ctx context.Context, exec, id string, due time.Time) (bool, error) {
 	c.once.Do(func() {
 		// A message that spawns one keeps the count; its Halt halts.
 		_, _ = c.Finish(ctx, exec, "halter", coord.Finish{Spawned: 1, Halt: &message.Failure{NodeID: "other", Error: message.Error{Code: "E", Message: "boom"}}})
 	})
-	return c.Coordinator.Park(ctx, exec, id)
+	return c.Coordinator.Park(ctx, exec, id, due)
 }
 
 // A branch that suspends in an execution halted meanwhile wakes its own

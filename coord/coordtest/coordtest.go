@@ -508,7 +508,7 @@ func testPark(t *testing.T, c coord.Coordinator) {
 	ctx := ctxFor(t)
 	park := func(id string, wantWake bool) {
 		t.Helper()
-		wake, err := c.Park(ctx, exec, id)
+		wake, err := c.Park(ctx, exec, id, time.Now().Add(time.Hour))
 		if err != nil || wake != wantWake {
 			t.Fatalf("Park(%q) = %v, %v; want %v", id, wake, err, wantWake)
 		}
@@ -536,7 +536,7 @@ func testPark(t *testing.T, c coord.Coordinator) {
 	notLast(t, "Finish h (halt)", finish(t, c, exec, "h", coord.Finish{Halt: &message.Failure{NodeID: "h", Error: message.Error{Message: "boom", Code: "E"}}}))
 	park("w3", true) // halted: not recorded
 	parked("w2")
-	if wake, err := c.Park(ctx, "exec-never-started", "x"); err != nil || !wake {
+	if wake, err := c.Park(ctx, "exec-never-started", "x", time.Now()); err != nil || !wake {
 		t.Fatalf("Park in an unknown execution = %v, %v; want wake", wake, err)
 	}
 }

@@ -165,8 +165,9 @@ func (c *Coordinator) Begin(_ context.Context, exec, id string) (coord.Begin, er
 	return coord.Begin{State: coord.Run}, nil
 }
 
-// Park implements coord.Coordinator.
-func (c *Coordinator) Park(_ context.Context, exec, id string) (bool, error) {
+// Park implements coord.Coordinator. A live execution's state here never
+// expires, so due changes nothing.
+func (c *Coordinator) Park(_ context.Context, exec, id string, _ time.Time) (bool, error) {
 	e := c.lookup(exec)
 	if e == nil {
 		return true, nil

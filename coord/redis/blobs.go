@@ -1,6 +1,8 @@
 package redis
 
 import (
+	_ "embed"
+
 	"context"
 	"errors"
 	"fmt"
@@ -19,7 +21,10 @@ type BlobOptions struct {
 	// '}', which would move the hash tag.
 	Prefix string
 	// TTL is how long an execution's blobs outlive its last Put, in case it
-	// is never released. Default 7 days, as an execution's state.
+	// is never released. Default 7 days, as an execution's state. A Put
+	// never shortens it: with one shard the Coordinator (same Prefix) keeps
+	// the hash with the execution's other keys, past a parked timer's due
+	// time, and lets it go Retain after the execution ended.
 	TTL time.Duration
 	// Shards is how many hashes (each with a hash tag of its own, so each
 	// its own Redis Cluster slot) an execution's blobs are spread over, by a
@@ -32,16 +37,22 @@ type BlobOptions struct {
 
 // Blobs implements coord.Blobs on Redis: the blobs of execution X are the
 // fields of one hash, <prefix>:{X}:blobs (ref -> data), so Release is one
-// DEL. Its TTL is refreshed by every Put. With BlobOptions.Shards n > 1, a
+// DEL. Every Put makes its TTL at least BlobOptions.TTL (put.lua). With BlobOptions.Shards n > 1, a
 // blob is in <prefix>:{X}:blobs when its ref's shard is 0, else in
 // <prefix>:{X/i}:blobs.i (i its shard), and Release deletes all n in one
 // pipeline.
 type Blobs struct {
 	client goredis.UniversalClient
 	prefix string
-	ttl    time.Duration
+	ttl    string // milliseconds, as put.lua takes them
 	shards int
 }
+
+var (
+	//go:embed put.lua
+	putLua    string
+	putScript = goredis.NewScript(putLua)
+)
 
 var _ coord.Blobs = (*Blobs)(nil)
 
@@ -53,7 +64,7 @@ func NewBlobs(client goredis.UniversalClient, opts BlobOptions) *Blobs {
 		panic(fmt.Sprintf("coord/redis: BlobOptions.Shards is negative (%d)", opts.Shards))
 	}
 	return &Blobs{client: client, prefix: keyPrefix("BlobOptions", opts.Prefix),
-		ttl: orDefault("BlobOptions.TTL", opts.TTL, DefaultTTL), shards: max(opts.Shards, 1)}
+		ttl: millis(orDefault("BlobOptions.TTL", opts.TTL, DefaultTTL)), shards: max(opts.Shards, 1)}
 }
 
 // key is the hash of exec's blob ref.
@@ -76,22 +87,16 @@ func (b *Blobs) shardKey(exec string, i int) string {
 	return b.prefix + ":{" + exec + "/" + n + "}:blobs." + n
 }
 
-// Put implements coord.Blobs. It is one round trip (MULTI: HSETNX, PEXPIRE).
+// Put implements coord.Blobs. It is one round trip (put.lua).
 func (b *Blobs) Put(ctx context.Context, exec string, data []byte) (string, error) {
 	if exec == "" {
 		return "", errors.New("coord/redis: Put blob: empty execution id")
 	}
 	ref := coord.BlobRef(data)
-	key := b.key(exec, ref)
 	if data == nil {
 		data = []byte{}
 	}
-	_, err := b.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-		p.HSetNX(ctx, key, ref, data)
-		p.PExpire(ctx, key, b.ttl)
-		return nil
-	})
-	if err != nil {
+	if err := putScript.Run(ctx, b.client, []string{b.key(exec, ref)}, ref, data, b.ttl).Err(); err != nil {
 		return "", fmt.Errorf("coord/redis: Put blob %q exec %q: %w", ref, exec, err)
 	}
 	return ref, nil

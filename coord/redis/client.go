@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
@@ -31,11 +32,15 @@ type Connection struct {
 	// parameter, default 1 on a single Redis and DefaultClusterShards on a
 	// cluster.
 	Shards int
+	// TTL is the URL's ttl parameter, default DefaultTTL: how long an
+	// execution's coordination state outlives its last activity and what
+	// it holds back (Options.TTL), and its large values (BlobOptions.TTL).
+	TTL time.Duration
 	// Addrs are the addresses Client was given (for messages).
 	Addrs []string
 }
 
-// Open opens a client of rawURL, go-redis's URL form plus two parameters
+// Open opens a client of rawURL, go-redis's URL form plus three parameters
 // of Rune's:
 //
 //	redis://host:6379/0                        one Redis
@@ -43,6 +48,8 @@ type Connection struct {
 //	redis://host1:6379,host2:6379,host3:6379   a Redis Cluster (several nodes)
 //	redis://host1:6379?addr=host2:6379         a Redis Cluster (go-redis's form)
 //	...&shards=N                               the Shards (see Connection)
+//	...&ttl=30s                                the TTL (see Connection): a Go
+//	                                           duration, or days ("7d")
 //
 // A cluster URL takes go-redis's ClusterOptions parameters and no database
 // number. Open does not connect: the first command does.
@@ -92,6 +99,13 @@ func OpenPool(rawURL string, minPool int) (*Connection, error) {
 		}
 	}
 	q.Del("shards")
+	ttl := DefaultTTL
+	if q.Has("ttl") {
+		if ttl, err = parseTTL(q.Get("ttl")); err != nil {
+			return nil, err
+		}
+	}
+	q.Del("ttl")
 	u.RawQuery = q.Encode()
 	if !cluster {
 		opts, err := goredis.ParseURL(u.String())
@@ -100,7 +114,7 @@ func OpenPool(rawURL string, minPool int) (*Connection, error) {
 		}
 		opts.PoolSize = poolAtLeast(opts.PoolSize, 10, minPool)
 		opts.MaintNotificationsConfig = maintenanceOff()
-		return &Connection{Client: goredis.NewClient(opts), Shards: shards, Addrs: []string{opts.Addr}}, nil
+		return &Connection{Client: goredis.NewClient(opts), Shards: shards, TTL: ttl, Addrs: []string{opts.Addr}}, nil
 	}
 	if strings.Trim(u.Path, "/") != "" {
 		return nil, fmt.Errorf("redis URL: database %q: a Redis Cluster has only database 0", strings.Trim(u.Path, "/"))
@@ -112,7 +126,26 @@ func OpenPool(rawURL string, minPool int) (*Connection, error) {
 	}
 	opts.PoolSize = poolAtLeast(opts.PoolSize, 5, minPool)
 	opts.MaintNotificationsConfig = maintenanceOff()
-	return &Connection{Client: goredis.NewClusterClient(opts), Cluster: true, Shards: shards, Addrs: opts.Addrs}, nil
+	return &Connection{Client: goredis.NewClusterClient(opts), Cluster: true, Shards: shards, TTL: ttl, Addrs: opts.Addrs}, nil
+}
+
+// parseTTL reads the URL's ttl parameter: a Go duration ("30s", "168h") or
+// a whole number of days ("7d"), at least a millisecond.
+func parseTTL(v string) (time.Duration, error) {
+	var d time.Duration
+	var err error
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		var n int
+		if n, err = strconv.Atoi(days); err == nil && n > 0 && n <= 100*365 {
+			d = time.Duration(n) * 24 * time.Hour
+		}
+	} else {
+		d, err = time.ParseDuration(v)
+	}
+	if err != nil || d < time.Millisecond {
+		return 0, fmt.Errorf("redis URL: parameter ttl=%q: want a positive duration such as 30s, 168h or 7d", v)
+	}
+	return d, nil
 }
 
 // maintenanceOff turns go-redis's maintenance notifications off (Open's

@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -17,13 +18,16 @@ func TestOpen(t *testing.T) {
 		cluster bool
 		shards  int
 		addrs   string
+		ttl     time.Duration
 	}{
-		{"redis://127.0.0.1:6379/0", false, 1, "127.0.0.1:6379"},
-		{"redis://127.0.0.1:6379/0?shards=4", false, 4, "127.0.0.1:6379"},
-		{"redis://h1:7000?cluster=true", true, redis.DefaultClusterShards, "h1:7000"},
-		{"redis://h1:7000,h2:7001,h3:7002", true, redis.DefaultClusterShards, "h1:7000 h2:7001 h3:7002"},
-		{"redis://h1:7000?addr=h2:7001&shards=3", true, 3, "h1:7000 h2:7001"},
-		{"redis://u:pw@h1:7000,h2:7001/?dial_timeout=3s", true, redis.DefaultClusterShards, "h1:7000 h2:7001"},
+		{"redis://127.0.0.1:6379/0", false, 1, "127.0.0.1:6379", redis.DefaultTTL},
+		{"redis://127.0.0.1:6379/0?shards=4", false, 4, "127.0.0.1:6379", redis.DefaultTTL},
+		{"redis://127.0.0.1:6379/0?ttl=30s", false, 1, "127.0.0.1:6379", 30 * time.Second},
+		{"redis://127.0.0.1:6379/0?shards=2&ttl=14d", false, 2, "127.0.0.1:6379", 14 * 24 * time.Hour},
+		{"redis://h1:7000?cluster=true", true, redis.DefaultClusterShards, "h1:7000", redis.DefaultTTL},
+		{"redis://h1:7000,h2:7001,h3:7002?ttl=3s", true, redis.DefaultClusterShards, "h1:7000 h2:7001 h3:7002", 3 * time.Second},
+		{"redis://h1:7000?addr=h2:7001&shards=3&ttl=1h30m", true, 3, "h1:7000 h2:7001", 90 * time.Minute},
+		{"redis://u:pw@h1:7000,h2:7001/?dial_timeout=3s", true, redis.DefaultClusterShards, "h1:7000 h2:7001", redis.DefaultTTL},
 	} {
 		conn, err := redis.Open(c.url)
 		if err != nil {
@@ -31,8 +35,22 @@ func TestOpen(t *testing.T) {
 			continue
 		}
 		conn.Client.Close()
-		if conn.Cluster != c.cluster || conn.Shards != c.shards || strings.Join(conn.Addrs, " ") != c.addrs {
-			t.Errorf("Open(%q) = cluster %v, shards %d, addrs %v; want %v, %d, %s", c.url, conn.Cluster, conn.Shards, conn.Addrs, c.cluster, c.shards, c.addrs)
+		if conn.Cluster != c.cluster || conn.Shards != c.shards || strings.Join(conn.Addrs, " ") != c.addrs || conn.TTL != c.ttl {
+			t.Errorf("Open(%q) = cluster %v, shards %d, addrs %v, ttl %v; want %v, %d, %s, %v",
+				c.url, conn.Cluster, conn.Shards, conn.Addrs, conn.TTL, c.cluster, c.shards, c.addrs, c.ttl)
+		}
+	}
+	// An invalid ttl is refused, naming the parameter.
+	for _, bad := range []string{"ttl=", "ttl=0", "ttl=-3s", "ttl=3", "ttl=soon", "ttl=0d", "ttl=1.5d", "ttl=500us"} {
+		u := "redis://u:secretpw@127.0.0.1:6379/0?" + bad
+		conn, err := redis.Open(u)
+		if err == nil {
+			conn.Client.Close()
+			t.Errorf("Open(%q): no error", u)
+			continue
+		}
+		if !strings.Contains(err.Error(), "parameter ttl=") || strings.Contains(err.Error(), "secretpw") {
+			t.Errorf("Open(%q): error %q, want one naming parameter ttl and not the password", u, err)
 		}
 	}
 	for _, bad := range []string{

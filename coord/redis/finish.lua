@@ -6,10 +6,13 @@
 -- KEYS[4] parked set: ids waiting in the timer store (park.lua)
 -- KEYS[5] closed hash: closed barriers' markers (arrive.lua), expired here
 --         with the rest
+-- KEYS[6] blobs hash: the execution's large values (Blobs), expired here
+--         with the rest (Blobs deletes it once the completion is out)
 -- ARGV[1] id, ARGV[2] spawned, ARGV[3] record, ARGV[4] halt JSON or "",
 -- ARGV[5] TTL ms, ARGV[6] retain ms, ARGV[7] "1" when optimistic (no Begin
 -- before), ARGV[8] "1" when only the execution's last message is to be
--- recorded (IfLast), then ARGV[9..] End key, JSON value pairs.
+-- recorded (IfLast), ARGV[9] ms until the hold (Finish.Hold; "0": none, see
+-- keep.lua), then ARGV[10..] End key, JSON value pairs.
 -- Returns {-1} unknown execution, {-2} ended and id is new; when optimistic
 -- {2, record} finished before (replay it), {3} halted (drop it); with IfLast
 -- {4} when id would not end the execution (nothing recorded); else
@@ -28,7 +31,7 @@ local function ending(dup, published)
   return reply
 end
 
-local m = redis.call('HMGET', meta, 'live', 'last', 'published')
+local m = redis.call('HMGET', meta, 'live', 'last', 'published', 'hold')
 if not m[1] then
   return {-1}
 end
@@ -64,14 +67,16 @@ if ARGV[4] ~= '' then
   redis.call('HSETNX', meta, 'halt', ARGV[4])
 end
 -- One HSET per key: unpack would hit Lua's stack limit on a large End.
-for i = 9, #ARGV, 2 do
+for i = 10, #ARGV, 2 do
   redis.call('HSET', ctx, ARGV[i], ARGV[i + 1])
 end
 local live = redis.call('HINCRBY', meta, 'live', tonumber(ARGV[2]) - 1)
 if live > 0 then
-  -- Refreshed on every Finish: wait nodes may pause an execution for days.
+  -- Refreshed on every Finish, never to less than what a parked timer, a
+  -- delayed successor or an open barrier needs (keep.lua).
+  local ttl = keep(meta, m[4], ARGV[9], ARGV[5])
   for i = 1, #KEYS do
-    redis.call('PEXPIRE', KEYS[i], ARGV[5])
+    redis.call('PEXPIRE', KEYS[i], ttl)
   end
   return {0, 0, 0}
 end

@@ -13,10 +13,15 @@
 //	<prefix>:{X}:parked set: ids of branches suspended in a wait (Park)
 //	<prefix>:{X}:closed hash: the closed markers of X's barriers (Barriers
 //	                   writes it; it expires with the other keys)
+//	<prefix>:{X}:blobs hash: X's large values (Blobs with one shard, the
+//	                   same Prefix, writes it; it expires with the other
+//	                   keys too)
 //
 // They share the {X} hash tag, so a script's keys live in one slot and the
-// scripts work on Redis Cluster. All of them expire: TTL after the last Start
-// or Finish while the execution is live, Retain after it ended.
+// scripts work on Redis Cluster. All of them expire: while the execution is
+// live, TTL after its last Start, Finish or Park, and never before TTL after
+// the latest time it holds something back until (meta's hold: a parked
+// timer's due time, Finish.Hold; keep.lua); Retain after it ended.
 package redis
 
 import (
@@ -48,8 +53,11 @@ type Options struct {
 	// Prefix starts every key. Default "rune". It must not contain '{' or
 	// '}', which would move the hash tag.
 	Prefix string
-	// TTL is how long a live execution's state outlives its last Start or
-	// Finish. Default 7 days: wait nodes may pause an execution for days.
+	// TTL is how long a live execution's state outlives its last activity
+	// (Start, Finish, Park), and the latest time it holds something back
+	// until: a parked timer's due time (Park), a delayed successor or a
+	// barrier's deadline (Finish.Hold). Default 7 days. The Redis URL's ttl
+	// parameter sets it (Connection.TTL).
 	TTL time.Duration
 	// Retain is how long an ended execution's state is kept, so that
 	// redeliveries still Replay and the completer's duplicate Finish still
@@ -58,6 +66,8 @@ type Options struct {
 }
 
 var (
+	//go:embed keep.lua
+	keepLua string
 	//go:embed start.lua
 	startLua string
 	//go:embed begin.lua
@@ -71,8 +81,8 @@ var (
 
 	startScript     = goredis.NewScript(startLua)
 	beginScript     = goredis.NewScript(beginLua)
-	finishScript    = goredis.NewScript(finishLua)
-	parkScript      = goredis.NewScript(parkLua)
+	finishScript    = goredis.NewScript(keepLua + finishLua)
+	parkScript      = goredis.NewScript(keepLua + parkLua)
 	publishedScript = goredis.NewScript(publishedLua)
 )
 
@@ -139,10 +149,19 @@ func (c *Coordinator) Ping(ctx context.Context) error {
 	return nil
 }
 
-// keys returns exec's meta, done and ctx keys.
+// keys returns exec's meta, done, ctx, parked, closed and blobs keys.
 func (c *Coordinator) keys(exec string) []string {
 	base := c.prefix + ":{" + exec + "}:"
-	return []string{base + "meta", base + "done", base + "ctx", base + "parked", base + "closed"}
+	return []string{base + "meta", base + "done", base + "ctx", base + "parked", base + "closed", base + "blobs"}
+}
+
+// ahead is the whole milliseconds from now until t, for keep.lua: "0" when
+// t is zero or past (nothing held back).
+func ahead(t time.Time) string {
+	if t.IsZero() {
+		return "0"
+	}
+	return strconv.FormatInt(max(time.Until(t).Milliseconds(), 0), 10)
 }
 
 // Start implements coord.Coordinator.
@@ -202,9 +221,9 @@ func (c *Coordinator) Finish(ctx context.Context, exec, id string, f coord.Finis
 			return coord.Outcome{}, where("encode Record: %w", err)
 		}
 	}
-	args := make([]any, 8, 8+2*len(f.End))
+	args := make([]any, 9, 9+2*len(f.End))
 	args[0], args[1], args[2], args[4], args[5] = id, f.Spawned, rec, c.ttl, c.retain
-	args[3], args[6], args[7] = "", "0", "0"
+	args[3], args[6], args[7], args[8] = "", "0", "0", ahead(f.Hold)
 	if f.Optimistic {
 		args[6] = "1"
 	}
@@ -236,13 +255,13 @@ func (c *Coordinator) Finish(ctx context.Context, exec, id string, f coord.Finis
 	return o, nil
 }
 
-// Park implements coord.Coordinator.
-func (c *Coordinator) Park(ctx context.Context, exec, id string) (bool, error) {
+// Park implements coord.Coordinator: every key of exec is kept at least
+// until due plus the TTL.
+func (c *Coordinator) Park(ctx context.Context, exec, id string, due time.Time) (bool, error) {
 	if exec == "" {
 		return true, nil // never started
 	}
-	k := c.keys(exec)
-	wake, err := c.pipe.run(ctx, parkScript, []string{k[0], k[3]}, id, c.ttl).Int()
+	wake, err := c.pipe.run(ctx, parkScript, c.keys(exec), id, c.ttl, ahead(due)).Int()
 	if err != nil {
 		return false, fmt.Errorf("coord/redis: Park exec %q id %q: %w", exec, id, err)
 	}
