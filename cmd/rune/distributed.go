@@ -55,7 +55,7 @@ type servers struct {
 func (s *servers) flags(fs *flag.FlagSet, env *cliEnv, needRedis bool) {
 	fs.StringVar(&s.amqpURL, "amqp", env.getenv("RUNE_AMQP_URL"), "RabbitMQ URL (env RUNE_AMQP_URL), e.g. amqp://guest:guest@127.0.0.1:5672/")
 	if needRedis {
-		fs.StringVar(&s.redisURL, "redis", env.getenv("RUNE_REDIS_URL"), "Redis URL (env RUNE_REDIS_URL), e.g. redis://127.0.0.1:6379/0; a Redis Cluster: redis://host1:6379,host2:6379?shards=16 or ?cluster=true")
+		fs.StringVar(&s.redisURL, "redis", env.getenv("RUNE_REDIS_URL"), "Redis URL (env RUNE_REDIS_URL), e.g. redis://127.0.0.1:6379/0; a Redis Cluster: redis://host1:6379,host2:6379?shards=16 or ?cluster=true; &ttl=7d: how long an execution's state outlives its last activity and what it waits for")
 	}
 	fs.StringVar(&s.prefix, "prefix", env.getenv("RUNE_PREFIX"), "prefix of every queue, exchange and Redis key (env RUNE_PREFIX); isolates deployments sharing servers")
 	fs.StringVar(&s.queueType, "queue-type", orString(env.getenv("RUNE_QUEUE_TYPE"), amqp.QueueClassic), "type of the durable RabbitMQ queues (env RUNE_QUEUE_TYPE): classic or quorum (replicated; no priorities; see docs/scaling.md); a queue cannot change type in place")
