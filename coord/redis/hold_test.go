@@ -43,7 +43,7 @@ func testHold(t *testing.T, client goredis.UniversalClient, prefix string) {
 	base := prefix + ":{" + exec + "}:"
 	keys := []string{"meta", "done", "ctx", "parked", "closed", "blobs"}
 
-	// between checks that every key's TTL is in (lo, hi]: -1 (no TTL)
+	// check checks that every key's TTL is in (lo, hi]: -1 (no TTL)
 	// fails, and -2 (no key) unless gone is allowed.
 	check := func(when string, lo, hi time.Duration, gone bool) {
 		t.Helper()
