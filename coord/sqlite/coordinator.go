@@ -125,70 +125,88 @@ func (c *Coordinator) Finish(ctx context.Context, exec, id string, f coord.Finis
 	return r.o, nil
 }
 
-// finish is Finish's write; it fills r.
+// finish is Finish's write; it fills r. The usual Finish (a new id of a
+// live execution) takes two statements: the insert of id, and the
+// accounting, which also says whether the rules let it count; anything
+// else (a duplicate, an ended or halted execution, IfLast not last) reads
+// the execution first (finishSlow).
 func (c *Coordinator) finish(tx *sql.Tx, exec, id string, f coord.Finish, rec []byte, halt any, end []endKV, r *finished) error {
-	var (
-		live, parked                      int
-		halted, isLast, published, wasFin bool
-		stored                            []byte
-	)
-	err := c.s.stmt(tx, "exec_finish_lookup").QueryRow(exec, id).Scan(&live, &halted, &isLast, &published, &parked, &wasFin, &stored)
+	n, err := affected(c.s.stmt(tx, "done_insert").Exec(exec, id, rec))
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return c.finishSlow(tx, exec, id, f, r) // finished before
+	}
+	var live, parked int
+	err = c.s.stmt(tx, "exec_account").QueryRow(exec, f.Spawned-1, halt, f.Optimistic, f.IfLast, id, c.s.nowMs()).Scan(&live, &parked)
 	if errNoRow(err) {
-		return coord.ErrUnknownExecution
+		if _, err := c.s.stmt(tx, "done_undo").Exec(exec, id); err != nil {
+			return err
+		}
+		return c.finishSlow(tx, exec, id, f, r)
 	}
 	if err != nil {
 		return err
 	}
-	if wasFin {
-		if f.Optimistic {
-			r.o = coord.Outcome{Verdict: coord.Replay, Record: stored}
-			return nil
-		}
-		r.o = coord.Outcome{Duplicate: true, Published: published}
-		if isLast {
-			return c.ending(tx, exec, r)
-		}
-		return nil
-	}
-	if live <= 0 {
-		return fmt.Errorf("execution has ended: %w", coord.ErrUnknownExecution)
-	}
-	if f.Optimistic && halted {
-		r.o = coord.Outcome{Verdict: coord.Drop}
-		return nil
-	}
-	live += f.Spawned - 1
-	if f.IfLast && live > 0 {
-		r.o = coord.Outcome{NotLast: true}
-		return nil
-	}
-	if _, err := c.s.stmt(tx, "done_insert").Exec(exec, id, rec); err != nil {
-		return err
-	}
-	forgot := 0
 	if parked > 0 {
-		n, err := affected(c.s.stmt(tx, "parked_forget").Exec(exec, id))
+		forgot, err := affected(c.s.stmt(tx, "parked_forget").Exec(exec, id))
 		if err != nil {
 			return err
 		}
-		forgot = n
+		if forgot > 0 {
+			if _, err := c.s.stmt(tx, "exec_parked_dec").Exec(exec); err != nil {
+				return err
+			}
+		}
 	}
 	for _, kv := range end {
 		if _, err := c.s.stmt(tx, "ctx_set").Exec(exec, kv.key, kv.value); err != nil {
 			return err
 		}
 	}
-	var last, ended any // NULL while live
-	if live <= 0 {
-		live, last, ended = 0, id, c.s.nowMs()
-	}
-	if _, err := c.s.stmt(tx, "exec_update").Exec(exec, live, halt, forgot, last, ended); err != nil {
-		return err
-	}
 	if live > 0 {
 		return nil
 	}
 	return c.ending(tx, exec, r)
+}
+
+// finishSlow is a Finish that the fast path did not record: it reads the
+// execution and id and answers by the rules, recording nothing.
+func (c *Coordinator) finishSlow(tx *sql.Tx, exec, id string, f coord.Finish, r *finished) error {
+	var (
+		live                              int
+		halted, isLast, published, wasFin bool
+		stored                            []byte
+	)
+	err := c.s.stmt(tx, "exec_finish_lookup").QueryRow(exec, id).Scan(&live, &halted, &isLast, &published, &wasFin, &stored)
+	if errNoRow(err) {
+		return coord.ErrUnknownExecution
+	}
+	if err != nil {
+		return err
+	}
+	switch {
+	case wasFin && f.Optimistic:
+		r.o = coord.Outcome{Verdict: coord.Replay, Record: stored}
+		return nil
+	case wasFin:
+		r.o = coord.Outcome{Duplicate: true, Published: published}
+		if isLast {
+			return c.ending(tx, exec, r)
+		}
+		return nil
+	case live <= 0:
+		return fmt.Errorf("execution has ended: %w", coord.ErrUnknownExecution)
+	case f.Optimistic && halted:
+		r.o = coord.Outcome{Verdict: coord.Drop}
+		return nil
+	case f.IfLast && live+f.Spawned-1 > 0:
+		r.o = coord.Outcome{NotLast: true}
+		return nil
+	}
+	// The fast path's accounting refused what these rules accept.
+	return fmt.Errorf("execution %q in an unexpected state (live %d, halted %v)", exec, live, halted)
 }
 
 // ending reads an ended execution's halt and final context into r.

@@ -13,12 +13,29 @@ FROM coord_exec e LEFT JOIN coord_done d ON d.exec = e.exec AND d.id = ?2
 WHERE e.exec = ?1
 
 -- name: exec_finish_lookup
-SELECT e.live, e.halt IS NOT NULL, coalesce(e.last = ?2, 0), e.published, e.parked, d.id IS NOT NULL, d.record
+SELECT e.live, e.halt IS NOT NULL, coalesce(e.last = ?2, 0), e.published, d.id IS NOT NULL, d.record
 FROM coord_exec e LEFT JOIN coord_done d ON d.exec = e.exec AND d.id = ?2
 WHERE e.exec = ?1
 
 -- name: done_insert
-INSERT INTO coord_done (exec, id, record) VALUES (?1, ?2, ?3)
+INSERT INTO coord_done (exec, id, record) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING
+
+-- name: done_undo
+DELETE FROM coord_done WHERE exec = ?1 AND id = ?2
+
+-- Finish's fast path, after done_insert recorded id: the count moves by ?2
+-- (spawned - 1) unless the execution has ended, an optimistic Finish (?4)
+-- meets a halt, or an IfLast one (?5) would not end it; then no row comes
+-- back, and Finish undoes the insert and takes the slow path. On the end,
+-- the completer ?6 and the time ?7.
+-- name: exec_account
+UPDATE coord_exec SET live = live + ?2, halt = coalesce(halt, ?3),
+  last = CASE WHEN live + ?2 <= 0 THEN ?6 END, ended = CASE WHEN live + ?2 <= 0 THEN ?7 END
+WHERE exec = ?1 AND live > 0 AND (?4 = 0 OR halt IS NULL) AND (?5 = 0 OR live + ?2 <= 0)
+RETURNING live, parked
+
+-- name: exec_parked_dec
+UPDATE coord_exec SET parked = parked - 1 WHERE exec = ?1
 
 -- name: parked_forget
 DELETE FROM coord_parked WHERE exec = ?1 AND id = ?2
@@ -26,12 +43,6 @@ DELETE FROM coord_parked WHERE exec = ?1 AND id = ?2
 -- name: ctx_set
 INSERT INTO coord_ctx (exec, key, value) VALUES (?1, ?2, ?3)
 ON CONFLICT (exec, key) DO UPDATE SET value = excluded.value
-
--- One statement for every Finish that records: the new count, the first
--- halt, the parked ids forgotten, and on the end the completer and the time.
--- name: exec_update
-UPDATE coord_exec SET live = ?2, halt = coalesce(halt, ?3), parked = parked - ?4, last = ?5, ended = ?6
-WHERE exec = ?1
 
 -- name: exec_halt
 SELECT halt FROM coord_exec WHERE exec = ?1
