@@ -98,7 +98,7 @@ func TestReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s, db = reopen(t, s, db, Options{})
+	s, _ = reopen(t, s, db, Options{})
 	c, bs, ts, bl, ef = s.Coordinator(), s.Barriers(), s.Timers(), s.Blobs(), s.Effects()
 
 	if b, err := c.Begin(ctx, "live", "a"); err != nil || b.State != coord.Replay || string(b.Record) != "ra" {
