@@ -298,3 +298,37 @@ func TestOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestSweeperRuns: the background sweep drops an ended execution after
+// Retain on its own, and leaves a live one.
+func TestSweeperRuns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t, nil, Options{Retain: 50 * time.Millisecond})
+	c := s.Coordinator()
+	for _, exec := range []string{"ended", "live"} {
+		if err := c.Start(ctx, exec, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if o, err := c.Finish(ctx, "ended", "a", coord.Finish{Record: coord.Bytes("r")}); err != nil || !o.Last {
+		t.Fatalf("Finish: %+v, %v; want Last", o, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, err := c.Begin(ctx, "ended", "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.State == coord.Drop {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("ended execution still kept after 30s with Retain 50ms")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if b, err := c.Begin(ctx, "live", "x"); err != nil || b.State != coord.Run {
+		t.Fatalf("live execution: Begin %+v, %v; want Run", b, err)
+	}
+}
