@@ -364,6 +364,13 @@ func TestKill9(t *testing.T) {
 	s := newStore(t, db, Options{})
 	c, bs, ts, ef := s.Coordinator(), s.Barriers(), s.Timers(), s.Effects()
 
+	for exec := range started {
+		// r0 runs first: it replays once finished, and runs before; an
+		// execution lost would drop it.
+		if b, err := c.Begin(ctx, exec, "r0"); err != nil || b.State == coord.Drop {
+			t.Fatalf("Begin(%s, r0), reported started: %+v, %v; want Run or Replay", exec, b, err)
+		}
+	}
 	for k := range fins {
 		if b, err := c.Begin(ctx, k.exec, k.id); err != nil || b.State != coord.Replay || string(b.Record) != k.id {
 			t.Fatalf("Begin(%s, %s), reported finished: %+v, %v; want Replay of its Record", k.exec, k.id, b, err)
