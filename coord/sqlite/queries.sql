@@ -40,15 +40,19 @@ UPDATE coord_exec SET parked = parked - 1 WHERE exec = ?1
 -- name: parked_forget
 DELETE FROM coord_parked WHERE exec = ?1 AND id = ?2
 
+-- An End's keys at once, from its JSON object ?2: each value kept as its
+-- JSON text (-> by the key's quoted path), the later Finish winning a key.
 -- name: ctx_set
-INSERT INTO coord_ctx (exec, key, value) VALUES (?1, ?2, ?3)
+INSERT INTO coord_ctx (exec, key, value)
+SELECT ?1, j.key, ?2 -> j.fullkey FROM json_each(?2) j WHERE true
 ON CONFLICT (exec, key) DO UPDATE SET value = excluded.value
 
 -- name: exec_halt
 SELECT halt FROM coord_exec WHERE exec = ?1
 
+-- The final context as one JSON object.
 -- name: ctx_all
-SELECT key, value FROM coord_ctx WHERE exec = ?1
+SELECT coalesce(json_group_object(key, json(value)), '{}') FROM coord_ctx WHERE exec = ?1
 
 -- name: exec_state
 SELECT live, halt IS NOT NULL FROM coord_exec WHERE exec = ?1
