@@ -83,6 +83,21 @@ INSERT INTO coord_bar (exec, key, status, total, need, ttl, expires) VALUES (?1,
 -- name: barval_insert
 INSERT INTO coord_barval (exec, key, slot, value) VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING
 
+-- Arrive's fast path: the value of slot ?3, when the barrier is open, the
+-- slot in its range and new; then bar_count counts it. Anything else
+-- (no barrier yet, closed, a repeat, out of range) inserts nothing, and
+-- Arrive reads the barrier first.
+-- name: barval_arrive
+INSERT INTO coord_barval (exec, key, slot, value)
+SELECT ?1, ?2, ?3, ?4 WHERE EXISTS (
+  SELECT 1 FROM coord_bar WHERE exec = ?1 AND key = ?2 AND status = 0 AND ?3 >= 0 AND ?3 < total)
+ON CONFLICT DO NOTHING
+
+-- name: bar_count
+UPDATE coord_bar SET n = n + 1, ttl = ?3, expires = CASE WHEN expires IS NULL THEN NULL ELSE ?4 END
+WHERE exec = ?1 AND key = ?2
+RETURNING n, need, total
+
 -- An arrival counted, or repeated: a barrier of an unknown execution lives
 -- its TTL from its last arrival.
 -- name: bar_arrived
