@@ -2,6 +2,12 @@
 -- schema.sql. Those named r_* run on the reader pool, the rest on the writer
 -- connection inside sqlitedb.DB.Write.
 
+-- name: schema_version
+SELECT coalesce(max(version), 0) FROM coord_schema
+
+-- name: schema_record
+INSERT INTO coord_schema (version) SELECT ?1 WHERE NOT EXISTS (SELECT 1 FROM coord_schema)
+
 -- Coordinator -----------------------------------------------------------
 
 -- name: exec_start
