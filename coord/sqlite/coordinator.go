@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/rune-org/rune/coord"
 	"github.com/rune-org/rune/message"
@@ -239,8 +240,9 @@ func (r *finished) decode() error {
 	return nil
 }
 
-// Park implements coord.Coordinator.
-func (c *Coordinator) Park(ctx context.Context, exec, id string) (bool, error) {
+// Park implements coord.Coordinator. Nothing of a live execution expires
+// here, so due changes nothing.
+func (c *Coordinator) Park(ctx context.Context, exec, id string, _ time.Time) (bool, error) {
 	wake := false
 	err := c.s.write(ctx, func(tx *sql.Tx) error {
 		wake = false

@@ -59,7 +59,7 @@ func TestReopen(t *testing.T) {
 	if o, err := c.Finish(ctx, "live", "a", coord.Finish{Spawned: 1, Record: coord.Bytes("ra"), End: map[string]any{"$a": 1.0}}); err != nil || o.Last {
 		t.Fatalf("Finish a: %+v, %v", o, err)
 	}
-	if wake, err := c.Park(ctx, "live", "w"); err != nil || wake {
+	if wake, err := c.Park(ctx, "live", "w", time.Now().Add(time.Hour)); err != nil || wake {
 		t.Fatalf("Park: %v, %v", wake, err)
 	}
 	must(c.Start(ctx, "ended", 1))
@@ -243,7 +243,7 @@ func TestHelperChild(t *testing.T) {
 						say("arrive %s %d", exec, st.arrive)
 					}
 					if st.park {
-						if _, err := c.Park(ctx, exec, st.id); err != nil {
+						if _, err := c.Park(ctx, exec, st.id, time.Now().Add(time.Hour)); err != nil {
 							fail(err)
 						}
 						say("park %s %s", exec, st.id)

@@ -80,7 +80,7 @@ func TestExpiry(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if _, err := c.Park(ctx, exec, "parked"); err != nil {
+		if _, err := c.Park(ctx, exec, "parked", time.Now().Add(time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := bs.Arrive(ctx, exec, "agg", coord.BarrierSpec{Total: 20, Need: 20, TTL: time.Second}, 3, []byte("v")); err != nil {
