@@ -71,6 +71,9 @@ func (s *Server) createWorkflow(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if p := principalOf(r.Context()); !p.Sees(wf.Def.ID) {
+		return forbidden("token %q is scoped to workflows %v: it may not create workflow %q", p.Name, p.Workflows, wf.Def.ID)
+	}
 	stored, err := s.store.CreateWorkflow(r.Context(), store.WorkflowInput{ID: wf.Def.ID, Name: wf.Def.Name, Definition: wf.Raw, At: s.cfg.Now()})
 	if errors.Is(err, store.ErrConflict) {
 		return errorf(http.StatusConflict, CodeConflict, "workflow %q exists; PUT /v1/workflows/%s stores a new version", wf.Def.ID, wf.Def.ID)
@@ -133,7 +136,9 @@ func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	page, err := s.store.ListWorkflows(r.Context(), limit, r.URL.Query().Get("cursor"))
+	page, err := scopedPage(principalOf(r.Context()), r.URL.Query().Get("cursor"), func(cursor string) (store.Page[*store.Workflow], error) {
+		return s.store.ListWorkflows(r.Context(), limit, cursor)
+	}, func(wf *store.Workflow) string { return wf.ID })
 	if err != nil {
 		return storeInput(err, "cursor")
 	}

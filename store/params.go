@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -142,6 +143,21 @@ func CheckToken(t *Token) error {
 	case len(t.Hash) == 0:
 		return invalid("token %s: hash: missing", t.Name)
 	}
+	if t.Role == "" {
+		t.Role = RoleAdmin
+	}
+	if !slices.Contains(Roles, t.Role) {
+		return invalid("token %s: role %q: want one of %s", t.Name, t.Role, strings.Join(Roles, ", "))
+	}
+	for _, g := range t.Workflows {
+		if err := CheckScope(g); err != nil {
+			return invalid("token %s: workflows: %v", t.Name, err)
+		}
+	}
+	if t.ExpiresAt != nil {
+		e := Micro(*t.ExpiresAt)
+		t.ExpiresAt = &e
+	}
 	if t.ID == "" {
 		t.ID = NewID("tok_")
 	}
@@ -253,4 +269,27 @@ func NotMarked(want, got []string) []string {
 		}
 	}
 	return missing
+}
+
+// CheckScope checks one workflow scope pattern of a token: letters, digits,
+// '.', '_', '-' and the wildcards '*' and '?', 1 to 128 characters, so the
+// pattern means the same to every store and to the server.
+func CheckScope(g string) error {
+	if g == "" || len(g) > 128 {
+		return fmt.Errorf("pattern %q: want 1 to 128 characters", g)
+	}
+	for _, c := range g {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("._-*?", c)) {
+			return fmt.Errorf("pattern %q: %q is not allowed (letters, digits, '.', '_', '-', '*' and '?')", g, c)
+		}
+	}
+	return nil
+}
+
+// SplitScope reads a token's stored scope (patterns joined by commas).
+func SplitScope(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
 }

@@ -280,13 +280,33 @@ type Credential struct {
 
 // Token is an API token: its SHA-256 hash and a short visible prefix.
 type Token struct {
-	ID        string
-	Name      string
-	Prefix    string
-	Hash      []byte
+	ID     string
+	Name   string
+	Prefix string
+	Hash   []byte
+	// Role is one of RoleAdmin, RoleEditor, RoleOperator, RoleViewer
+	// (docs/api.md, "Roles"). CreateToken stores RoleAdmin when empty.
+	Role string
+	// Workflows, when not empty, scopes the token to the workflows whose id
+	// matches one of these glob patterns ('*' any run of characters, '?'
+	// one); empty means every workflow.
+	Workflows []string
 	CreatedAt time.Time
+	// ExpiresAt, when set, ends the token's validity at that time.
+	ExpiresAt *time.Time
 	RevokedAt *time.Time
 }
+
+// Token roles, from most to least powerful (docs/api.md, "Roles").
+const (
+	RoleAdmin    = "admin"
+	RoleEditor   = "editor"
+	RoleOperator = "operator"
+	RoleViewer   = "viewer"
+)
+
+// Roles lists the token roles, most powerful first.
+var Roles = []string{RoleAdmin, RoleEditor, RoleOperator, RoleViewer}
 
 // Store is the server's database. Every method is safe for concurrent use,
 // also from several processes sharing one database where the implementation

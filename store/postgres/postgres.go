@@ -477,7 +477,8 @@ func (s *Store) CreateToken(ctx context.Context, t *store.Token) error {
 	if err := store.CheckToken(t); err != nil {
 		return err
 	}
-	tag, err := s.pool.Exec(ctx, queries["token_insert"], t.ID, t.Name, t.Prefix, t.Hash, t.CreatedAt, t.RevokedAt)
+	tag, err := s.pool.Exec(ctx, queries["token_insert"], t.ID, t.Name, t.Prefix, t.Hash, t.CreatedAt, t.RevokedAt,
+		t.Role, strings.Join(t.Workflows, ","), t.ExpiresAt)
 	if err != nil {
 		return fmt.Errorf("postgres: create token %s: %w", t.Name, err)
 	}

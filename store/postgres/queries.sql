@@ -250,13 +250,13 @@ SELECT name, type, key_id, NULL::bytea, created_at, updated_at FROM credentials 
 DELETE FROM credentials WHERE name = $1
 
 -- name: token_insert
-INSERT INTO tokens (id, name, prefix, hash, created_at, revoked_at) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING
+INSERT INTO tokens (id, name, prefix, hash, created_at, revoked_at, role, workflows, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING
 
 -- name: token_by_hash
-SELECT id, name, prefix, hash, created_at, revoked_at FROM tokens WHERE hash = $1 AND revoked_at IS NULL
+SELECT id, name, prefix, hash, created_at, revoked_at, role, workflows, expires_at FROM tokens WHERE hash = $1 AND revoked_at IS NULL
 
 -- name: token_list
-SELECT id, name, prefix, NULL::bytea, created_at, revoked_at FROM tokens ORDER BY name
+SELECT id, name, prefix, NULL::bytea, created_at, revoked_at, role, workflows, expires_at FROM tokens ORDER BY name
 
 -- name: token_revoke
 UPDATE tokens SET revoked_at = COALESCE(revoked_at, $1) WHERE name = $2

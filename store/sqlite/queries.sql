@@ -166,13 +166,13 @@ SELECT name, type, key_id, NULL, created_at, updated_at FROM credentials ORDER B
 DELETE FROM credentials WHERE name = ?
 
 -- name: token_insert
-INSERT INTO tokens (id, name, prefix, hash, created_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
+INSERT INTO tokens (id, name, prefix, hash, created_at, revoked_at, role, workflows, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
 
 -- name: token_by_hash
-SELECT id, name, prefix, hash, created_at, revoked_at FROM tokens WHERE hash = ? AND revoked_at IS NULL
+SELECT id, name, prefix, hash, created_at, revoked_at, role, workflows, expires_at FROM tokens WHERE hash = ? AND revoked_at IS NULL
 
 -- name: token_list
-SELECT id, name, prefix, NULL, created_at, revoked_at FROM tokens ORDER BY name
+SELECT id, name, prefix, NULL, created_at, revoked_at, role, workflows, expires_at FROM tokens ORDER BY name
 
 -- name: token_revoke
 UPDATE tokens SET revoked_at = COALESCE(revoked_at, ?) WHERE name = ?

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/rune-org/rune/store"
@@ -669,7 +670,8 @@ func (s *Store) CreateToken(ctx context.Context, t *store.Token) error {
 		return err
 	}
 	return s.tx(ctx, "create token", func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, queries["token_insert"], t.ID, t.Name, t.Prefix, t.Hash, micros(t.CreatedAt), microsPtr(t.RevokedAt))
+		res, err := tx.ExecContext(ctx, queries["token_insert"], t.ID, t.Name, t.Prefix, t.Hash, micros(t.CreatedAt), microsPtr(t.RevokedAt),
+			t.Role, strings.Join(t.Workflows, ","), microsPtr(t.ExpiresAt))
 		if err != nil {
 			return err
 		}

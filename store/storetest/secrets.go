@@ -89,4 +89,25 @@ func testTokens(ctx context.Context, t *testing.T, h *harness) {
 	if !equalTimePtr(list[1].RevokedAt, at(2)) || list[0].RevokedAt != nil {
 		t.Errorf("revocation times: %v, %v", list[0].RevokedAt, list[1].RevokedAt)
 	}
+	if list[0].Role != store.RoleAdmin || list[1].Role != store.RoleAdmin {
+		t.Errorf("roles of tokens made without one: %q, %q, want admin", list[0].Role, list[1].Role)
+	}
+	testTokenRoles(ctx, t, h)
+}
+
+// Token roles, scopes and expiry are stored and read back; bad ones refused.
+func testTokenRoles(ctx context.Context, t *testing.T, h *harness) {
+	h3 := bytes.Repeat([]byte{4}, 32)
+	exp := at(5)
+	in := &store.Token{Name: "billing-ops", Prefix: "rune_ef", Hash: h3, Role: store.RoleOperator,
+		Workflows: []string{"billing-*", "invoice?"}, ExpiresAt: &exp, CreatedAt: at(1)}
+	if err := h.s.CreateToken(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := h.s.TokenByHash(ctx, h3)
+	if err != nil || tok.Role != store.RoleOperator || !slices.Equal(tok.Workflows, []string{"billing-*", "invoice?"}) || !equalTimePtr(tok.ExpiresAt, exp) {
+		t.Fatalf("TokenByHash(scoped operator) = %+v, %v", tok, err)
+	}
+	wantErr(t, "CreateToken(bad role)", h.s.CreateToken(ctx, &store.Token{Name: "r", Hash: bytes.Repeat([]byte{5}, 32), Role: "root"}), store.ErrInvalid, "root")
+	wantErr(t, "CreateToken(bad scope)", h.s.CreateToken(ctx, &store.Token{Name: "s", Hash: bytes.Repeat([]byte{6}, 32), Workflows: []string{"a,b"}}), store.ErrInvalid, "a,b")
 }
