@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rune-org/rune/console"
 	"github.com/rune-org/rune/store"
 )
 
@@ -135,27 +136,15 @@ func (s *Server) principal(ctx context.Context, token string) (*Principal, error
 	return p, nil
 }
 
-// CheckToken reports whether token is accepted by the API (nil) or not
-// (an error naming why, never the token): for the web console's login.
-func (s *Server) CheckToken(ctx context.Context, token string) error {
-	r, err := http.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
-	if err != nil {
-		return err
-	}
-	r.Header.Set("Authorization", "Bearer "+token)
-	_, err = s.authenticate(r)
-	return err
-}
-
-// TokenRole returns the role of token and whether it is scoped to some
-// workflows: the console hides what the role may not do (the API refuses it
-// anyway).
-func (s *Server) TokenRole(ctx context.Context, token string) (role string, scoped bool, err error) {
+// Access is what token may do in the web console: its role's rights and
+// its workflow scope (console.TokenChecker). The API refuses the rest anyway.
+func (s *Server) Access(ctx context.Context, token string) (console.Access, error) {
 	p, err := s.principal(ctx, token)
 	if err != nil {
-		return "", false, err
+		return console.Access{}, err
 	}
-	return p.Role, p.Scoped(), nil
+	return console.Access{Sees: p.Sees, Scoped: p.Scoped(), Operate: Allows(p.Role, PermOperate),
+		Edit: Allows(p.Role, PermEdit), Replay: Allows(p.Role, PermReplay), Purge: Allows(p.Role, PermAdmin)}, nil
 }
 
 // forget drops every cached token: a revocation through this server takes
