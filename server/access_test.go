@@ -84,6 +84,7 @@ var accessTable = map[string]accessRow{
 	"POST /v1/tokens":               {adminOny, "403"},
 	"GET /v1/tokens":                {adminOny, "403"},
 	"DELETE /v1/tokens/{name}":      {adminOny, "403"},
+	"GET /v1/audit":                 {adminOny, "403"},
 }
 
 // TestAccessTableCoversRoutes: every authenticated route has its row, and
@@ -300,4 +301,62 @@ func TestScopedTokenSeesItsWorkflows(t *testing.T) {
 	// Revocation through the API takes effect at once on this server.
 	a.want(http.StatusNoContent, "DELETE", "/v1/tokens/billing", nil, nil)
 	b.wantError(http.StatusUnauthorized, "unauthorized", "GET", "/v1/workflows", nil)
+}
+
+// TestAudit: state-changing requests are recorded with who, what and the
+// outcome, refused ones too; reads are not; no secret or body is kept;
+// only admins read the log.
+func TestAudit(t *testing.T) {
+	tg := embeddedTarget(t)
+	a := newAPI(t, tg)
+	tokens := map[string]string{}
+	for _, w := range []who{viewer, editor} {
+		tok, rec, err := server.NewScopedToken(w.name, w.role, nil, 0, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tg.store.CreateToken(context.Background(), rec); err != nil {
+			t.Fatal(err)
+		}
+		tokens[w.name] = tok
+	}
+	ed := newAPI(t, &target{url: tg.url, token: tokens[editor.name]})
+	vw := newAPI(t, &target{url: tg.url, token: tokens[viewer.name]})
+	const secret = "s3cr3t-audit-value-9f2c"
+	ed.want(http.StatusCreated, "POST", "/v1/credentials", []byte(`{"name":"api","type":"bearer","value":{"token":"`+secret+`"}}`), nil)
+	ed.pushWorkflow(wfDef("audited", `{"id":"l","type":"log","parameters":{"message":"hi"}}`, `{"id":"e1","src":"start","dst":"l"}`))
+	vw.wantError(http.StatusForbidden, "forbidden", "DELETE", "/v1/workflows/audited", nil)
+	vw.want(http.StatusOK, "GET", "/v1/workflows/audited", nil, nil)
+	vw.wantError(http.StatusForbidden, "forbidden", "GET", "/v1/audit", nil)
+
+	var log struct {
+		Items []struct {
+			Actor, Role, Method, Route string
+			Objects                    map[string]string
+			Status                     int
+		} `json:"items"`
+	}
+	r := a.want(http.StatusOK, "GET", "/v1/audit", nil, &log)
+	if strings.Contains(string(r.body), secret) {
+		t.Fatalf("the audit log holds a credential's value: %s", r.body)
+	}
+	type entry struct {
+		actor, method, route string
+		status               int
+	}
+	var got []entry
+	for _, it := range log.Items {
+		got = append(got, entry{it.Actor, it.Method, it.Route, it.Status})
+	}
+	want := []entry{ // newest first
+		{viewer.name, "DELETE", "/v1/workflows/{id}", 403},
+		{editor.name, "POST", "/v1/workflows", 201},
+		{editor.name, "POST", "/v1/credentials", 201},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("audit log = %+v, want %+v", got, want)
+	}
+	if log.Items[0].Objects["id"] != "audited" || log.Items[0].Role != store.RoleViewer {
+		t.Errorf("audit entry of the refused delete: %+v", log.Items[0])
+	}
 }

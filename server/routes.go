@@ -68,21 +68,31 @@ func (s *Server) routes() []Route {
 		{Method: "POST", Path: "/v1/tokens", Need: PermAdmin, Scope: ScopeGlobal, handler: s.createToken},
 		{Method: "GET", Path: "/v1/tokens", Need: PermAdmin, Scope: ScopeGlobal, handler: s.listTokens},
 		{Method: "DELETE", Path: "/v1/tokens/{name}", Need: PermAdmin, Scope: ScopeGlobal, handler: s.revokeToken},
+		{Method: "GET", Path: "/v1/audit", Need: PermAdmin, Scope: ScopeGlobal, handler: s.listAudit},
 
 		{Method: "DELETE", Path: "/v1/credentials/{name}", Need: PermCredentials, Scope: ScopeGlobal, handler: s.deleteCredential},
 	}
 }
 
-// endpoint wraps a route's handler: authentication, the body limit, and
+// endpoint wraps a route's handler: authentication, the role and scope
+// checks, the audit of state changes, the body limit, and
 // errors written as the API's error body.
 func (s *Server) endpoint(rt Route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !rt.Open {
 			p, err := s.authenticate(r)
-			if err == nil {
-				err = s.authorize(r, rt, p)
-			}
 			if err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			// Every state-changing request of a known token is audited,
+			// refused ones too.
+			if r.Method != http.MethodGet && r.Method != http.MethodHead {
+				rec := &statusRecorder{ResponseWriter: w}
+				defer func() { s.audit(r, rt, p, rec.status()) }()
+				w = rec
+			}
+			if err := s.authorize(r, rt, p); err != nil {
 				s.writeError(w, r, err)
 				return
 			}

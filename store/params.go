@@ -293,3 +293,42 @@ func SplitScope(s string) []string {
 	}
 	return strings.Split(s, ",")
 }
+
+// CheckAudit validates an audit entry before it is stored.
+func CheckAudit(e *AuditEntry) error {
+	switch {
+	case e.Method == "" || e.Route == "":
+		return invalid("audit entry: method and route: missing")
+	case e.Status < 100 || e.Status > 599:
+		return invalid("audit entry: status %d: want an HTTP status", e.Status)
+	}
+	e.At = Micro(orNow(e.At))
+	return nil
+}
+
+// AuditCursor reads an audit page's cursor: the id of the last entry shown
+// (0 for the first page).
+func AuditCursor(c string) (int64, error) {
+	if c == "" {
+		return 1<<63 - 1, nil
+	}
+	id, err := strconv.ParseInt(c, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, invalid("cursor %q: want the next_cursor of the previous page", c)
+	}
+	return id, nil
+}
+
+// AuditPage makes a page of entries read with limit+1 rows: the extra row
+// only says there is a next page.
+func AuditPage(es []*AuditEntry, limit int) Page[*AuditEntry] {
+	p := Page[*AuditEntry]{Items: es}
+	if len(es) > limit {
+		p.Items = es[:limit]
+		p.Next = strconv.FormatInt(es[limit-1].ID, 10)
+	}
+	if p.Items == nil {
+		p.Items = []*AuditEntry{}
+	}
+	return p
+}

@@ -308,6 +308,33 @@ const (
 // Roles lists the token roles, most powerful first.
 var Roles = []string{RoleAdmin, RoleEditor, RoleOperator, RoleViewer}
 
+// AuditEntry records one state-changing API request: who made it, what it
+// acted on, when, and how it ended. It never holds a request body, a token
+// or a secret.
+type AuditEntry struct {
+	// ID ascends in insertion order (AppendAudit sets it).
+	ID int64
+	At time.Time
+	// Actor is the token's name; Role its role.
+	Actor string
+	Role  string
+	// Method and Route are the request's method and route pattern
+	// ("/v1/workflows/{id}"); Objects the route's path values by name.
+	Method  string
+	Route   string
+	Objects map[string]string
+	// Status is the HTTP status of the answer.
+	Status int
+}
+
+// AuditFilter selects audit entries, newest first.
+type AuditFilter struct {
+	// Limit defaults to 50 and is at most 500.
+	Limit int
+	// Cursor is a Page.Next from the previous call.
+	Cursor string
+}
+
 // Store is the server's database. Every method is safe for concurrent use,
 // also from several processes sharing one database where the implementation
 // allows it (PostgreSQL).
@@ -394,6 +421,14 @@ type Store interface {
 	ListTokens(ctx context.Context) ([]*Token, error)
 	// RevokeToken revokes token name.
 	RevokeToken(ctx context.Context, name string, at time.Time) error
+
+	// AppendAudit records e and sets its ID.
+	AppendAudit(ctx context.Context, e *AuditEntry) error
+	// ListAudit lists audit entries, newest first.
+	ListAudit(ctx context.Context, f AuditFilter) (Page[*AuditEntry], error)
+	// PruneAudit deletes up to limit audit entries older than before,
+	// oldest first, and returns how many (retention: call it until 0).
+	PruneAudit(ctx context.Context, before time.Time, limit int) (int, error)
 
 	// TriggerStore: webhooks and schedules.
 	TriggerStore

@@ -7,6 +7,7 @@ package postgres
 import (
 	"context"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -546,4 +547,45 @@ func (s *Store) PruneHistory(ctx context.Context, before time.Time, limit int) (
 		return nil
 	})
 	return n, err
+}
+
+// Audit log.
+
+func (s *Store) AppendAudit(ctx context.Context, e *store.AuditEntry) error {
+	if err := store.CheckAudit(e); err != nil {
+		return err
+	}
+	objects, err := json.Marshal(e.Objects)
+	if err != nil {
+		return err
+	}
+	if err := s.pool.QueryRow(ctx, queries["audit_insert"], e.At, e.Actor, e.Role, e.Method, e.Route, objects, e.Status).Scan(&e.ID); err != nil {
+		return fmt.Errorf("postgres: append audit: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) (store.Page[*store.AuditEntry], error) {
+	before, err := store.AuditCursor(f.Cursor)
+	if err != nil {
+		return store.Page[*store.AuditEntry]{}, err
+	}
+	limit := store.ListLimit(f.Limit)
+	rows, _ := s.pool.Query(ctx, queries["audit_list"], before, limit+1)
+	es, err := pgx.CollectRows(rows, scanAudit)
+	if err != nil {
+		return store.Page[*store.AuditEntry]{}, fmt.Errorf("postgres: list audit: %w", err)
+	}
+	return store.AuditPage(es, limit), nil
+}
+
+func (s *Store) PruneAudit(ctx context.Context, before time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, fmt.Errorf("prune audit: %w: limit %d, want positive", store.ErrInvalid, limit)
+	}
+	tag, err := s.pool.Exec(ctx, queries["audit_prune"], before, limit)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: prune audit: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
 }

@@ -278,3 +278,12 @@ DELETE FROM node_runs WHERE execution_id = ANY($1)
 
 -- name: prune_mark
 UPDATE executions SET pruned_at = $2 WHERE id = ANY($1)
+
+-- name: audit_insert
+INSERT INTO audit (at, actor, role, method, route, objects, status) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id
+
+-- name: audit_list
+SELECT id, at, actor, role, method, route, objects, status FROM audit WHERE id < $1 ORDER BY id DESC LIMIT $2
+
+-- name: audit_prune
+DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE at < $1 ORDER BY id LIMIT $2)

@@ -188,3 +188,13 @@ func scanToken(row pgx.CollectableRow) (*store.Token, error) {
 	t.Workflows = store.SplitScope(scope)
 	return &t, nil
 }
+
+func scanAudit(row pgx.CollectableRow) (*store.AuditEntry, error) {
+	var e store.AuditEntry
+	var objects []byte
+	if err := row.Scan(&e.ID, &e.At, &e.Actor, &e.Role, &e.Method, &e.Route, &objects, &e.Status); err != nil {
+		return nil, err
+	}
+	e.At = e.At.UTC()
+	return &e, json.Unmarshal(objects, &e.Objects)
+}

@@ -192,3 +192,12 @@ DELETE FROM node_runs WHERE execution_id = ?
 
 -- name: prune_mark
 UPDATE executions SET pruned_at = ? WHERE id = ?
+
+-- name: audit_insert
+INSERT INTO audit (at, actor, role, method, route, objects, status) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id
+
+-- name: audit_list
+SELECT id, at, actor, role, method, route, objects, status FROM audit WHERE id < ? ORDER BY id DESC LIMIT ?
+
+-- name: audit_prune
+DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE at < ? ORDER BY id LIMIT ?)

@@ -199,3 +199,14 @@ func scanToken(s scanner) (*store.Token, error) {
 	t.Workflows = store.SplitScope(scope)
 	return &t, nil
 }
+
+func scanAudit(s scanner) (*store.AuditEntry, error) {
+	var e store.AuditEntry
+	var at int64
+	var objects string
+	if err := s.Scan(&e.ID, &at, &e.Actor, &e.Role, &e.Method, &e.Route, &objects, &e.Status); err != nil {
+		return nil, err
+	}
+	e.At = timeOf(at)
+	return &e, json.Unmarshal([]byte(objects), &e.Objects)
+}

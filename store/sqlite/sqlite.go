@@ -10,6 +10,7 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -754,4 +755,48 @@ func (s *Store) PruneHistory(ctx context.Context, before time.Time, limit int) (
 		return nil
 	})
 	return n, err
+}
+
+// Audit log.
+
+func (s *Store) AppendAudit(ctx context.Context, e *store.AuditEntry) error {
+	if err := store.CheckAudit(e); err != nil {
+		return err
+	}
+	objects, err := json.Marshal(e.Objects)
+	if err != nil {
+		return err
+	}
+	return s.tx(ctx, "append audit", func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, queries["audit_insert"], micros(e.At), e.Actor, e.Role, e.Method, e.Route, string(objects), e.Status).Scan(&e.ID)
+	})
+}
+
+func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) (store.Page[*store.AuditEntry], error) {
+	before, err := store.AuditCursor(f.Cursor)
+	if err != nil {
+		return store.Page[*store.AuditEntry]{}, err
+	}
+	limit := store.ListLimit(f.Limit)
+	es, err := queryAll(ctx, s.r, scanAudit, queries["audit_list"], before, limit+1)
+	if err != nil {
+		return store.Page[*store.AuditEntry]{}, fmt.Errorf("sqlite: list audit: %w", err)
+	}
+	return store.AuditPage(es, limit), nil
+}
+
+func (s *Store) PruneAudit(ctx context.Context, before time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, fmt.Errorf("prune audit: %w: limit %d, want positive", store.ErrInvalid, limit)
+	}
+	var n int64
+	err := s.tx(ctx, "prune audit", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, queries["audit_prune"], micros(before), limit)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), err
 }
