@@ -431,7 +431,7 @@ func (c *Console) workflowPage(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, "workflow "+id, err)
 		return
 	}
-	versions, err := c.cfg.Store.ListVersions(r.Context(), id)
+	versions, err := c.cfg.Store.ListVersions(r.Context(), id, versionsShown, r.URL.Query().Get("older"))
 	if err != nil {
 		c.fail(w, r, "workflow "+id, err)
 		return
@@ -439,8 +439,12 @@ func (c *Console) workflowPage(w http.ResponseWriter, r *http.Request) {
 	c.renderWorkflow(w, r, wf, versions, wf.Definition, nil)
 }
 
-func (c *Console) renderWorkflow(w http.ResponseWriter, r *http.Request, wf *store.Workflow, versions []*store.Workflow, def []byte, problems []workflow.Problem) {
-	data := map[string]any{"Title": "Workflow " + wf.ID, "W": wf, "Versions": versions,
+// versionsShown is how many versions a workflow page links, newest first
+// (the rest a page at a time): the list carries no definitions.
+const versionsShown = 50
+
+func (c *Console) renderWorkflow(w http.ResponseWriter, r *http.Request, wf *store.Workflow, versions store.Page[*store.Workflow], def []byte, problems []workflow.Problem) {
+	data := map[string]any{"Title": "Workflow " + wf.ID, "W": wf, "Versions": versions.Items, "OlderVersions": versions.Next,
 		"Definition": prettyJSON(def), "CanCheck": c.cfg.Validate != nil, "Checked": problems != nil}
 	if d, err := workflow.Decode(def); err == nil {
 		g := layout(d)
@@ -469,7 +473,7 @@ func (c *Console) checkWorkflow(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, "workflow "+id, err)
 		return
 	}
-	versions, err := c.cfg.Store.ListVersions(r.Context(), id)
+	versions, err := c.cfg.Store.ListVersions(r.Context(), id, versionsShown, r.URL.Query().Get("older"))
 	if err != nil {
 		c.fail(w, r, "workflow "+id, err)
 		return

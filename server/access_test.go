@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -56,6 +57,7 @@ var accessTable = map[string]accessRow{
 	"PUT /v1/workflows/{id}":                      {edit, "404"},
 	"DELETE /v1/workflows/{id}":                   {edit, "404"},
 	"GET /v1/workflows/{id}/versions":             {all, "404"},
+	"GET /v1/workflows/{id}/versions/{version}":   {all, "404"},
 	"POST /v1/workflows/{id}/executions":          {operate, "404"},
 	"GET /v1/executions":                          {all, "filter"},
 	"GET /v1/executions/{id}":                     {all, "404"},
@@ -137,7 +139,7 @@ func (o objects) path(pattern, wf string) string {
 	if strings.HasPrefix(p, "/v1/executions/{id}") {
 		p = strings.Replace(p, "{id}", o.exec[wf], 1)
 	}
-	r := strings.NewReplacer("{id}", wf, "{hook}", o.hook[wf], "{schedule}", o.schedule[wf], "{name}", "nobody")
+	r := strings.NewReplacer("{id}", wf, "{version}", "1", "{hook}", o.hook[wf], "{schedule}", o.schedule[wf], "{name}", "nobody")
 	return r.Replace(p)
 }
 
@@ -358,5 +360,75 @@ func TestAudit(t *testing.T) {
 	}
 	if log.Items[0].Objects["id"] != "audited" || log.Items[0].Role != store.RoleViewer {
 		t.Errorf("audit entry of the refused delete: %+v", log.Items[0])
+	}
+}
+
+// TestBoundedLists: version lists are paginated and carry no definitions
+// (one version's by its own route); a list page ends early once its items
+// pass the byte bound, with a cursor that continues exactly after it.
+func TestBoundedLists(t *testing.T) {
+	tg := embeddedTarget(t)
+	a := newAPI(t, tg)
+	def := func(v int) string {
+		return wfDef("big", fmt.Sprintf(`{"id":"l","type":"log","parameters":{"message":"v%d"}}`, v), `{"id":"e1","src":"start","dst":"l"}`)
+	}
+	a.pushWorkflow(def(1))
+	for v := 2; v <= 3; v++ {
+		a.want(http.StatusOK, "PUT", "/v1/workflows/big", []byte(def(v)), nil)
+	}
+	var vs struct {
+		Items      []map[string]any `json:"items"`
+		NextCursor string           `json:"next_cursor"`
+	}
+	a.want(http.StatusOK, "GET", "/v1/workflows/big/versions?limit=2", nil, &vs)
+	if len(vs.Items) != 2 || vs.Items[0]["version"] != 3.0 || vs.NextCursor == "" {
+		t.Fatalf("versions page 1 = %+v", vs)
+	}
+	for _, it := range vs.Items {
+		if _, ok := it["definition"]; ok {
+			t.Fatalf("a version list carries a definition: %v", it)
+		}
+	}
+	a.want(http.StatusOK, "GET", "/v1/workflows/big/versions?limit=2&cursor="+vs.NextCursor, nil, &vs)
+	if len(vs.Items) != 1 || vs.Items[0]["version"] != 1.0 || vs.NextCursor != "" {
+		t.Fatalf("versions page 2 = %+v", vs)
+	}
+	var one struct{ Definition json.RawMessage }
+	a.want(http.StatusOK, "GET", "/v1/workflows/big/versions/2", nil, &one)
+	if !strings.Contains(string(one.Definition), `"v2"`) {
+		t.Fatalf("version 2's definition: %s", one.Definition)
+	}
+	a.wantError(http.StatusNotFound, "not_found", "GET", "/v1/workflows/big/versions/9", nil)
+
+	// Six executions with inputs of 900 kB: more than the 4 MiB a page holds.
+	pad := strings.Repeat("x", 900_000)
+	want := map[string]bool{}
+	for range 6 {
+		want[a.trigger("big", `{"pad":"`+pad+`"}`).ID] = true
+	}
+	got := map[string]bool{}
+	pages := 0
+	for cursor := ""; ; pages++ {
+		var page struct {
+			Items      []struct{ ID string } `json:"items"`
+			NextCursor string                `json:"next_cursor"`
+		}
+		r := a.want(http.StatusOK, "GET", "/v1/executions?workflow_id=big&cursor="+cursor, nil, &page)
+		if len(r.body) > 5<<20 {
+			t.Fatalf("a list page of %d bytes", len(r.body))
+		}
+		for _, x := range page.Items {
+			if got[x.ID] {
+				t.Fatalf("execution %s on two pages", x.ID)
+			}
+			got[x.ID] = true
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		cursor = page.NextCursor
+	}
+	if len(got) != len(want) || pages < 1 {
+		t.Fatalf("listed %d executions in %d pages, want all %d over more than one page", len(got), pages+1, len(want))
 	}
 }

@@ -201,8 +201,7 @@ func (s *Server) listExecutions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return storeInput(err, "cursor")
 	}
-	writeList(w, page.Items, page.Next, viewExecution)
-	return nil
+	return writePage(w, page, viewExecution, store.ExecutionCursor)
 }
 
 // cancelExecution cancels an enqueued execution at once; a running one is

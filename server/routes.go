@@ -38,6 +38,7 @@ func (s *Server) routes() []Route {
 		{Method: "PUT", Path: "/v1/workflows/{id}", Need: PermEdit, Scope: ScopeWorkflow, handler: s.updateWorkflow},
 		{Method: "DELETE", Path: "/v1/workflows/{id}", Need: PermEdit, Scope: ScopeWorkflow, handler: s.deleteWorkflow},
 		{Method: "GET", Path: "/v1/workflows/{id}/versions", Need: PermRead, Scope: ScopeWorkflow, handler: s.listVersions},
+		{Method: "GET", Path: "/v1/workflows/{id}/versions/{version}", Need: PermRead, Scope: ScopeWorkflow, handler: s.getVersion},
 		{Method: "POST", Path: "/v1/workflows/{id}/executions", Need: PermOperate, Scope: ScopeWorkflow, handler: s.triggerExecution},
 
 		{Method: "GET", Path: "/v1/executions", Need: PermRead, Scope: ScopeFiltered, handler: s.listExecutions},

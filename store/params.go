@@ -332,3 +332,35 @@ func AuditPage(es []*AuditEntry, limit int) Page[*AuditEntry] {
 	}
 	return p
 }
+
+// VersionCursor is the cursor of a version list after w.
+func VersionCursor(w *Workflow) string { return strconv.Itoa(w.Version) }
+
+// ParseVersionCursor reads a version list's cursor: the versions listed
+// next are below it.
+func ParseVersionCursor(c string) (int, error) {
+	if c == "" {
+		return 1<<31 - 1, nil
+	}
+	v, err := strconv.Atoi(c)
+	if err != nil || v < 1 {
+		return 0, invalid("cursor %q: want the next_cursor of the previous page", c)
+	}
+	return v, nil
+}
+
+// VersionsPage makes a page of versions read with limit+1 rows, with their
+// definitions dropped, or ErrNotFound when the first page is empty.
+func VersionsPage(id, cursor string, ws []*Workflow, limit int) (Page[*Workflow], error) {
+	if len(ws) == 0 && cursor == "" {
+		return Page[*Workflow]{}, fmt.Errorf("workflow %s: %w", id, ErrNotFound)
+	}
+	for _, w := range ws {
+		w.Definition = nil
+	}
+	p := PageOf(ws, limit, VersionCursor)
+	if p.Items == nil {
+		p.Items = []*Workflow{}
+	}
+	return p, nil
+}

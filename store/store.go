@@ -350,8 +350,11 @@ type Store interface {
 	// ListWorkflows returns the latest version of each workflow not deleted,
 	// by id.
 	ListWorkflows(ctx context.Context, limit int, cursor string) (Page[*Workflow], error)
-	// ListVersions returns every version of workflow id, newest first.
-	ListVersions(ctx context.Context, id string) ([]*Workflow, error)
+	// ListVersions returns a page of workflow id's versions, newest first,
+	// without their definitions (GetWorkflow reads one): a workflow may
+	// have thousands of versions of megabytes each. ErrNotFound for an
+	// unknown workflow.
+	ListVersions(ctx context.Context, id string, limit int, cursor string) (Page[*Workflow], error)
 	// DeleteWorkflow marks workflow id deleted; its executions are unaffected.
 	DeleteWorkflow(ctx context.Context, id string, at time.Time) error
 

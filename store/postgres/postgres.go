@@ -250,16 +250,18 @@ func (s *Store) ListWorkflows(ctx context.Context, limit int, cursor string) (st
 	return store.PageOf(page.Items, limit, store.WorkflowCursor), nil
 }
 
-func (s *Store) ListVersions(ctx context.Context, id string) ([]*store.Workflow, error) {
-	rows, _ := s.pool.Query(ctx, queries["workflow_versions"], id)
+func (s *Store) ListVersions(ctx context.Context, id string, limit int, cursor string) (store.Page[*store.Workflow], error) {
+	below, err := store.ParseVersionCursor(cursor)
+	if err != nil {
+		return store.Page[*store.Workflow]{}, err
+	}
+	limit = store.ListLimit(limit)
+	rows, _ := s.pool.Query(ctx, queries["workflow_versions"], id, below, limit+1)
 	ws, err := pgx.CollectRows(rows, scanWorkflow)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: list versions of %s: %w", id, err)
+		return store.Page[*store.Workflow]{}, fmt.Errorf("postgres: list versions of %s: %w", id, err)
 	}
-	if len(ws) == 0 {
-		return nil, fmt.Errorf("workflow %s: %w", id, store.ErrNotFound)
-	}
-	return ws, nil
+	return store.VersionsPage(id, cursor, ws, limit)
 }
 
 func (s *Store) DeleteWorkflow(ctx context.Context, id string, at time.Time) error {

@@ -45,10 +45,11 @@ ORDER BY h.id
 LIMIT $2
 
 -- name: workflow_versions
-SELECT w.id, w.version, w.name, w.definition, w.created_at, h.deleted_at
+SELECT w.id, w.version, w.name, ''::bytea, w.created_at, h.deleted_at
 FROM workflows w JOIN workflow_heads h ON h.id = w.id
-WHERE w.id = $1
+WHERE w.id = $1 AND w.version < $2
 ORDER BY w.version DESC
+LIMIT $3
 
 -- name: workflow_delete
 UPDATE workflow_heads SET deleted_at = $1 WHERE id = $2 AND deleted_at IS NULL

@@ -38,10 +38,11 @@ ORDER BY h.id
 LIMIT ?
 
 -- name: workflow_versions
-SELECT w.id, w.version, w.name, w.definition, w.created_at, h.deleted_at
+SELECT w.id, w.version, w.name, '', w.created_at, h.deleted_at
 FROM workflows w JOIN workflow_heads h ON h.id = w.id
-WHERE w.id = ?
+WHERE w.id = ? AND w.version < ?
 ORDER BY w.version DESC
+LIMIT ?
 
 -- name: workflow_delete
 UPDATE workflow_heads SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL

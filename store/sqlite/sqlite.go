@@ -282,15 +282,17 @@ func (s *Store) ListWorkflows(ctx context.Context, limit int, cursor string) (st
 	return store.PageOf(page.Items, limit, store.WorkflowCursor), nil
 }
 
-func (s *Store) ListVersions(ctx context.Context, id string) ([]*store.Workflow, error) {
-	ws, err := queryAll(ctx, s.r, scanWorkflow, queries["workflow_versions"], id)
+func (s *Store) ListVersions(ctx context.Context, id string, limit int, cursor string) (store.Page[*store.Workflow], error) {
+	below, err := store.ParseVersionCursor(cursor)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: list versions of %s: %w", id, err)
+		return store.Page[*store.Workflow]{}, err
 	}
-	if len(ws) == 0 {
-		return nil, fmt.Errorf("workflow %s: %w", id, store.ErrNotFound)
+	limit = store.ListLimit(limit)
+	ws, err := queryAll(ctx, s.r, scanWorkflow, queries["workflow_versions"], id, below, limit+1)
+	if err != nil {
+		return store.Page[*store.Workflow]{}, fmt.Errorf("sqlite: list versions of %s: %w", id, err)
 	}
-	return ws, nil
+	return store.VersionsPage(id, cursor, ws, limit)
 }
 
 func (s *Store) DeleteWorkflow(ctx context.Context, id string, at time.Time) error {
