@@ -27,11 +27,11 @@ import (
 
 type benchTokens struct{}
 
-func (benchTokens) CheckToken(_ context.Context, tok string) error {
+func (benchTokens) Access(_ context.Context, tok string) (console.Access, error) {
 	if tok != "bench" {
-		return errors.New("invalid token")
+		return console.Access{}, errors.New("invalid token")
 	}
-	return nil
+	return console.Access{Operate: true, Edit: true, Replay: true, Purge: true}, nil
 }
 
 // benchStore opens the store the benchmark measures.

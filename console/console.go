@@ -38,10 +38,28 @@ var assetFS embed.FS
 
 // TokenChecker verifies an API token exactly as the API does.
 type TokenChecker interface {
-	// CheckToken returns nil when token is accepted by the API, an error
-	// (that may be shown to the user) when it is not.
-	CheckToken(ctx context.Context, token string) error
+	// Access returns what token may see and do when the API accepts it, an
+	// error (that may be shown to the user) when it does not.
+	Access(ctx context.Context, token string) (Access, error)
 }
+
+// Access is what a session's token may see and do (its role and workflow
+// scope, docs/api.md "Roles"). The console shows only what the token may
+// see, hides the buttons of what it may not do, and the API refuses it
+// anyway (the console refuses the dead-letter actions it serves itself).
+type Access struct {
+	// Sees reports whether the token may see workflow id; nil: every workflow.
+	Sees func(workflowID string) bool
+	// Scoped is set when the token sees only some workflows: the
+	// dead-letter queue (of every workflow) is then not shown.
+	Scoped bool
+	// Operate: trigger, cancel, re-run. Edit: store workflow versions.
+	// Replay: replay dead letters. Purge: discard them.
+	Operate, Edit, Replay, Purge bool
+}
+
+// sees reports whether a may see workflow id.
+func (a Access) sees(workflowID string) bool { return a.Sees == nil || a.Sees(workflowID) }
 
 // DeadLetter is one message of the dead-letter queue as the console shows it.
 type DeadLetter struct {
@@ -171,8 +189,12 @@ func secureHeaders(h http.Handler) http.Handler {
 	})
 }
 
-// sessionKey is the request context key of the session token.
-type sessionKey struct{}
+// sessionKey is the request context key of the session token;
+// accessKey, of its Access.
+type (
+	sessionKey struct{}
+	accessKey  struct{}
+)
 
 // session runs h for a request with a valid session cookie; a page
 // request without one goes to the login form, a data request gets 401.
@@ -181,8 +203,9 @@ type sessionKey struct{}
 func (c *Console) session(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ck, err := r.Cookie(cookieName)
+		var acc Access
 		if err == nil && ck.Value != "" {
-			err = c.cfg.Tokens.CheckToken(r.Context(), ck.Value)
+			acc, err = c.cfg.Tokens.Access(r.Context(), ck.Value)
 		} else {
 			err = errors.New("not logged in")
 		}
@@ -209,7 +232,8 @@ func (c *Console) session(h http.HandlerFunc) http.HandlerFunc {
 				return
 			}
 		}
-		h(w, r.WithContext(context.WithValue(r.Context(), sessionKey{}, ck.Value)))
+		ctx := context.WithValue(context.WithValue(r.Context(), sessionKey{}, ck.Value), accessKey{}, acc)
+		h(w, r.WithContext(ctx))
 	}
 }
 
@@ -236,6 +260,12 @@ func sessionOf(r *http.Request) string {
 	return s
 }
 
+// accessOf is the session's Access (none outside a session).
+func accessOf(r *http.Request) Access {
+	a, _ := r.Context().Value(accessKey{}).(Access)
+	return a
+}
+
 func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, "login", map[string]any{"Next": safeNext(r.URL.Query().Get("next"))})
 }
@@ -249,7 +279,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
 	token := strings.TrimSpace(r.PostFormValue("token"))
 	next := safeNext(r.PostFormValue("next"))
-	if err := c.cfg.Tokens.CheckToken(r.Context(), token); token == "" || err != nil {
+	if _, err := c.cfg.Tokens.Access(r.Context(), token); token == "" || err != nil {
 		w.WriteHeader(http.StatusUnauthorized)
 		c.render(w, r, "login", map[string]any{"Next": next, "Error": "That token is not valid (create one with `rune token create NAME`)."})
 		return

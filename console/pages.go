@@ -65,6 +65,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, name string, da
 	if s := sessionOf(r); s != "" {
 		data["CSRF"] = csrfToken(s)
 		data["LoggedIn"] = true
+		data["Can"] = accessOf(r)
 	}
 	var b bytes.Buffer
 	if err := c.tmpl.ExecuteTemplate(&b, name, data); err != nil {
@@ -156,13 +157,13 @@ func (q listQuery) Values() string {
 
 // listPage reads one page of executions for q. A q naming an execution id
 // shows that execution; otherwise q is an idempotency key.
-func (c *Console) listPage(ctx context.Context, q listQuery) ([]row, string, error) {
+func (c *Console) listPage(ctx context.Context, acc Access, q listQuery) ([]row, string, error) {
 	if q.Status != "" && !slices.Contains(statuses, q.Status) {
 		return nil, "", fmt.Errorf("%w: status %q is not one of %v", store.ErrInvalid, q.Status, statuses)
 	}
 	if q.Q != "" {
 		x, err := c.cfg.Store.GetExecution(ctx, q.Q)
-		if err == nil {
+		if err == nil && acc.sees(x.WorkflowID) {
 			return []row{c.row(x)}, "", nil
 		}
 		if !errors.Is(err, store.ErrNotFound) {
@@ -182,9 +183,11 @@ func (c *Console) listPage(ctx context.Context, q listQuery) ([]row, string, err
 	if err != nil {
 		return nil, "", err
 	}
-	rows := make([]row, len(page.Items))
-	for i, x := range page.Items {
-		rows[i] = c.row(x)
+	rows := make([]row, 0, len(page.Items))
+	for _, x := range page.Items {
+		if acc.sees(x.WorkflowID) {
+			rows = append(rows, c.row(x))
+		}
 	}
 	return rows, page.Next, nil
 }
@@ -198,7 +201,7 @@ func (c *Console) executionsPage(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, "the event log", err)
 		return
 	}
-	rows, next, err := c.listPage(r.Context(), q)
+	rows, next, err := c.listPage(r.Context(), accessOf(r), q)
 	if err != nil {
 		c.fail(w, r, "the executions", err)
 		return
@@ -209,7 +212,7 @@ func (c *Console) executionsPage(w http.ResponseWriter, r *http.Request) {
 
 // executionRows is the list's table body alone, for the live refresh.
 func (c *Console) executionRows(w http.ResponseWriter, r *http.Request) {
-	rows, _, err := c.listPage(r.Context(), parseListQuery(r))
+	rows, _, err := c.listPage(r.Context(), accessOf(r), parseListQuery(r))
 	if err != nil {
 		c.fail(w, r, "the executions", err)
 		return
@@ -263,10 +266,13 @@ type executionData struct {
 	States map[string]nodeState
 }
 
-func (c *Console) loadExecution(ctx context.Context, id string) (*executionData, error) {
+func (c *Console) loadExecution(ctx context.Context, acc Access, id string) (*executionData, error) {
 	x, err := c.cfg.Store.GetExecution(ctx, id)
 	if err != nil {
 		return nil, err
+	}
+	if !acc.sees(x.WorkflowID) {
+		return nil, fmt.Errorf("execution %s: %w", id, store.ErrNotFound)
 	}
 	runs, err := c.cfg.Store.NodeRuns(ctx, id)
 	if err != nil {
@@ -296,7 +302,7 @@ func (c *Console) executionPage(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, "the event log", err)
 		return
 	}
-	d, err := c.loadExecution(r.Context(), id)
+	d, err := c.loadExecution(r.Context(), accessOf(r), id)
 	if err != nil {
 		c.fail(w, r, "execution "+id, err)
 		return
@@ -308,13 +314,13 @@ func (c *Console) executionPage(w http.ResponseWriter, r *http.Request) {
 // executionState is the live part of the execution page: each node's
 // state and the summary, re-read after events arrive.
 func (c *Console) executionState(w http.ResponseWriter, r *http.Request) {
-	d, err := c.loadExecution(r.Context(), r.PathValue("id"))
+	d, err := c.loadExecution(r.Context(), accessOf(r), r.PathValue("id"))
 	if err != nil {
 		http.Error(w, "execution not readable", http.StatusNotFound)
 		return
 	}
 	var b bytes.Buffer
-	if err := c.tmpl.ExecuteTemplate(&b, "summary", map[string]any{"D": d, "Row": c.row(d.X), "Final": store.Final(d.X.Status)}); err != nil {
+	if err := c.tmpl.ExecuteTemplate(&b, "summary", map[string]any{"D": d, "Row": c.row(d.X), "Final": store.Final(d.X.Status), "Can": accessOf(r)}); err != nil {
 		c.log.Error("console: render summary", "err", err)
 		http.Error(w, "render failed", http.StatusInternalServerError)
 		return
@@ -332,7 +338,7 @@ const panelRunsMax = 200
 // nodePanel shows a node's runs (one per split branch), and one run in
 // full: its input context, output, error, attempts and times.
 func (c *Console) nodePanel(w http.ResponseWriter, r *http.Request) {
-	d, err := c.loadExecution(r.Context(), r.PathValue("id"))
+	d, err := c.loadExecution(r.Context(), accessOf(r), r.PathValue("id"))
 	if err != nil {
 		http.Error(w, "execution not readable", http.StatusNotFound)
 		return
@@ -400,6 +406,8 @@ func (c *Console) workflowsPage(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, "the workflows", err)
 		return
 	}
+	acc := accessOf(r)
+	page.Items = slices.DeleteFunc(page.Items, func(wf *store.Workflow) bool { return !acc.sees(wf.ID) })
 	c.render(w, r, "workflows", map[string]any{"Title": "Workflows", "Items": page.Items, "Next": page.Next})
 }
 
@@ -414,12 +422,16 @@ func (c *Console) workflowPage(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if !accessOf(r).sees(id) {
+		c.fail(w, r, "workflow "+id, fmt.Errorf("workflow %s: %w", id, store.ErrNotFound))
+		return
+	}
 	wf, err := c.cfg.Store.GetWorkflow(r.Context(), id, version)
 	if err != nil {
 		c.fail(w, r, "workflow "+id, err)
 		return
 	}
-	versions, err := c.cfg.Store.ListVersions(r.Context(), id)
+	versions, err := c.cfg.Store.ListVersions(r.Context(), id, versionsShown, r.URL.Query().Get("older"))
 	if err != nil {
 		c.fail(w, r, "workflow "+id, err)
 		return
@@ -427,8 +439,12 @@ func (c *Console) workflowPage(w http.ResponseWriter, r *http.Request) {
 	c.renderWorkflow(w, r, wf, versions, wf.Definition, nil)
 }
 
-func (c *Console) renderWorkflow(w http.ResponseWriter, r *http.Request, wf *store.Workflow, versions []*store.Workflow, def []byte, problems []workflow.Problem) {
-	data := map[string]any{"Title": "Workflow " + wf.ID, "W": wf, "Versions": versions,
+// versionsShown is how many versions a workflow page links, newest first
+// (the rest a page at a time): the list carries no definitions.
+const versionsShown = 50
+
+func (c *Console) renderWorkflow(w http.ResponseWriter, r *http.Request, wf *store.Workflow, versions store.Page[*store.Workflow], def []byte, problems []workflow.Problem) {
+	data := map[string]any{"Title": "Workflow " + wf.ID, "W": wf, "Versions": versions.Items, "OlderVersions": versions.Next,
 		"Definition": prettyJSON(def), "CanCheck": c.cfg.Validate != nil, "Checked": problems != nil}
 	if d, err := workflow.Decode(def); err == nil {
 		g := layout(d)
@@ -448,12 +464,16 @@ func (c *Console) checkWorkflow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
+	if !accessOf(r).sees(id) {
+		c.fail(w, r, "workflow "+id, fmt.Errorf("workflow %s: %w", id, store.ErrNotFound))
+		return
+	}
 	wf, err := c.cfg.Store.GetWorkflow(r.Context(), id, 0)
 	if err != nil {
 		c.fail(w, r, "workflow "+id, err)
 		return
 	}
-	versions, err := c.cfg.Store.ListVersions(r.Context(), id)
+	versions, err := c.cfg.Store.ListVersions(r.Context(), id, versionsShown, r.URL.Query().Get("older"))
 	if err != nil {
 		c.fail(w, r, "workflow "+id, err)
 		return
@@ -472,6 +492,10 @@ func (c *Console) checkWorkflow(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) dlqPage(w http.ResponseWriter, r *http.Request) {
+	if accessOf(r).Scoped {
+		c.fail(w, r, "the dead-letter queue", fmt.Errorf("dead letters of every workflow: %w", store.ErrNotFound))
+		return
+	}
 	data := map[string]any{"Title": "Dead letters", "Enabled": c.cfg.DeadLetters != nil, "Done": r.URL.Query().Get("done")}
 	if c.cfg.DeadLetters != nil {
 		dls, total, err := c.cfg.DeadLetters.List(r.Context(), 200)
@@ -490,9 +514,15 @@ func (c *Console) dlqAction(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	acc := accessOf(r)
+	action := r.PostFormValue("action")
+	if acc.Scoped || action == "replay" && !acc.Replay || action == "purge" && !acc.Purge {
+		http.Error(w, "your token's role may not "+action+" dead letters", http.StatusForbidden)
+		return
+	}
 	ids := r.PostForm["id"]
 	var done string
-	switch r.PostFormValue("action") {
+	switch action {
 	case "replay":
 		got, err := c.cfg.DeadLetters.Replay(r.Context(), ids)
 		if err != nil {

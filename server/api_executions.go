@@ -194,12 +194,14 @@ func (s *Server) listExecutions(w http.ResponseWriter, r *http.Request) error {
 	if f.CreatedBefore, err = queryTime(r, "created_before"); err != nil {
 		return err
 	}
-	page, err := s.store.ListExecutions(r.Context(), f)
+	page, err := scopedPage(principalOf(r.Context()), f.Cursor, func(cursor string) (store.Page[*store.Execution], error) {
+		f.Cursor = cursor
+		return s.store.ListExecutions(r.Context(), f)
+	}, func(x *store.Execution) string { return x.WorkflowID })
 	if err != nil {
 		return storeInput(err, "cursor")
 	}
-	writeList(w, page.Items, page.Next, viewExecution)
-	return nil
+	return writePage(w, page, viewExecution, store.ExecutionCursor)
 }
 
 // cancelExecution cancels an enqueued execution at once; a running one is

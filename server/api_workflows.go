@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/rune-org/rune/engine"
@@ -16,7 +17,8 @@ type workflowView struct {
 	ID         string          `json:"id"`
 	Version    int             `json:"version"`
 	Name       string          `json:"name,omitempty"`
-	Definition json.RawMessage `json:"definition"`
+	// Definition is left out of version lists.
+	Definition json.RawMessage `json:"definition,omitempty"`
 	CreatedAt  time.Time       `json:"created_at"`
 	DeletedAt  *time.Time      `json:"deleted_at,omitempty"`
 }
@@ -29,6 +31,33 @@ type listView[T any] struct {
 	Items []T `json:"items"`
 	// NextCursor is passed as ?cursor= for the next page; "" on the last.
 	NextCursor string `json:"next_cursor"`
+}
+
+// listBytesMax bounds a list page's items in bytes: a page of 500
+// executions with 1 MiB inputs, or of workflows with 5 MiB definitions,
+// would otherwise be gigabytes.
+const listBytesMax = 4 << 20
+
+// writePage is writeList for a store page whose items can be large: it ends
+// the page early, with the cursor after the last item it holds, once the
+// items pass listBytesMax (one item always goes, however large).
+func writePage[T, V any](w http.ResponseWriter, page store.Page[T], view func(T) V, cursorOf func(T) string) error {
+	out := listView[json.RawMessage]{Items: make([]json.RawMessage, 0, len(page.Items)), NextCursor: page.Next}
+	size := 0
+	for i, it := range page.Items {
+		b, err := json.Marshal(view(it))
+		if err != nil {
+			return err
+		}
+		if i > 0 && size+len(b) > listBytesMax {
+			out.NextCursor = cursorOf(page.Items[i-1])
+			break
+		}
+		size += len(b)
+		out.Items = append(out.Items, b)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 // writeList answers 200 with items shown through view (an empty list as []).
@@ -70,6 +99,9 @@ func (s *Server) createWorkflow(w http.ResponseWriter, r *http.Request) error {
 	wf, err := s.compileDefinition(body)
 	if err != nil {
 		return err
+	}
+	if p := principalOf(r.Context()); !p.Sees(wf.Def.ID) {
+		return forbidden("token %q is scoped to workflows %v: it may not create workflow %q", p.Name, p.Workflows, wf.Def.ID)
 	}
 	stored, err := s.store.CreateWorkflow(r.Context(), store.WorkflowInput{ID: wf.Def.ID, Name: wf.Def.Name, Definition: wf.Raw, At: s.cfg.Now()})
 	if errors.Is(err, store.ErrConflict) {
@@ -133,7 +165,27 @@ func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	page, err := s.store.ListWorkflows(r.Context(), limit, r.URL.Query().Get("cursor"))
+	page, err := scopedPage(principalOf(r.Context()), r.URL.Query().Get("cursor"), func(cursor string) (store.Page[*store.Workflow], error) {
+		return s.store.ListWorkflows(r.Context(), limit, cursor)
+	}, func(wf *store.Workflow) string { return wf.ID })
+	if err != nil {
+		return storeInput(err, "cursor")
+	}
+	return writePage(w, page, viewWorkflow, store.WorkflowCursor)
+}
+
+// listVersions lists a workflow's versions, newest first, without their
+// definitions (getVersion shows one).
+func (s *Server) listVersions(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	limit, err := queryInt(r, "limit", 1, 500)
+	if err != nil {
+		return err
+	}
+	page, err := s.store.ListVersions(r.Context(), id, limit, r.URL.Query().Get("cursor"))
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound("workflow %q does not exist", id)
+	}
 	if err != nil {
 		return storeInput(err, "cursor")
 	}
@@ -141,16 +193,21 @@ func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) listVersions(w http.ResponseWriter, r *http.Request) error {
+// getVersion shows one version of a workflow with its definition.
+func (s *Server) getVersion(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	vs, err := s.store.ListVersions(r.Context(), id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && len(vs) == 0) {
-		return notFound("workflow %q does not exist", id)
+	version, err := strconv.Atoi(r.PathValue("version"))
+	if err != nil || version < 1 {
+		return badRequest("path: version %q: want a positive number", limitText(r.PathValue("version"), 20))
+	}
+	wf, err := s.store.GetWorkflow(r.Context(), id, version)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound("workflow %q has no version %d", id, version)
 	}
 	if err != nil {
 		return err
 	}
-	writeList(w, vs, "", viewWorkflow)
+	writeJSON(w, http.StatusOK, viewWorkflow(wf))
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rune-org/rune/console"
 	"github.com/rune-org/rune/store"
 )
 
@@ -48,71 +49,108 @@ func HashToken(token string) [32]byte { return sha256.Sum256([]byte(token)) }
 type tokenCache struct {
 	ttl time.Duration
 	mu  sync.Mutex
-	ok  map[[32]byte]time.Time
+	ok  map[[32]byte]cachedToken
 }
 
-func (c *tokenCache) valid(h [32]byte, now time.Time) bool {
+type cachedToken struct {
+	p     *Principal
+	until time.Time
+}
+
+func (c *tokenCache) get(h [32]byte, now time.Time) *Principal {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	exp, ok := c.ok[h]
-	return ok && now.Before(exp)
+	if e, ok := c.ok[h]; ok && now.Before(e.until) {
+		return e.p
+	}
+	return nil
 }
 
-func (c *tokenCache) add(h [32]byte, now time.Time) {
+// add remembers p until ttl from now, or until expires when sooner.
+func (c *tokenCache) add(h [32]byte, p *Principal, now time.Time, expires *time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ok == nil || len(c.ok) > 10_000 {
-		c.ok = map[[32]byte]time.Time{}
+		c.ok = map[[32]byte]cachedToken{}
 	}
-	c.ok[h] = now.Add(c.ttl)
+	until := now.Add(c.ttl)
+	if expires != nil && expires.Before(until) {
+		until = *expires
+	}
+	c.ok[h] = cachedToken{p: p, until: until}
 }
 
+// envPrincipal is who RUNE_API_TOKEN acts as.
+var envPrincipal = &Principal{Name: "RUNE_API_TOKEN", Role: store.RoleAdmin}
+
 // authenticate checks the request's bearer token against RUNE_API_TOKEN
-// and the stored tokens; comparisons are of hashes, in constant time.
-func (s *Server) authenticate(r *http.Request) error {
+// and the stored tokens (comparisons are of hashes, in constant time) and
+// returns who it acts as.
+func (s *Server) authenticate(r *http.Request) (*Principal, error) {
 	unauthorized := func(msg string) error {
 		return errorf(http.StatusUnauthorized, CodeUnauthorized, "%s", msg)
 	}
 	auth := r.Header.Get("Authorization")
 	scheme, token, ok := strings.Cut(auth, " ")
 	if auth == "" {
-		return unauthorized("missing bearer token: send Authorization: Bearer <token> (create one with `rune token create NAME`)")
+		return nil, unauthorized("missing bearer token: send Authorization: Bearer <token> (create one with `rune token create NAME`)")
 	}
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
-		return unauthorized("the Authorization header must be \"Bearer <token>\"")
+		return nil, unauthorized("the Authorization header must be \"Bearer <token>\"")
 	}
-	h := HashToken(strings.TrimSpace(token))
+	return s.principal(r.Context(), strings.TrimSpace(token))
+}
+
+// principal returns who token acts as, or a 401 naming why it is refused
+// (never the token).
+func (s *Server) principal(ctx context.Context, token string) (*Principal, error) {
+	unauthorized := func(msg string) error {
+		return errorf(http.StatusUnauthorized, CodeUnauthorized, "%s", msg)
+	}
+	h := HashToken(token)
 	if s.cfg.APIToken != "" {
 		want := HashToken(s.cfg.APIToken)
 		if subtle.ConstantTimeCompare(h[:], want[:]) == 1 {
-			return nil
+			return envPrincipal, nil
 		}
 	}
 	now := s.cfg.Now()
-	if s.tokens.valid(h, now) {
-		return nil
+	if p := s.tokens.get(h, now); p != nil {
+		return p, nil
 	}
-	t, err := s.store.TokenByHash(r.Context(), h[:])
+	t, err := s.store.TokenByHash(ctx, h[:])
 	if errors.Is(err, store.ErrNotFound) {
-		return unauthorized("invalid or revoked token")
+		return nil, unauthorized("invalid or revoked token")
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if subtle.ConstantTimeCompare(t.Hash, h[:]) != 1 {
-		return unauthorized("invalid or revoked token")
+		return nil, unauthorized("invalid or revoked token")
 	}
-	s.tokens.add(h, now)
-	return nil
+	if t.ExpiresAt != nil && !now.Before(*t.ExpiresAt) {
+		return nil, unauthorized(fmt.Sprintf("token %q expired at %s", t.Name, t.ExpiresAt.UTC().Format(time.RFC3339)))
+	}
+	p := &Principal{Name: t.Name, Role: t.Role, Workflows: t.Workflows}
+	s.tokens.add(h, p, now, t.ExpiresAt)
+	return p, nil
 }
 
-// CheckToken reports whether token is accepted by the API (nil) or not
-// (an error naming why, never the token): for the web console's login.
-func (s *Server) CheckToken(ctx context.Context, token string) error {
-	r, err := http.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
+// Access is what token may do in the web console: its role's rights and
+// its workflow scope (console.TokenChecker). The API refuses the rest anyway.
+func (s *Server) Access(ctx context.Context, token string) (console.Access, error) {
+	p, err := s.principal(ctx, token)
 	if err != nil {
-		return err
+		return console.Access{}, err
 	}
-	r.Header.Set("Authorization", "Bearer "+token)
-	return s.authenticate(r)
+	return console.Access{Sees: p.Sees, Scoped: p.Scoped(), Operate: Allows(p.Role, PermOperate),
+		Edit: Allows(p.Role, PermEdit), Replay: Allows(p.Role, PermReplay), Purge: Allows(p.Role, PermAdmin)}, nil
+}
+
+// forget drops every cached token: a revocation through this server takes
+// effect at once here (other servers see it within the cache's ttl).
+func (c *tokenCache) forget() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ok = nil
 }

@@ -14,6 +14,7 @@ import (
 // Error codes of the API's error body {"error": {"code", "message", "problems"?}}.
 const (
 	CodeUnauthorized     = "unauthorized"
+	CodeForbidden        = "forbidden"
 	CodeNotFound         = "not_found"
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeInvalidJSON      = "invalid_json"

@@ -375,15 +375,26 @@ func (c *varCache) mayHave(ctx context.Context, s *Server, workflowID string) bo
 	if ok && now.Sub(w.at) < 30*time.Second {
 		return w.has
 	}
+	// One definition in memory at a time: versions can be many and large.
 	has := false
-	versions, err := s.store.ListVersions(ctx, workflowID)
-	if err != nil {
-		return false
-	}
-	for _, v := range versions {
-		for _, typ := range nodeTypes(v.Definition) {
-			has = has || contains(varNodeTypes, typ)
+	for cursor := ""; !has; {
+		page, err := s.store.ListVersions(ctx, workflowID, 0, cursor)
+		if err != nil {
+			return false
 		}
+		for _, v := range page.Items {
+			wf, err := s.store.GetWorkflow(ctx, workflowID, v.Version)
+			if err != nil {
+				return false
+			}
+			for _, typ := range nodeTypes(wf.Definition) {
+				has = has || contains(varNodeTypes, typ)
+			}
+		}
+		if page.Next == "" {
+			break
+		}
+		cursor = page.Next
 	}
 	c.mu.Lock()
 	if c.wfs == nil || len(c.wfs) > 10_000 {

@@ -6,7 +6,7 @@ import (
 )
 
 // prune deletes the history (node runs, events) of executions finished
-// more than Config.Retention ago, every RetentionEvery, in batches of
+// more than Config.Retention ago, and audit entries older than that, every RetentionEvery, in batches of
 // RetentionBatchDefault executions so no transaction grows with the
 // backlog. Its errors are logged and retried next round: retention never
 // stops the server.
@@ -35,6 +35,18 @@ func (s *Server) prune(ctx context.Context) error {
 		}
 		if total > 0 {
 			s.log.Info("retention: pruned the history of finished executions", "executions", total, "retention", s.cfg.Retention)
+		}
+		for ctx.Err() == nil {
+			n, err := s.store.PruneAudit(ctx, s.cfg.Now().Add(-s.cfg.Retention), RetentionBatchDefault)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.log.Warn("retention: prune of the audit log failed; retrying next round", "err", err)
+				}
+				break
+			}
+			if n == 0 {
+				break
+			}
 		}
 		t.Reset(s.cfg.RetentionEvery)
 	}

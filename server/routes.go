@@ -14,7 +14,11 @@ type Route struct {
 	// Open routes need no bearer token.
 	Open bool
 	// Stream routes write Server-Sent Events; no write timeout applies.
-	Stream  bool
+	Stream bool
+	// Need is the permission a token's role must grant (docs/api.md, "Roles").
+	Need Perm
+	// Scope says how the route meets a token scoped to some workflows.
+	Scope   Scope
 	handler func(w http.ResponseWriter, r *http.Request) error
 }
 
@@ -26,54 +30,74 @@ func (s *Server) routes() []Route {
 		{Method: "GET", Path: "/healthz", Open: true, handler: s.healthz},
 		{Method: "GET", Path: "/v1/openapi.json", Open: true, handler: s.openapi},
 		{Method: "GET", Path: "/readyz", Open: true, handler: s.readyz},
-		{Method: "GET", Path: "/metrics", handler: s.serveMetrics},
+		{Method: "GET", Path: "/metrics", Need: PermRead, Scope: ScopeGlobal, handler: s.serveMetrics},
 
-		{Method: "POST", Path: "/v1/workflows", handler: s.createWorkflow},
-		{Method: "GET", Path: "/v1/workflows", handler: s.listWorkflows},
-		{Method: "GET", Path: "/v1/workflows/{id}", handler: s.getWorkflow},
-		{Method: "PUT", Path: "/v1/workflows/{id}", handler: s.updateWorkflow},
-		{Method: "DELETE", Path: "/v1/workflows/{id}", handler: s.deleteWorkflow},
-		{Method: "GET", Path: "/v1/workflows/{id}/versions", handler: s.listVersions},
-		{Method: "POST", Path: "/v1/workflows/{id}/executions", handler: s.triggerExecution},
+		{Method: "POST", Path: "/v1/workflows", Need: PermEdit, Scope: ScopeFiltered, handler: s.createWorkflow},
+		{Method: "GET", Path: "/v1/workflows", Need: PermRead, Scope: ScopeFiltered, handler: s.listWorkflows},
+		{Method: "GET", Path: "/v1/workflows/{id}", Need: PermRead, Scope: ScopeWorkflow, handler: s.getWorkflow},
+		{Method: "PUT", Path: "/v1/workflows/{id}", Need: PermEdit, Scope: ScopeWorkflow, handler: s.updateWorkflow},
+		{Method: "DELETE", Path: "/v1/workflows/{id}", Need: PermEdit, Scope: ScopeWorkflow, handler: s.deleteWorkflow},
+		{Method: "GET", Path: "/v1/workflows/{id}/versions", Need: PermRead, Scope: ScopeWorkflow, handler: s.listVersions},
+		{Method: "GET", Path: "/v1/workflows/{id}/versions/{version}", Need: PermRead, Scope: ScopeWorkflow, handler: s.getVersion},
+		{Method: "POST", Path: "/v1/workflows/{id}/executions", Need: PermOperate, Scope: ScopeWorkflow, handler: s.triggerExecution},
 
-		{Method: "GET", Path: "/v1/executions", handler: s.listExecutions},
-		{Method: "GET", Path: "/v1/executions/{id}", handler: s.getExecution},
-		{Method: "POST", Path: "/v1/executions/{id}/cancel", handler: s.cancelExecution},
-		{Method: "POST", Path: "/v1/executions/{id}/rerun", handler: s.rerunExecution},
-		{Method: "GET", Path: "/v1/executions/{id}/events", Stream: true, handler: s.executionEvents},
-		{Method: "GET", Path: "/v1/events", Stream: true, handler: s.allEvents},
+		{Method: "GET", Path: "/v1/executions", Need: PermRead, Scope: ScopeFiltered, handler: s.listExecutions},
+		{Method: "GET", Path: "/v1/executions/{id}", Need: PermRead, Scope: ScopeExecution, handler: s.getExecution},
+		{Method: "POST", Path: "/v1/executions/{id}/cancel", Need: PermOperate, Scope: ScopeExecution, handler: s.cancelExecution},
+		{Method: "POST", Path: "/v1/executions/{id}/rerun", Need: PermOperate, Scope: ScopeExecution, handler: s.rerunExecution},
+		{Method: "GET", Path: "/v1/executions/{id}/events", Need: PermRead, Scope: ScopeExecution, Stream: true, handler: s.executionEvents},
+		{Method: "GET", Path: "/v1/events", Need: PermRead, Scope: ScopeFiltered, Stream: true, handler: s.allEvents},
 
-		{Method: "POST", Path: "/v1/workflows/{id}/hooks", handler: s.createHook},
-		{Method: "GET", Path: "/v1/workflows/{id}/hooks", handler: s.listHooks},
-		{Method: "GET", Path: "/v1/workflows/{id}/hooks/{hook}", handler: s.getHook},
-		{Method: "PUT", Path: "/v1/workflows/{id}/hooks/{hook}", handler: s.updateHook},
-		{Method: "DELETE", Path: "/v1/workflows/{id}/hooks/{hook}", handler: s.deleteHook},
-		{Method: "POST", Path: "/v1/workflows/{id}/hooks/{hook}/rotate", handler: s.rotateHook},
+		{Method: "POST", Path: "/v1/workflows/{id}/hooks", Need: PermEdit, Scope: ScopeWorkflow, handler: s.createHook},
+		{Method: "GET", Path: "/v1/workflows/{id}/hooks", Need: PermRead, Scope: ScopeWorkflow, handler: s.listHooks},
+		{Method: "GET", Path: "/v1/workflows/{id}/hooks/{hook}", Need: PermRead, Scope: ScopeWorkflow, handler: s.getHook},
+		{Method: "PUT", Path: "/v1/workflows/{id}/hooks/{hook}", Need: PermEdit, Scope: ScopeWorkflow, handler: s.updateHook},
+		{Method: "DELETE", Path: "/v1/workflows/{id}/hooks/{hook}", Need: PermEdit, Scope: ScopeWorkflow, handler: s.deleteHook},
+		{Method: "POST", Path: "/v1/workflows/{id}/hooks/{hook}/rotate", Need: PermEdit, Scope: ScopeWorkflow, handler: s.rotateHook},
 		{Method: "POST", Path: "/v1/hooks/{secret}", Open: true, handler: s.receiveHook},
 
-		{Method: "POST", Path: "/v1/workflows/{id}/schedules", handler: s.createSchedule},
-		{Method: "GET", Path: "/v1/workflows/{id}/schedules", handler: s.listSchedules},
-		{Method: "GET", Path: "/v1/workflows/{id}/schedules/{schedule}", handler: s.getSchedule},
-		{Method: "PUT", Path: "/v1/workflows/{id}/schedules/{schedule}", handler: s.updateSchedule},
-		{Method: "DELETE", Path: "/v1/workflows/{id}/schedules/{schedule}", handler: s.deleteSchedule},
-		{Method: "POST", Path: "/v1/workflows/{id}/schedules/{schedule}/pause", handler: s.pauseSchedule},
-		{Method: "POST", Path: "/v1/workflows/{id}/schedules/{schedule}/resume", handler: s.resumeSchedule},
+		{Method: "POST", Path: "/v1/workflows/{id}/schedules", Need: PermEdit, Scope: ScopeWorkflow, handler: s.createSchedule},
+		{Method: "GET", Path: "/v1/workflows/{id}/schedules", Need: PermRead, Scope: ScopeWorkflow, handler: s.listSchedules},
+		{Method: "GET", Path: "/v1/workflows/{id}/schedules/{schedule}", Need: PermRead, Scope: ScopeWorkflow, handler: s.getSchedule},
+		{Method: "PUT", Path: "/v1/workflows/{id}/schedules/{schedule}", Need: PermEdit, Scope: ScopeWorkflow, handler: s.updateSchedule},
+		{Method: "DELETE", Path: "/v1/workflows/{id}/schedules/{schedule}", Need: PermEdit, Scope: ScopeWorkflow, handler: s.deleteSchedule},
+		{Method: "POST", Path: "/v1/workflows/{id}/schedules/{schedule}/pause", Need: PermEdit, Scope: ScopeWorkflow, handler: s.pauseSchedule},
+		{Method: "POST", Path: "/v1/workflows/{id}/schedules/{schedule}/resume", Need: PermEdit, Scope: ScopeWorkflow, handler: s.resumeSchedule},
 
-		{Method: "POST", Path: "/v1/credentials", handler: s.putCredential},
-		{Method: "GET", Path: "/v1/credentials", handler: s.listCredentials},
-		{Method: "DELETE", Path: "/v1/credentials/{name}", handler: s.deleteCredential},
+		{Method: "POST", Path: "/v1/credentials", Need: PermCredentials, Scope: ScopeGlobal, handler: s.putCredential},
+		{Method: "GET", Path: "/v1/credentials", Need: PermCredentials, Scope: ScopeGlobal, handler: s.listCredentials},
+		{Method: "POST", Path: "/v1/tokens", Need: PermAdmin, Scope: ScopeGlobal, handler: s.createToken},
+		{Method: "GET", Path: "/v1/tokens", Need: PermAdmin, Scope: ScopeGlobal, handler: s.listTokens},
+		{Method: "DELETE", Path: "/v1/tokens/{name}", Need: PermAdmin, Scope: ScopeGlobal, handler: s.revokeToken},
+		{Method: "GET", Path: "/v1/audit", Need: PermAdmin, Scope: ScopeGlobal, handler: s.listAudit},
+
+		{Method: "DELETE", Path: "/v1/credentials/{name}", Need: PermCredentials, Scope: ScopeGlobal, handler: s.deleteCredential},
 	}
 }
 
-// endpoint wraps a route's handler: authentication, the body limit, and
+// endpoint wraps a route's handler: authentication, the role and scope
+// checks, the audit of state changes, the body limit, and
 // errors written as the API's error body.
 func (s *Server) endpoint(rt Route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !rt.Open {
-			if err := s.authenticate(r); err != nil {
+			p, err := s.authenticate(r)
+			if err != nil {
 				s.writeError(w, r, err)
 				return
 			}
+			// Every state-changing request of a known token is audited,
+			// refused ones too.
+			if r.Method != http.MethodGet && r.Method != http.MethodHead {
+				rec := &statusRecorder{ResponseWriter: w}
+				defer func() { s.audit(r, rt, p, rec.status()) }()
+				w = rec
+			}
+			if err := s.authorize(r, rt, p); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			r = r.WithContext(withPrincipal(r.Context(), p))
 		}
 		if r.Body != nil {
 			r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)

@@ -79,6 +79,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, execID string) e
 		return nil
 	}
 	ctx := r.Context()
+	p := principalOf(ctx)
 	poll := time.NewTicker(s.cfg.StreamPoll)
 	defer poll.Stop()
 	heartbeat := time.NewTicker(s.cfg.Heartbeat)
@@ -97,10 +98,13 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, execID string) e
 			return nil // headers are sent: end the stream; the client reconnects with Last-Event-ID
 		}
 		for _, ev := range evs {
+			after = ev.ID
+			if !p.seesEvent(ev) {
+				continue
+			}
 			if err := writeEvent(w, ev); err != nil {
 				return nil
 			}
-			after = ev.ID
 			if execID != "" && endsStream(ev) && ended.IsZero() {
 				ended = time.Now()
 			}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -142,6 +143,21 @@ func CheckToken(t *Token) error {
 	case len(t.Hash) == 0:
 		return invalid("token %s: hash: missing", t.Name)
 	}
+	if t.Role == "" {
+		t.Role = RoleAdmin
+	}
+	if !slices.Contains(Roles, t.Role) {
+		return invalid("token %s: role %q: want one of %s", t.Name, t.Role, strings.Join(Roles, ", "))
+	}
+	for _, g := range t.Workflows {
+		if err := CheckScope(g); err != nil {
+			return invalid("token %s: workflows: %v", t.Name, err)
+		}
+	}
+	if t.ExpiresAt != nil {
+		e := Micro(*t.ExpiresAt)
+		t.ExpiresAt = &e
+	}
 	if t.ID == "" {
 		t.ID = NewID("tok_")
 	}
@@ -253,4 +269,98 @@ func NotMarked(want, got []string) []string {
 		}
 	}
 	return missing
+}
+
+// CheckScope checks one workflow scope pattern of a token: letters, digits,
+// '.', '_', '-' and the wildcards '*' and '?', 1 to 128 characters, so the
+// pattern means the same to every store and to the server.
+func CheckScope(g string) error {
+	if g == "" || len(g) > 128 {
+		return fmt.Errorf("pattern %q: want 1 to 128 characters", g)
+	}
+	for _, c := range g {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("._-*?", c)) {
+			return fmt.Errorf("pattern %q: %q is not allowed (letters, digits, '.', '_', '-', '*' and '?')", g, c)
+		}
+	}
+	return nil
+}
+
+// SplitScope reads a token's stored scope (patterns joined by commas).
+func SplitScope(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
+// CheckAudit validates an audit entry before it is stored.
+func CheckAudit(e *AuditEntry) error {
+	switch {
+	case e.Method == "" || e.Route == "":
+		return invalid("audit entry: method and route: missing")
+	case e.Status < 100 || e.Status > 599:
+		return invalid("audit entry: status %d: want an HTTP status", e.Status)
+	}
+	e.At = Micro(orNow(e.At))
+	return nil
+}
+
+// AuditCursor reads an audit page's cursor: the id of the last entry shown
+// (0 for the first page).
+func AuditCursor(c string) (int64, error) {
+	if c == "" {
+		return 1<<63 - 1, nil
+	}
+	id, err := strconv.ParseInt(c, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, invalid("cursor %q: want the next_cursor of the previous page", c)
+	}
+	return id, nil
+}
+
+// AuditPage makes a page of entries read with limit+1 rows: the extra row
+// only says there is a next page.
+func AuditPage(es []*AuditEntry, limit int) Page[*AuditEntry] {
+	p := Page[*AuditEntry]{Items: es}
+	if len(es) > limit {
+		p.Items = es[:limit]
+		p.Next = strconv.FormatInt(es[limit-1].ID, 10)
+	}
+	if p.Items == nil {
+		p.Items = []*AuditEntry{}
+	}
+	return p
+}
+
+// VersionCursor is the cursor of a version list after w.
+func VersionCursor(w *Workflow) string { return strconv.Itoa(w.Version) }
+
+// ParseVersionCursor reads a version list's cursor: the versions listed
+// next are below it.
+func ParseVersionCursor(c string) (int, error) {
+	if c == "" {
+		return 1<<31 - 1, nil
+	}
+	v, err := strconv.Atoi(c)
+	if err != nil || v < 1 {
+		return 0, invalid("cursor %q: want the next_cursor of the previous page", c)
+	}
+	return v, nil
+}
+
+// VersionsPage makes a page of versions read with limit+1 rows, with their
+// definitions dropped, or ErrNotFound when the first page is empty.
+func VersionsPage(id, cursor string, ws []*Workflow, limit int) (Page[*Workflow], error) {
+	if len(ws) == 0 && cursor == "" {
+		return Page[*Workflow]{}, fmt.Errorf("workflow %s: %w", id, ErrNotFound)
+	}
+	for _, w := range ws {
+		w.Definition = nil
+	}
+	p := PageOf(ws, limit, VersionCursor)
+	if p.Items == nil {
+		p.Items = []*Workflow{}
+	}
+	return p, nil
 }

@@ -280,12 +280,59 @@ type Credential struct {
 
 // Token is an API token: its SHA-256 hash and a short visible prefix.
 type Token struct {
-	ID        string
-	Name      string
-	Prefix    string
-	Hash      []byte
+	ID     string
+	Name   string
+	Prefix string
+	Hash   []byte
+	// Role is one of RoleAdmin, RoleEditor, RoleOperator, RoleViewer
+	// (docs/api.md, "Roles"). CreateToken stores RoleAdmin when empty.
+	Role string
+	// Workflows, when not empty, scopes the token to the workflows whose id
+	// matches one of these glob patterns ('*' any run of characters, '?'
+	// one); empty means every workflow.
+	Workflows []string
 	CreatedAt time.Time
+	// ExpiresAt, when set, ends the token's validity at that time.
+	ExpiresAt *time.Time
 	RevokedAt *time.Time
+}
+
+// Token roles, from most to least powerful (docs/api.md, "Roles").
+const (
+	RoleAdmin    = "admin"
+	RoleEditor   = "editor"
+	RoleOperator = "operator"
+	RoleViewer   = "viewer"
+)
+
+// Roles lists the token roles, most powerful first.
+var Roles = []string{RoleAdmin, RoleEditor, RoleOperator, RoleViewer}
+
+// AuditEntry records one state-changing API request: who made it, what it
+// acted on, when, and how it ended. It never holds a request body, a token
+// or a secret.
+type AuditEntry struct {
+	// ID ascends in insertion order (AppendAudit sets it).
+	ID int64
+	At time.Time
+	// Actor is the token's name; Role its role.
+	Actor string
+	Role  string
+	// Method and Route are the request's method and route pattern
+	// ("/v1/workflows/{id}"); Objects the route's path values by name.
+	Method  string
+	Route   string
+	Objects map[string]string
+	// Status is the HTTP status of the answer.
+	Status int
+}
+
+// AuditFilter selects audit entries, newest first.
+type AuditFilter struct {
+	// Limit defaults to 50 and is at most 500.
+	Limit int
+	// Cursor is a Page.Next from the previous call.
+	Cursor string
 }
 
 // Store is the server's database. Every method is safe for concurrent use,
@@ -303,8 +350,11 @@ type Store interface {
 	// ListWorkflows returns the latest version of each workflow not deleted,
 	// by id.
 	ListWorkflows(ctx context.Context, limit int, cursor string) (Page[*Workflow], error)
-	// ListVersions returns every version of workflow id, newest first.
-	ListVersions(ctx context.Context, id string) ([]*Workflow, error)
+	// ListVersions returns a page of workflow id's versions, newest first,
+	// without their definitions (GetWorkflow reads one): a workflow may
+	// have thousands of versions of megabytes each. ErrNotFound for an
+	// unknown workflow.
+	ListVersions(ctx context.Context, id string, limit int, cursor string) (Page[*Workflow], error)
 	// DeleteWorkflow marks workflow id deleted; its executions are unaffected.
 	DeleteWorkflow(ctx context.Context, id string, at time.Time) error
 
@@ -374,6 +424,14 @@ type Store interface {
 	ListTokens(ctx context.Context) ([]*Token, error)
 	// RevokeToken revokes token name.
 	RevokeToken(ctx context.Context, name string, at time.Time) error
+
+	// AppendAudit records e and sets its ID.
+	AppendAudit(ctx context.Context, e *AuditEntry) error
+	// ListAudit lists audit entries, newest first.
+	ListAudit(ctx context.Context, f AuditFilter) (Page[*AuditEntry], error)
+	// PruneAudit deletes up to limit audit entries older than before,
+	// oldest first, and returns how many (retention: call it until 0).
+	PruneAudit(ctx context.Context, before time.Time, limit int) (int, error)
 
 	// TriggerStore: webhooks and schedules.
 	TriggerStore

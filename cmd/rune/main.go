@@ -51,6 +51,7 @@ func commands() []command {
 		{"bench", "measure node executions per second", cmdBench},
 		{"server", "the master: HTTP API, dispatcher, history, live streams (embedded default without URLs)", cmdServer},
 		{"token", "create, list or revoke API tokens of a server's store", cmdToken},
+		{"audit", "show a server's audit log of state-changing requests", cmdAudit},
 		{"workflows", "push or list workflows on a server", cmdWorkflows},
 		{"executions", "list, get, follow or cancel executions on a server", cmdExecutions},
 		{"hooks", "create, list, rotate, disable or delete a workflow's webhooks on a server", cmdHooks},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/rune-org/rune/server"
@@ -18,8 +19,11 @@ func cmdToken(ctx context.Context, env *cliEnv, args []string) error {
 	fs.SetOutput(env.stderr)
 	var sf storeFlags
 	sf.flags(fs, env)
+	role := fs.String("role", store.RoleAdmin, "create: the token's role: admin, editor, operator or viewer (docs/api.md, \"Roles\")")
+	scope := fs.String("workflows", "", "create: comma-separated glob patterns of the workflow ids the token may see and act on, e.g. billing-* (default: every workflow)")
+	expires := fs.String("expires", "", "create: lifetime, e.g. 30d or 12h (default: never expires)")
 	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "Usage: rune token create NAME | list | revoke NAME   [--data DIR | --postgres URL]\n\ncreate prints the new token alone on stdout; only its hash is stored.")
+		fmt.Fprintln(env.stderr, "Usage: rune token create NAME [--role R] [--workflows GLOB,…] [--expires 30d] | list | revoke NAME   [--data DIR | --postgres URL]\n\ncreate prints the new token alone on stdout; only its hash is stored.")
 		fs.PrintDefaults()
 	}
 	pos, err := parseInterspersed(fs, args)
@@ -44,7 +48,17 @@ func cmdToken(ctx context.Context, env *cliEnv, args []string) error {
 	defer st.Close()
 	switch pos[0] {
 	case "create":
-		tok, rec, err := server.NewToken(pos[1], time.Now())
+		var lifetime time.Duration
+		if *expires != "" {
+			if lifetime, err = server.ParseLifetime(*expires); err != nil {
+				return usagef("--expires %v", err)
+			}
+		}
+		var globs []string
+		if *scope != "" {
+			globs = strings.Split(*scope, ",")
+		}
+		tok, rec, err := server.NewScopedToken(pos[1], *role, globs, lifetime, time.Now())
 		if err != nil {
 			return usagef("%v", err)
 		}
@@ -70,10 +84,19 @@ func cmdToken(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		for _, t := range ts {
 			state := "active"
-			if t.RevokedAt != nil {
+			switch {
+			case t.RevokedAt != nil:
 				state = "revoked " + t.RevokedAt.UTC().Format(time.RFC3339)
+			case t.ExpiresAt != nil && !time.Now().Before(*t.ExpiresAt):
+				state = "expired " + t.ExpiresAt.UTC().Format(time.RFC3339)
+			case t.ExpiresAt != nil:
+				state = "expires " + t.ExpiresAt.UTC().Format(time.RFC3339)
 			}
-			fmt.Fprintf(env.stdout, "%-24s %s…  created %s  %s\n", t.Name, t.Prefix, t.CreatedAt.UTC().Format(time.RFC3339), state)
+			scope := "all workflows"
+			if len(t.Workflows) > 0 {
+				scope = strings.Join(t.Workflows, ",")
+			}
+			fmt.Fprintf(env.stdout, "%-24s %s…  %-8s %-20s created %s  %s\n", t.Name, t.Prefix, t.Role, scope, t.CreatedAt.UTC().Format(time.RFC3339), state)
 		}
 	}
 	return nil

@@ -117,7 +117,8 @@ function executionPage() {
     bindCancel();
     if (st.final) {
       final = true;
-      document.getElementById("rerun").disabled = false;
+      const rerun = document.getElementById("rerun");
+      if (rerun) rerun.disabled = false;
       if (es) es.close();
     }
     if (panelURL && !panel.hidden) loadPanel(panelURL);
@@ -130,7 +131,8 @@ function executionPage() {
 
   const input = document.getElementById("rerun-input");
   const original = input.value;
-  document.getElementById("rerun").addEventListener("click", async () => {
+  const rerun = document.getElementById("rerun");
+  if (rerun) rerun.addEventListener("click", async () => {
     const err = document.getElementById("rerun-error");
     err.textContent = "";
     try {
@@ -150,7 +152,8 @@ function workflowPage() {
   const root = document.getElementById("workflow");
   if (!root) return;
   const wid = root.dataset.id;
-  document.getElementById("trigger").addEventListener("click", async () => {
+  const trigger = document.getElementById("trigger");
+  if (trigger) trigger.addEventListener("click", async () => {
     const err = document.getElementById("trigger-error");
     err.textContent = "";
     try {
@@ -159,7 +162,8 @@ function workflowPage() {
       location.assign("/executions/" + encodeURIComponent(x.id));
     } catch (e) { err.textContent = e.message; }
   });
-  document.getElementById("save").addEventListener("click", async () => {
+  const save = document.getElementById("save");
+  if (save) save.addEventListener("click", async () => {
     const err = document.getElementById("save-error");
     err.textContent = "";
     try {

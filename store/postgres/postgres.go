@@ -7,6 +7,7 @@ package postgres
 import (
 	"context"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -249,16 +250,18 @@ func (s *Store) ListWorkflows(ctx context.Context, limit int, cursor string) (st
 	return store.PageOf(page.Items, limit, store.WorkflowCursor), nil
 }
 
-func (s *Store) ListVersions(ctx context.Context, id string) ([]*store.Workflow, error) {
-	rows, _ := s.pool.Query(ctx, queries["workflow_versions"], id)
+func (s *Store) ListVersions(ctx context.Context, id string, limit int, cursor string) (store.Page[*store.Workflow], error) {
+	below, err := store.ParseVersionCursor(cursor)
+	if err != nil {
+		return store.Page[*store.Workflow]{}, err
+	}
+	limit = store.ListLimit(limit)
+	rows, _ := s.pool.Query(ctx, queries["workflow_versions"], id, below, limit+1)
 	ws, err := pgx.CollectRows(rows, scanWorkflow)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: list versions of %s: %w", id, err)
+		return store.Page[*store.Workflow]{}, fmt.Errorf("postgres: list versions of %s: %w", id, err)
 	}
-	if len(ws) == 0 {
-		return nil, fmt.Errorf("workflow %s: %w", id, store.ErrNotFound)
-	}
-	return ws, nil
+	return store.VersionsPage(id, cursor, ws, limit)
 }
 
 func (s *Store) DeleteWorkflow(ctx context.Context, id string, at time.Time) error {
@@ -477,7 +480,8 @@ func (s *Store) CreateToken(ctx context.Context, t *store.Token) error {
 	if err := store.CheckToken(t); err != nil {
 		return err
 	}
-	tag, err := s.pool.Exec(ctx, queries["token_insert"], t.ID, t.Name, t.Prefix, t.Hash, t.CreatedAt, t.RevokedAt)
+	tag, err := s.pool.Exec(ctx, queries["token_insert"], t.ID, t.Name, t.Prefix, t.Hash, t.CreatedAt, t.RevokedAt,
+		t.Role, strings.Join(t.Workflows, ","), t.ExpiresAt)
 	if err != nil {
 		return fmt.Errorf("postgres: create token %s: %w", t.Name, err)
 	}
@@ -545,4 +549,45 @@ func (s *Store) PruneHistory(ctx context.Context, before time.Time, limit int) (
 		return nil
 	})
 	return n, err
+}
+
+// Audit log.
+
+func (s *Store) AppendAudit(ctx context.Context, e *store.AuditEntry) error {
+	if err := store.CheckAudit(e); err != nil {
+		return err
+	}
+	objects, err := json.Marshal(e.Objects)
+	if err != nil {
+		return err
+	}
+	if err := s.pool.QueryRow(ctx, queries["audit_insert"], e.At, e.Actor, e.Role, e.Method, e.Route, objects, e.Status).Scan(&e.ID); err != nil {
+		return fmt.Errorf("postgres: append audit: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) (store.Page[*store.AuditEntry], error) {
+	before, err := store.AuditCursor(f.Cursor)
+	if err != nil {
+		return store.Page[*store.AuditEntry]{}, err
+	}
+	limit := store.ListLimit(f.Limit)
+	rows, _ := s.pool.Query(ctx, queries["audit_list"], before, limit+1)
+	es, err := pgx.CollectRows(rows, scanAudit)
+	if err != nil {
+		return store.Page[*store.AuditEntry]{}, fmt.Errorf("postgres: list audit: %w", err)
+	}
+	return store.AuditPage(es, limit), nil
+}
+
+func (s *Store) PruneAudit(ctx context.Context, before time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, fmt.Errorf("prune audit: %w: limit %d, want positive", store.ErrInvalid, limit)
+	}
+	tag, err := s.pool.Exec(ctx, queries["audit_prune"], before, limit)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: prune audit: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
 }

@@ -45,10 +45,11 @@ ORDER BY h.id
 LIMIT $2
 
 -- name: workflow_versions
-SELECT w.id, w.version, w.name, w.definition, w.created_at, h.deleted_at
+SELECT w.id, w.version, w.name, ''::bytea, w.created_at, h.deleted_at
 FROM workflows w JOIN workflow_heads h ON h.id = w.id
-WHERE w.id = $1
+WHERE w.id = $1 AND w.version < $2
 ORDER BY w.version DESC
+LIMIT $3
 
 -- name: workflow_delete
 UPDATE workflow_heads SET deleted_at = $1 WHERE id = $2 AND deleted_at IS NULL
@@ -250,13 +251,13 @@ SELECT name, type, key_id, NULL::bytea, created_at, updated_at FROM credentials 
 DELETE FROM credentials WHERE name = $1
 
 -- name: token_insert
-INSERT INTO tokens (id, name, prefix, hash, created_at, revoked_at) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING
+INSERT INTO tokens (id, name, prefix, hash, created_at, revoked_at, role, workflows, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING
 
 -- name: token_by_hash
-SELECT id, name, prefix, hash, created_at, revoked_at FROM tokens WHERE hash = $1 AND revoked_at IS NULL
+SELECT id, name, prefix, hash, created_at, revoked_at, role, workflows, expires_at FROM tokens WHERE hash = $1 AND revoked_at IS NULL
 
 -- name: token_list
-SELECT id, name, prefix, NULL::bytea, created_at, revoked_at FROM tokens ORDER BY name
+SELECT id, name, prefix, NULL::bytea, created_at, revoked_at, role, workflows, expires_at FROM tokens ORDER BY name
 
 -- name: token_revoke
 UPDATE tokens SET revoked_at = COALESCE(revoked_at, $1) WHERE name = $2
@@ -278,3 +279,12 @@ DELETE FROM node_runs WHERE execution_id = ANY($1)
 
 -- name: prune_mark
 UPDATE executions SET pruned_at = $2 WHERE id = ANY($1)
+
+-- name: audit_insert
+INSERT INTO audit (at, actor, role, method, route, objects, status) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id
+
+-- name: audit_list
+SELECT id, at, actor, role, method, route, objects, status FROM audit WHERE id < $1 ORDER BY id DESC LIMIT $2
+
+-- name: audit_prune
+DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE at < $1 ORDER BY id LIMIT $2)

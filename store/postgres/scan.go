@@ -180,9 +180,21 @@ func scanCredential(row pgx.CollectableRow) (*store.Credential, error) {
 
 func scanToken(row pgx.CollectableRow) (*store.Token, error) {
 	var t store.Token
-	if err := row.Scan(&t.ID, &t.Name, &t.Prefix, &t.Hash, &t.CreatedAt, &t.RevokedAt); err != nil {
+	var scope string
+	if err := row.Scan(&t.ID, &t.Name, &t.Prefix, &t.Hash, &t.CreatedAt, &t.RevokedAt, &t.Role, &scope, &t.ExpiresAt); err != nil {
 		return nil, err
 	}
-	t.CreatedAt, t.RevokedAt = t.CreatedAt.UTC(), utc(t.RevokedAt)
+	t.CreatedAt, t.RevokedAt, t.ExpiresAt = t.CreatedAt.UTC(), utc(t.RevokedAt), utc(t.ExpiresAt)
+	t.Workflows = store.SplitScope(scope)
 	return &t, nil
+}
+
+func scanAudit(row pgx.CollectableRow) (*store.AuditEntry, error) {
+	var e store.AuditEntry
+	var objects []byte
+	if err := row.Scan(&e.ID, &e.At, &e.Actor, &e.Role, &e.Method, &e.Route, &objects, &e.Status); err != nil {
+		return nil, err
+	}
+	e.At = e.At.UTC()
+	return &e, json.Unmarshal(objects, &e.Objects)
 }

@@ -38,10 +38,11 @@ ORDER BY h.id
 LIMIT ?
 
 -- name: workflow_versions
-SELECT w.id, w.version, w.name, w.definition, w.created_at, h.deleted_at
+SELECT w.id, w.version, w.name, '', w.created_at, h.deleted_at
 FROM workflows w JOIN workflow_heads h ON h.id = w.id
-WHERE w.id = ?
+WHERE w.id = ? AND w.version < ?
 ORDER BY w.version DESC
+LIMIT ?
 
 -- name: workflow_delete
 UPDATE workflow_heads SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL
@@ -166,13 +167,13 @@ SELECT name, type, key_id, NULL, created_at, updated_at FROM credentials ORDER B
 DELETE FROM credentials WHERE name = ?
 
 -- name: token_insert
-INSERT INTO tokens (id, name, prefix, hash, created_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
+INSERT INTO tokens (id, name, prefix, hash, created_at, revoked_at, role, workflows, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
 
 -- name: token_by_hash
-SELECT id, name, prefix, hash, created_at, revoked_at FROM tokens WHERE hash = ? AND revoked_at IS NULL
+SELECT id, name, prefix, hash, created_at, revoked_at, role, workflows, expires_at FROM tokens WHERE hash = ? AND revoked_at IS NULL
 
 -- name: token_list
-SELECT id, name, prefix, NULL, created_at, revoked_at FROM tokens ORDER BY name
+SELECT id, name, prefix, NULL, created_at, revoked_at, role, workflows, expires_at FROM tokens ORDER BY name
 
 -- name: token_revoke
 UPDATE tokens SET revoked_at = COALESCE(revoked_at, ?) WHERE name = ?
@@ -192,3 +193,12 @@ DELETE FROM node_runs WHERE execution_id = ?
 
 -- name: prune_mark
 UPDATE executions SET pruned_at = ? WHERE id = ?
+
+-- name: audit_insert
+INSERT INTO audit (at, actor, role, method, route, objects, status) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id
+
+-- name: audit_list
+SELECT id, at, actor, role, method, route, objects, status FROM audit WHERE id < ? ORDER BY id DESC LIMIT ?
+
+-- name: audit_prune
+DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE at < ? ORDER BY id LIMIT ?)

@@ -190,10 +190,23 @@ func scanCredential(s scanner) (*store.Credential, error) {
 func scanToken(s scanner) (*store.Token, error) {
 	var t store.Token
 	var created int64
-	var revoked sql.NullInt64
-	if err := s.Scan(&t.ID, &t.Name, &t.Prefix, &t.Hash, &created, &revoked); err != nil {
+	var revoked, expires sql.NullInt64
+	var scope string
+	if err := s.Scan(&t.ID, &t.Name, &t.Prefix, &t.Hash, &created, &revoked, &t.Role, &scope, &expires); err != nil {
 		return nil, err
 	}
-	t.CreatedAt, t.RevokedAt = timeOf(created), timePtrOf(revoked)
+	t.CreatedAt, t.RevokedAt, t.ExpiresAt = timeOf(created), timePtrOf(revoked), timePtrOf(expires)
+	t.Workflows = store.SplitScope(scope)
 	return &t, nil
+}
+
+func scanAudit(s scanner) (*store.AuditEntry, error) {
+	var e store.AuditEntry
+	var at int64
+	var objects string
+	if err := s.Scan(&e.ID, &at, &e.Actor, &e.Role, &e.Method, &e.Route, &objects, &e.Status); err != nil {
+		return nil, err
+	}
+	e.At = timeOf(at)
+	return &e, json.Unmarshal([]byte(objects), &e.Objects)
 }

@@ -10,10 +10,12 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/rune-org/rune/store"
@@ -280,15 +282,17 @@ func (s *Store) ListWorkflows(ctx context.Context, limit int, cursor string) (st
 	return store.PageOf(page.Items, limit, store.WorkflowCursor), nil
 }
 
-func (s *Store) ListVersions(ctx context.Context, id string) ([]*store.Workflow, error) {
-	ws, err := queryAll(ctx, s.r, scanWorkflow, queries["workflow_versions"], id)
+func (s *Store) ListVersions(ctx context.Context, id string, limit int, cursor string) (store.Page[*store.Workflow], error) {
+	below, err := store.ParseVersionCursor(cursor)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: list versions of %s: %w", id, err)
+		return store.Page[*store.Workflow]{}, err
 	}
-	if len(ws) == 0 {
-		return nil, fmt.Errorf("workflow %s: %w", id, store.ErrNotFound)
+	limit = store.ListLimit(limit)
+	ws, err := queryAll(ctx, s.r, scanWorkflow, queries["workflow_versions"], id, below, limit+1)
+	if err != nil {
+		return store.Page[*store.Workflow]{}, fmt.Errorf("sqlite: list versions of %s: %w", id, err)
 	}
-	return ws, nil
+	return store.VersionsPage(id, cursor, ws, limit)
 }
 
 func (s *Store) DeleteWorkflow(ctx context.Context, id string, at time.Time) error {
@@ -669,7 +673,8 @@ func (s *Store) CreateToken(ctx context.Context, t *store.Token) error {
 		return err
 	}
 	return s.tx(ctx, "create token", func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, queries["token_insert"], t.ID, t.Name, t.Prefix, t.Hash, micros(t.CreatedAt), microsPtr(t.RevokedAt))
+		res, err := tx.ExecContext(ctx, queries["token_insert"], t.ID, t.Name, t.Prefix, t.Hash, micros(t.CreatedAt), microsPtr(t.RevokedAt),
+			t.Role, strings.Join(t.Workflows, ","), microsPtr(t.ExpiresAt))
 		if err != nil {
 			return err
 		}
@@ -752,4 +757,48 @@ func (s *Store) PruneHistory(ctx context.Context, before time.Time, limit int) (
 		return nil
 	})
 	return n, err
+}
+
+// Audit log.
+
+func (s *Store) AppendAudit(ctx context.Context, e *store.AuditEntry) error {
+	if err := store.CheckAudit(e); err != nil {
+		return err
+	}
+	objects, err := json.Marshal(e.Objects)
+	if err != nil {
+		return err
+	}
+	return s.tx(ctx, "append audit", func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, queries["audit_insert"], micros(e.At), e.Actor, e.Role, e.Method, e.Route, string(objects), e.Status).Scan(&e.ID)
+	})
+}
+
+func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) (store.Page[*store.AuditEntry], error) {
+	before, err := store.AuditCursor(f.Cursor)
+	if err != nil {
+		return store.Page[*store.AuditEntry]{}, err
+	}
+	limit := store.ListLimit(f.Limit)
+	es, err := queryAll(ctx, s.r, scanAudit, queries["audit_list"], before, limit+1)
+	if err != nil {
+		return store.Page[*store.AuditEntry]{}, fmt.Errorf("sqlite: list audit: %w", err)
+	}
+	return store.AuditPage(es, limit), nil
+}
+
+func (s *Store) PruneAudit(ctx context.Context, before time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, fmt.Errorf("prune audit: %w: limit %d, want positive", store.ErrInvalid, limit)
+	}
+	var n int64
+	err := s.tx(ctx, "prune audit", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, queries["audit_prune"], micros(before), limit)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), err
 }

@@ -3,6 +3,7 @@ package storetest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -88,5 +89,59 @@ func testTokens(ctx context.Context, t *testing.T, h *harness) {
 	}
 	if !equalTimePtr(list[1].RevokedAt, at(2)) || list[0].RevokedAt != nil {
 		t.Errorf("revocation times: %v, %v", list[0].RevokedAt, list[1].RevokedAt)
+	}
+	if list[0].Role != store.RoleAdmin || list[1].Role != store.RoleAdmin {
+		t.Errorf("roles of tokens made without one: %q, %q, want admin", list[0].Role, list[1].Role)
+	}
+	testTokenRoles(ctx, t, h)
+}
+
+// Token roles, scopes and expiry are stored and read back; bad ones refused.
+func testTokenRoles(ctx context.Context, t *testing.T, h *harness) {
+	h3 := bytes.Repeat([]byte{4}, 32)
+	exp := at(5)
+	in := &store.Token{Name: "billing-ops", Prefix: "rune_ef", Hash: h3, Role: store.RoleOperator,
+		Workflows: []string{"billing-*", "invoice?"}, ExpiresAt: &exp, CreatedAt: at(1)}
+	if err := h.s.CreateToken(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := h.s.TokenByHash(ctx, h3)
+	if err != nil || tok.Role != store.RoleOperator || !slices.Equal(tok.Workflows, []string{"billing-*", "invoice?"}) || !equalTimePtr(tok.ExpiresAt, exp) {
+		t.Fatalf("TokenByHash(scoped operator) = %+v, %v", tok, err)
+	}
+	wantErr(t, "CreateToken(bad role)", h.s.CreateToken(ctx, &store.Token{Name: "r", Hash: bytes.Repeat([]byte{5}, 32), Role: "root"}), store.ErrInvalid, "root")
+	wantErr(t, "CreateToken(bad scope)", h.s.CreateToken(ctx, &store.Token{Name: "s", Hash: bytes.Repeat([]byte{6}, 32), Workflows: []string{"a,b"}}), store.ErrInvalid, "a,b")
+}
+
+// Audit: entries listed newest first in pages, their objects kept, pruned
+// by age oldest first.
+func testAudit(ctx context.Context, t *testing.T, h *harness) {
+	for i := range 3 {
+		e := &store.AuditEntry{At: at(float64(i + 1)), Actor: "ci", Role: store.RoleEditor, Method: "PUT",
+			Route: "/v1/workflows/{id}", Objects: map[string]string{"id": fmt.Sprint("wf", i)}, Status: 200}
+		if err := h.s.AppendAudit(ctx, e); err != nil || e.ID == 0 {
+			t.Fatalf("AppendAudit = %v, id %d", err, e.ID)
+		}
+	}
+	wantErr(t, "AppendAudit(no route)", h.s.AppendAudit(ctx, &store.AuditEntry{Method: "PUT", Status: 200}), store.ErrInvalid, "route")
+	p1, err := h.s.ListAudit(ctx, store.AuditFilter{Limit: 2})
+	if err != nil || len(p1.Items) != 2 || p1.Next == "" || p1.Items[0].Objects["id"] != "wf2" || p1.Items[1].Objects["id"] != "wf1" {
+		t.Fatalf("ListAudit(limit 2) = %+v, %v", p1, err)
+	}
+	if e := p1.Items[0]; e.Actor != "ci" || e.Role != store.RoleEditor || e.Method != "PUT" || e.Route != "/v1/workflows/{id}" || e.Status != 200 || !e.At.Equal(at(3)) {
+		t.Errorf("audit entry read back as %+v", e)
+	}
+	p2, err := h.s.ListAudit(ctx, store.AuditFilter{Limit: 2, Cursor: p1.Next})
+	if err != nil || len(p2.Items) != 1 || p2.Next != "" || p2.Items[0].Objects["id"] != "wf0" {
+		t.Fatalf("ListAudit(page 2) = %+v, %v", p2, err)
+	}
+	_, err = h.s.ListAudit(ctx, store.AuditFilter{Cursor: "x"})
+	wantErr(t, "ListAudit(bad cursor)", err, store.ErrInvalid, "cursor")
+	if n, err := h.s.PruneAudit(ctx, at(3), 10); err != nil || n != 2 {
+		t.Fatalf("PruneAudit(before the third) = %d, %v, want 2", n, err)
+	}
+	p, err := h.s.ListAudit(ctx, store.AuditFilter{})
+	if err != nil || len(p.Items) != 1 || p.Items[0].Objects["id"] != "wf2" {
+		t.Fatalf("after pruning: %+v, %v", p, err)
 	}
 }

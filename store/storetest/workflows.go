@@ -29,15 +29,24 @@ func testWorkflowVersions(ctx context.Context, t *testing.T, h *harness) {
 	if err != nil || v1.Version != 1 || !jsonEqual(v1.Definition, definition) {
 		t.Fatalf("GetWorkflow(v1) = %+v, %v", v1, err)
 	}
-	vs, err := h.s.ListVersions(ctx, "orders")
-	if err != nil || len(vs) != 2 || vs[0].Version != 2 || vs[1].Version != 1 {
-		t.Fatalf("ListVersions = %v, %v", vs, err)
+	vs, err := h.s.ListVersions(ctx, "orders", 0, "")
+	if err != nil || len(vs.Items) != 2 || vs.Items[0].Version != 2 || vs.Items[1].Version != 1 || vs.Next != "" ||
+		vs.Items[0].Definition != nil || vs.Items[0].Name != "Orders v2" {
+		t.Fatalf("ListVersions = %+v, %v, want versions 2 and 1 without definitions", vs, err)
+	}
+	p1, err := h.s.ListVersions(ctx, "orders", 1, "")
+	if err != nil || len(p1.Items) != 1 || p1.Items[0].Version != 2 || p1.Next == "" {
+		t.Fatalf("ListVersions(limit 1) = %+v, %v", p1, err)
+	}
+	p2, err := h.s.ListVersions(ctx, "orders", 1, p1.Next)
+	if err != nil || len(p2.Items) != 1 || p2.Items[0].Version != 1 || p2.Next != "" {
+		t.Fatalf("ListVersions(page 2) = %+v, %v", p2, err)
 	}
 	_, err = h.s.GetWorkflow(ctx, "orders", 3)
 	wantErr(t, "GetWorkflow(v3)", err, store.ErrNotFound, "orders")
 	_, err = h.s.GetWorkflow(ctx, "nope", 0)
 	wantErr(t, "GetWorkflow(unknown)", err, store.ErrNotFound, "nope")
-	_, err = h.s.ListVersions(ctx, "nope")
+	_, err = h.s.ListVersions(ctx, "nope", 0, "")
 	wantErr(t, "ListVersions(unknown)", err, store.ErrNotFound, "nope")
 	_, err = h.s.UpdateWorkflow(ctx, store.WorkflowInput{ID: "nope", Definition: definition})
 	wantErr(t, "UpdateWorkflow(unknown)", err, store.ErrNotFound, "nope")
