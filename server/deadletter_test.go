@@ -66,6 +66,16 @@ func TestDeadLetterEndsExecutionAndReplayResumesIt(t *testing.T) {
 		t.Fatalf("the console's execution page shows no DEAD_LETTERED failure banner")
 	}
 
+	// Following it ends at once, exit status 1, naming the dead letter.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	follow := exec.CommandContext(ctx, runeBin, "executions", "follow", x.ID, "--quiet", "--server", tg.url, "--token", tg.token)
+	var ferr bytes.Buffer
+	follow.Stderr = &ferr
+	if err := follow.Run(); follow.ProcessState == nil || follow.ProcessState.ExitCode() != 1 || !strings.Contains(ferr.String(), "dead-lettered") {
+		t.Fatalf("rune executions follow of a dead-lettered execution: %v, stderr %q; want exit status 1 naming the dead letter", err, ferr.String())
+	}
+
 	// Replay it, with its definition (the cause), from the dead-letter queue.
 	out := d.rune(t, "dlq", "list", "--json")
 	var dl struct {
@@ -80,7 +90,7 @@ func TestDeadLetterEndsExecutionAndReplayResumesIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.rune(t, "dlq", "replay", dl.ID, "--workflow", defPath)
-	done := a.waitStatus(x.ID, "completed", "failed", "halted", "cancelled")
+	done := a.waitFor(x.ID, "completed after the replay", func(x *execution) bool { return x.Status == "completed" })
 	comp = message.Completion{}
 	if err := json.Unmarshal(done.Completion, &comp); err != nil || done.Status != "completed" || comp.Status != message.CompletionCompleted ||
 		comp.FinalContext["$s"] == nil {
