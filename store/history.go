@@ -251,7 +251,8 @@ type Applied struct {
 // completion the history makes (failure_reason: the node and the dead
 // letter's reason); once no run is dead-lettered any more (the message was
 // replayed and its node reports again) it is running again, and a completion
-// ends it as usual, replacing the one the history made. Cursor lists the nodes with a run running, waiting or retrying.
+// ends it as usual, replacing the one the history made. Cursor lists the
+// nodes with a run running, waiting or retrying (or dead-lettered).
 // Attempts is the next attempt's number of the latest retrying status (or
 // the attempt of a later running one); AvailableAt the latest retrying
 // status's next_attempt_at or waiting status's resume_at. Vars are merged
