@@ -217,3 +217,34 @@ func TestDeadLetters(t *testing.T) {
 		t.Errorf("purge left %+v", dlq.items)
 	}
 }
+
+// TestFailureBanner: a node failing under the halt strategy ends its
+// execution failed; the list filters on it and the execution's page (and
+// its live summary) says which node failed, with the code and message.
+func TestFailureBanner(t *testing.T) {
+	t.Parallel()
+	tg := embeddedTarget(t)
+	tg.mustAPI(t, 201, "POST", "/v1/workflows", `{"id":"breaks","nodes":[{"id":"start","type":"trigger","trigger":true},
+	 {"id":"price","type":"set","parameters":{"values":{"v":"{{ $trigger.order.total }}"}}}],
+	 "edges":[{"id":"e1","src":"start","dst":"price"}]}`)
+	x := tg.mustAPI(t, 201, "POST", "/v1/workflows/breaks/executions", `{"order":{}}`)
+	id := between(x, `"id":"`, `"`)
+	waitFor(t, "the execution to fail", func() bool {
+		_, b := tg.api(t, "GET", "/v1/executions/"+id, "")
+		return strings.Contains(b, `"status":"failed"`)
+	})
+	s := tg.login(t)
+	_, page := s.get("/executions/" + id)
+	banner := between(page, `<p class="failure" id="failure"`, `</p>`)
+	for _, want := range []string{"<code>price</code> failed", "EXPRESSION", "total"} {
+		if !strings.Contains(banner, want) {
+			t.Errorf("the failure banner %q lacks %q", banner, want)
+		}
+	}
+	if _, state := s.get("/ui/executions/" + id + "/state"); !strings.Contains(state, `id=\"failure\"`) {
+		t.Errorf("the live summary lacks the failure banner: %s", state)
+	}
+	if _, list := s.get("/executions?status=failed"); !strings.Contains(list, `data-id="`+id+`"`) {
+		t.Errorf("the list filtered on failed lacks %s", id)
+	}
+}

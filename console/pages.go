@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rune-org/rune/message"
 	"github.com/rune-org/rune/store"
 	"github.com/rune-org/rune/workflow"
 )
@@ -37,11 +38,24 @@ var funcs = template.FuncMap{
 		}
 		return ""
 	},
-	"pretty": prettyJSON,
-	"join":   strings.Join,
-	"num":    thousands,
-	"add":    func(a, b int) int { return a + b },
-	"half":   func(a int) int { return a / 2 },
+	"pretty":  prettyJSON,
+	"failure": failureOf,
+	"join":    strings.Join,
+	"num":     thousands,
+	"add":     func(a, b int) int { return a + b },
+	"half":    func(a int) int { return a / 2 },
+}
+
+// failureOf is the failure_reason of a stored completion (nil when it has
+// none): what the execution page's failure banner shows.
+func failureOf(completion json.RawMessage) *message.Failure {
+	var c struct {
+		FailureReason *message.Failure `json:"failure_reason"`
+	}
+	if len(completion) == 0 || json.Unmarshal(completion, &c) != nil {
+		return nil
+	}
+	return c.FailureReason
 }
 
 // prettyJSON indents a JSON value for display ("" for none).

@@ -51,12 +51,12 @@ func TestNoSecretInMessagesLogsOrOutput(t *testing.T) {
 	}
 	stdout, stderr, code := runCLIEnv(t, 90*time.Second, []string{"RUNE_LOG_LEVEL=debug"},
 		append([]string{"start", path, "--input", `{"k": "v"}`, "--wait", "--json"}, c.serverArgs()...)...)
-	if code != 1 { // halted by fail_halt, as the workflow intends
-		t.Fatalf("rune start --wait: exit %d, want 1 (halted)\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	if code != 1 { // failed at fail_halt, as the workflow intends
+		t.Fatalf("rune start --wait: exit %d, want 1 (failed)\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
 	var comp message.Completion
-	if err := json.Unmarshal([]byte(stdout), &comp); err != nil || comp.FailureReason == nil || comp.FailureReason.NodeID != "fail_halt" {
-		t.Fatalf("completion %s (%v), want halted by fail_halt", stdout, err)
+	if err := json.Unmarshal([]byte(stdout), &comp); err != nil || comp.Status != message.CompletionFailed || comp.FailureReason == nil || comp.FailureReason.NodeID != "fail_halt" {
+		t.Fatalf("completion %s (%v), want failed by fail_halt", stdout, err)
 	}
 	select {
 	case host := <-srv.CrossHost:

@@ -132,8 +132,8 @@ func TestNoSecretInLogsOrStatuses(t *testing.T) {
 	if n := authorized.Load(); n != 2 {
 		t.Fatalf("the service got the credential %d times, want 2 (two attempts)", n)
 	}
-	if !strings.Contains(statuses, `"status":"retrying"`) || c.Status != message.CompletionHalted {
-		t.Fatalf("want a retry and a halt; statuses:\n%s\ncompletion %s", statuses, comp)
+	if !strings.Contains(statuses, `"status":"retrying"`) || c.Status != message.CompletionFailed {
+		t.Fatalf("want a retry and a failed completion; statuses:\n%s\ncompletion %s", statuses, comp)
 	}
 	for what, text := range map[string]string{"logs": logs, "statuses": statuses, "completion": string(comp)} {
 		if strings.Contains(text, secret) {

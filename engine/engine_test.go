@@ -300,8 +300,8 @@ func TestRetriesExhaustedThenHalt(t *testing.T) {
 		t.Fatalf("%d attempts, want max_attempts=3", attempts)
 	}
 	c := h.completion()
-	if c.Status != message.CompletionHalted || c.FailureReason == nil || c.FailureReason.NodeID != "flaky" || c.FailureReason.Code != "BOOM" {
-		t.Fatalf("completion %+v, want halted by flaky with BOOM", c)
+	if c.Status != message.CompletionFailed || c.FailureReason == nil || c.FailureReason.NodeID != "flaky" || c.FailureReason.Code != "BOOM" {
+		t.Fatalf("completion %+v, want failed by flaky with BOOM", c)
 	}
 	if h.ran("after") {
 		t.Fatal("the successor of a halted node ran")
@@ -317,8 +317,8 @@ func TestNonRetryableErrorIsNotRetried(t *testing.T) {
 			t.Fatalf("a non-retryable error was retried: %v", h.statuses())
 		}
 	}
-	if c := h.completion(); c.Status != message.CompletionHalted {
-		t.Fatalf("status %s, want halted", c.Status)
+	if c := h.completion(); c.Status != message.CompletionFailed {
+		t.Fatalf("status %s, want failed", c.Status)
 	}
 }
 
@@ -433,8 +433,8 @@ func TestHaltStopsParallelBranchAtItsNextNode(t *testing.T) {
 	}
 	h.drain()
 	c := h.completion()
-	if c.Status != message.CompletionHalted || c.FailureReason.NodeID != "bad" {
-		t.Fatalf("completion %s by %v, want halted by bad", c.Status, c.FailureReason)
+	if c.Status != message.CompletionFailed || c.FailureReason.NodeID != "bad" {
+		t.Fatalf("completion %s by %v, want failed by bad", c.Status, c.FailureReason)
 	}
 	if h.ran("after_slow") {
 		t.Fatalf("after_slow ran after the halt: %v", h.statuses())
@@ -521,8 +521,8 @@ func TestMissingPathIsANodeErrorNamingThePath(t *testing.T) {
 	h.start(map[string]any{"customer": map[string]any{}})
 	h.drain()
 	c := h.completion()
-	if c.Status != message.CompletionHalted || !strings.Contains(c.FailureReason.Message, "email") {
-		t.Fatalf("completion %s, reason %+v; want halted naming the missing path", c.Status, c.FailureReason)
+	if c.Status != message.CompletionFailed || !strings.Contains(c.FailureReason.Message, "email") {
+		t.Fatalf("completion %s, reason %+v; want failed naming the missing path", c.Status, c.FailureReason)
 	}
 }
 
@@ -571,8 +571,8 @@ func TestOutputThatIsNotJSONFailsTheNode(t *testing.T) {
 	h.start(nil)
 	h.drain()
 	c := h.completion()
-	if c.Status != message.CompletionHalted || c.FailureReason.Code != "OUTPUT_NOT_JSON" || !strings.Contains(c.FailureReason.Message, ".x") {
-		t.Fatalf("completion %s, reason %+v; want halted with OUTPUT_NOT_JSON naming .x", c.Status, c.FailureReason)
+	if c.Status != message.CompletionFailed || c.FailureReason.Code != "OUTPUT_NOT_JSON" || !strings.Contains(c.FailureReason.Message, ".x") {
+		t.Fatalf("completion %s, reason %+v; want failed with OUTPUT_NOT_JSON naming .x", c.Status, c.FailureReason)
 	}
 }
 

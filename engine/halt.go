@@ -21,12 +21,18 @@ var ErrEnded = errors.New("execution has ended or is unknown")
 // other branches are dropped at their next node (reported skipped), its
 // suspended waits are woken now and dropped, and the completion (halted, with
 // failure reason f) comes when the last running branch ends. It is
-// idempotent: a second Halt changes nothing (the first reason stays).
+// idempotent: a second Halt changes nothing (the first reason stays), and
+// neither does a Halt after a node's failure halted the execution (that
+// completion is failed, with the node's reason).
+//
+// A halt from outside is no node's failure: f.NodeID is cleared, which is
+// how the completion tells it from a node's halt (completionStatus).
 //
 // It records a synthetic message "halt:<execID>" that spawns one and ends one
 // message, so the live count is unchanged and the completion accounting is
 // left to the branches still running.
 func (e *Engine) Halt(ctx context.Context, execID string, f message.Failure) error {
+	f.NodeID = ""
 	_, err := e.cfg.Coord.Finish(ctx, execID, "halt:"+execID, coord.Finish{Spawned: 1, Halt: &f})
 	if errors.Is(err, coord.ErrUnknownExecution) {
 		return fmt.Errorf("engine: halt execution %s: %w", execID, ErrEnded)

@@ -43,10 +43,6 @@ func (s *step) observe(rec *record, f *effects, out coord.Outcome) {
 		m.Halt(s.m.WorkflowID)
 	}
 	if out.Last {
-		status := out.Status
-		if status == "" {
-			status = message.CompletionCompleted
-		}
-		m.Completed(s.m.WorkflowID, status)
+		m.Completed(s.m.WorkflowID, completionStatus(out))
 	}
 }

@@ -100,7 +100,7 @@ func TestResolvedSecretsAreRedactedForEveryNodeType(t *testing.T) {
 		if strings.Contains(string(out), leaky) || !strings.Contains(string(out), "[redacted]") {
 			t.Errorf("fail=%v: effects hold the secret, or nothing was redacted: %s", fail, out)
 		}
-		if fail && (all.Completion == nil || all.Completion.Status != message.CompletionHalted ||
+		if fail && (all.Completion == nil || all.Completion.Status != message.CompletionFailed ||
 			all.Completion.FailureReason.Message != "provider refused key [redacted]") {
 			t.Errorf("completion %+v", all.Completion)
 		}

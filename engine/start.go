@@ -28,7 +28,7 @@ func (e *Engine) Start(ctx context.Context, wf *Workflow, execID string, input a
 	// The input policy, for callers that decoded the input themselves (an
 	// API): refused here, the input never becomes a message.
 	if err := message.CheckValue("input", input); err != nil {
-		return invalidf("execution %s: %v", execID, err)
+		return fmt.Errorf("%w: execution %s: %w", ErrInvalid, execID, err) // a *message.PolicyError
 	}
 	trig := wf.Graph.Trigger()
 	if trig == nil {

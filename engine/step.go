@@ -877,19 +877,33 @@ func (s *step) complete(ctx context.Context, out coord.Outcome, at time.Time) {
 	c := &message.Completion{
 		WorkflowID:      s.m.WorkflowID,
 		ExecutionID:     s.m.ExecutionID,
-		Status:          out.Status,
+		Status:          completionStatus(out),
 		FinalContext:    out.FinalContext,
 		CompletedAt:     at.UTC(),
 		TotalDurationMS: at.Sub(s.m.StartedAt).Milliseconds(),
 		FailureReason:   out.Failure,
 	}
-	if c.Status == "" {
-		c.Status = message.CompletionCompleted
-	}
 	if c.FinalContext == nil {
 		c.FinalContext = map[string]any{}
 	}
 	s.sink.Complete(c)
+}
+
+// completionStatus is the status of the completion out reports. The
+// coordinators say only whether the execution was halted; the halt's
+// failure says why: a halt from outside (Halt: a cancel) names no node and
+// completes halted, while a node's failure under the halt strategy (retries
+// exhausted or not retryable, an aggregator or merge timeout, a start that
+// could not be published) names its node and completes failed, as RFC 001
+// §9.1 and seed 003 §4.3 have it.
+func completionStatus(out coord.Outcome) string {
+	switch {
+	case out.Status == "":
+		return message.CompletionCompleted
+	case out.Status == message.CompletionHalted && out.Failure != nil && out.Failure.NodeID != "":
+		return message.CompletionFailed
+	}
+	return out.Status
 }
 
 func (s *step) status(st string, at time.Time) *message.NodeStatus {

@@ -86,6 +86,18 @@ type NodeStatus struct {
 	LineageStack []Frame        `json:"lineage_stack,omitempty"`
 }
 
+// CodeDeadLettered is the error code of the failed status a worker reports
+// for a node message it dead-lettered (RFC 001 §9.2): no completion comes
+// for its execution unless the message is replayed from the dead-letter
+// queue.
+const CodeDeadLettered = "DEAD_LETTERED"
+
+// DeadLetter reports whether s is a worker's report of a dead-lettered
+// node message.
+func (s *NodeStatus) DeadLetter() bool {
+	return s != nil && s.Status == StatusFailed && s.Error != nil && s.Error.Code == CodeDeadLettered
+}
+
 // Completion statuses (RFC 001 §6.3).
 const (
 	CompletionCompleted = "completed"

@@ -91,7 +91,7 @@ func New(cfg Config) *Recorder {
 	r.nodeSeconds = f.histogram("rune_node_duration_seconds", "How long a node ran, by node type.", durations, "node_type")
 	r.retries = f.counter("rune_node_retries_total", "Node failures that will be retried, by workflow and node type.", "workflow", "node_type")
 	r.halts = f.counter("rune_halts_total", "Node failures that halted their execution, by workflow.", "workflow")
-	r.completions = f.counter("rune_executions_completed_total", "Executions ended, by workflow and completion status (completed, failed, halted).", "workflow", "status")
+	r.completions = f.counter("rune_executions_completed_total", "Executions ended, by workflow and completion status (completed, failed; halted: cancelled).", "workflow", "status")
 	r.splitItems = f.histogram("rune_split_items", "Items a split fanned out into, by workflow.", prometheus.ExponentialBuckets(1, 4, 10), "workflow")
 	r.barrierWait = f.histogram("rune_barrier_wait_seconds", "How long an aggregator or merge waited, from its first branch's arrival to its release, by workflow and node type.", prometheus.ExponentialBuckets(0.001, 4, 10), "workflow", "node_type")
 	r.deadLetters = f.counter("rune_dead_letters_total", "Messages a worker rejected to the dead-letter queue, by topic.", "topic")

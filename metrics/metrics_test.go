@@ -72,7 +72,7 @@ func TestMetricsEmbedded(t *testing.T) {
 	run(`{"id": "stop", "nodes": [
 	  {"id": "start", "type": "trigger", "trigger": true},
 	  {"id": "bad", "type": "flaky", "retry": {"max_attempts": 1}}],
-	 "edges": [{"id": "e1", "src": "start", "dst": "bad"}]}`, message.CompletionHalted)
+	 "edges": [{"id": "e1", "src": "start", "dst": "bad"}]}`, message.CompletionFailed)
 
 	srv := httptest.NewServer(rec.Handler())
 	defer srv.Close()
@@ -88,7 +88,7 @@ func TestMetricsEmbedded(t *testing.T) {
 		`rune_node_retries_total{node_type="flaky",workflow="fan"}`:                       1,
 		`rune_halts_total{workflow="stop"}`:                                               1,
 		`rune_executions_completed_total{status="completed",workflow="fan"}`:              1,
-		`rune_executions_completed_total{status="halted",workflow="stop"}`:                1,
+		`rune_executions_completed_total{status="failed",workflow="stop"}`:                1,
 		`rune_split_items_count{workflow="fan"}`:                                          1,
 		`rune_split_items_sum{workflow="fan"}`:                                            3,
 		`rune_node_duration_seconds_count{node_type="set"}`:                               3,

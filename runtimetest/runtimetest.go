@@ -229,7 +229,7 @@ var scenarios = []scenario{
 			`{"id":"e1","src":"start","dst":"each"},{"id":"e2","src":"each","dst":"pause"},{"id":"e3","src":"pause","dst":"agg"},{"id":"e4","src":"agg","dst":"after"}`),
 		input: `{"delays":[0,0,4000]}`,
 		check: func(r *result) {
-			r.status(message.CompletionHalted)
+			r.status(message.CompletionFailed)
 			if f := r.c.FailureReason; f.NodeID != "agg" || f.Code != "TIMEOUT" || !strings.Contains(f.Message, "Timeout exceeded") {
 				r.t.Fatalf("failure %+v, want agg failing with TIMEOUT / Timeout exceeded", f)
 			}
@@ -253,6 +253,25 @@ var scenarios = []scenario{
 		check: func(r *result) {
 			r.status(message.CompletionCompleted)
 			r.equal("$late.why", `"TIMEOUT"`)
+			r.absent("$joined")
+		},
+	},
+	{
+		// A merge timeout under the halt strategy (the default) ends the
+		// execution failed, naming the merge (RFC 005 §5, RFC 001 §9.1).
+		name: "MergeTimeoutFails",
+		def: wf("mergetimeoutfails", `
+			{"id":"fast","type":"set","parameters":{"values":{"v":1}}},
+			{"id":"slow","type":"delay","parameters":{"delayMs":4000}},
+			{"id":"join","type":"merge","parameters":{"timeout":1}},
+			{"id":"joined","type":"set","parameters":{"values":{"v":1}}}`,
+			`{"id":"e1","src":"start","dst":"fast"},{"id":"e2","src":"start","dst":"slow"},{"id":"e3","src":"fast","dst":"join"},
+			{"id":"e4","src":"slow","dst":"join"},{"id":"e5","src":"join","dst":"joined"}`),
+		check: func(r *result) {
+			r.status(message.CompletionFailed)
+			if f := r.c.FailureReason; f == nil || f.NodeID != "join" || f.Code != "TIMEOUT" {
+				r.t.Fatalf("failure %+v, want join failing with TIMEOUT", f)
+			}
 			r.absent("$joined")
 		},
 	},
@@ -441,7 +460,7 @@ var scenarios = []scenario{
 			`{"id":"e1","src":"start","dst":"later"},{"id":"e2","src":"later","dst":"bad"},
 			{"id":"e3","src":"start","dst":"pause"},{"id":"e4","src":"pause","dst":"after_pause"}`),
 		check: func(r *result) {
-			r.status(message.CompletionHalted)
+			r.status(message.CompletionFailed)
 			r.absent("$after_pause")
 			if r.count("pause", message.StatusWaiting) != 1 || r.count("pause", message.StatusSkipped) != 1 {
 				r.t.Fatalf("pause: %d waiting and %d skipped statuses, want it suspended, then woken and skipped",
@@ -457,7 +476,7 @@ var scenarios = []scenario{
 			{"id":"after_slow","type":"set","parameters":{"values":{"v":1}}}`,
 			`{"id":"e1","src":"start","dst":"bad"},{"id":"e2","src":"start","dst":"slow"},{"id":"e3","src":"slow","dst":"after_slow"}`),
 		check: func(r *result) {
-			r.status(message.CompletionHalted)
+			r.status(message.CompletionFailed)
 			r.absent("$after_slow")
 			if f := r.c.FailureReason; f.NodeID != "bad" || !strings.Contains(f.Message, "missing") {
 				r.t.Fatalf("failure %+v", f)

@@ -180,7 +180,7 @@ func LeakScenario(t *testing.T, rt Runtime) []byte {
 		t.Fatalf("run: %v", err)
 	}
 	r.c = c
-	r.status(message.CompletionHalted)
+	r.status(message.CompletionFailed)
 	if f := c.FailureReason; f == nil || f.NodeID != "fail_halt" {
 		t.Fatalf("failure %+v, want node fail_halt's", f)
 	}

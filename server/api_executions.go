@@ -109,6 +109,9 @@ func (s *Server) triggerExecution(w http.ResponseWriter, r *http.Request) error 
 	} else if err := validJSON(body); err != nil {
 		return err
 	}
+	if err := checkInput(body); err != nil {
+		return err
+	}
 	// The store checks the workflow (not deleted, the version exists) in
 	// the same transaction: one round trip per trigger.
 	now := s.cfg.Now()
@@ -243,6 +246,11 @@ func (s *Server) rerunExecution(w http.ResponseWriter, r *http.Request) error {
 	}
 	if !store.Final(x.Status) {
 		return errorf(http.StatusConflict, CodeConflict, "execution %q is %s; only a finished execution can be re-run", x.ID, x.Status)
+	}
+	// Its input was checked when it was enqueued, unless that was before
+	// the check (or under another policy): check it again.
+	if err := checkInput(x.Input); err != nil {
+		return err
 	}
 	now := s.cfg.Now()
 	nx, _, err := s.store.CreateExecution(r.Context(), store.ExecutionInput{

@@ -122,15 +122,41 @@ func (s *Server) dispatchOne(ctx context.Context, x *store.Execution) (ok bool, 
 	var input any
 	if len(x.Input) > 0 {
 		if err := json.Unmarshal(x.Input, &input); err != nil {
-			return false, s.endUndispatched(ctx, x, message.CompletionFailed, message.Failure{Error: message.Error{Code: "INVALID_INPUT",
+			return false, s.endUndispatched(ctx, x, message.CompletionFailed, message.Failure{Error: message.Error{Code: CodeInputRefused,
 				Message: "the stored trigger payload is not JSON"}})
 		}
 	}
-	if err := client.Start(ctx, s.cfg.Broker, s.cfg.Engine, wf, x.ID, input); err != nil {
+	err = client.Start(ctx, s.cfg.Broker, s.cfg.Engine, wf, x.ID, input)
+	if errors.Is(err, engine.ErrInvalid) {
+		// A permanent refusal (the input breaks the policy: enqueued before
+		// the API checked it, or by another way in): dispatching again
+		// would be refused again.
+		return false, s.endUndispatched(ctx, x, message.CompletionFailed, refusedStart(err))
+	}
+	if err != nil {
 		return false, err
 	}
 	return true, nil
 }
+
+// refusedStart is the failure of an execution the engine refused to start.
+func refusedStart(err error) message.Failure {
+	var pe *message.PolicyError
+	if errors.As(err, &pe) {
+		return message.Failure{Error: message.Error{Code: CodeInputRefused,
+			Message: "the trigger payload breaks the input policy: " + pe.Error()}}
+	}
+	return message.Failure{Error: message.Error{Code: CodeStartRefused, Message: err.Error()}}
+}
+
+// Failure codes of executions the dispatcher ends without running them.
+const (
+	// CodeInputRefused: the trigger payload breaks the input policy.
+	CodeInputRefused = "INVALID_INPUT"
+	// CodeStartRefused: the engine refused the start for another
+	// permanent reason.
+	CodeStartRefused = "START_REFUSED"
+)
 
 // cancelUndispatched ends an execution whose cancel came while it was
 // claimed: it is halted in case an earlier claimer did publish it, and

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/rune-org/rune/message"
 	"github.com/rune-org/rune/workflow"
 )
 
@@ -20,6 +21,7 @@ const (
 	CodeInvalidJSON      = "invalid_json"
 	CodeInvalidRequest   = "invalid_request"
 	CodeInvalidWorkflow  = "invalid_workflow"
+	CodeInvalidInput     = "invalid_input"
 	CodeTooLarge         = "too_large"
 	CodeConflict         = "conflict"
 	CodeRateLimited      = "rate_limited"
@@ -48,6 +50,22 @@ func notFound(format string, args ...any) *apiError {
 
 func badRequest(format string, args ...any) *apiError {
 	return errorf(http.StatusBadRequest, CodeInvalidRequest, format, args...)
+}
+
+// checkInput applies the engine's input policy (message.CheckJSON: size,
+// depth, UTF-8) to a trigger payload, the whole $trigger as the engine will
+// see it, so that what the engine would refuse is refused where it enters:
+// 422 invalid_input naming the path ("input.a.b…: nested deeper than 64
+// levels"), never enqueued.
+func checkInput(input []byte) error {
+	err := message.CheckJSON("input", input)
+	var pe *message.PolicyError
+	if errors.As(err, &pe) {
+		return &apiError{Status: http.StatusUnprocessableEntity, Code: CodeInvalidInput,
+			Message:  "the trigger payload breaks the input policy: " + pe.Error(),
+			Problems: []workflow.Problem{{Path: pe.Path, Message: pe.Problem}}}
+	}
+	return err
 }
 
 // errorBody is the JSON every error response carries.

@@ -166,6 +166,7 @@ type execution struct {
 	Vars            map[string]json.RawMessage `json:"vars"`
 	Trigger         string                     `json:"trigger"`
 	CancelRequested bool                       `json:"cancel_requested"`
+	DispatchedAt    *time.Time                 `json:"dispatched_at"`
 	Completion      json.RawMessage            `json:"completion"`
 	Nodes           []nodeRun                  `json:"nodes"`
 	Splits          []struct {

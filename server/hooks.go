@@ -450,6 +450,9 @@ func (s *Server) receiveHook(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := checkInput(input); err != nil {
+		return err
+	}
 	in := store.ExecutionInput{ID: engine.NewExecutionID(now), WorkflowID: h.WorkflowID, Input: input,
 		Trigger: "hook:" + h.ID, At: now}
 	if delivery != "" {

@@ -133,6 +133,14 @@ func parsePlan(cfg scheduleSettings) (*plan, error) {
 		if err := validJSON(cfg.Input); err != nil {
 			return nil, badRequest("field input: not one JSON value")
 		}
+		// Checked as the engine will see it: inside the slot's $trigger.
+		trig, err := scheduleTrigger("", "", time.Time{}, false, cfg.Input)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkInput(trig); err != nil {
+			return nil, err
+		}
 	}
 	return p, nil
 }
@@ -239,8 +247,7 @@ func (s *Server) decide(sc *store.Schedule, p *plan, now, started time.Time) sto
 		due = append(missed[max(0, len(missed)-p.cfg.CatchUpMax):], due...)
 	}
 	for _, t := range due {
-		input, _ := json.Marshal(map[string]any{"schedule_id": sc.ID, "schedule": sc.Name, "slot": t,
-			"late": t.Before(started.Add(-s.cfg.ScheduleGrace)), "input": rawOrEmpty(p.cfg.Input)})
+		input, _ := scheduleTrigger(sc.ID, sc.Name, t, t.Before(started.Add(-s.cfg.ScheduleGrace)), p.cfg.Input)
 		f.Executions = append(f.Executions, store.ExecutionInput{
 			ID: engine.NewExecutionID(now), WorkflowID: sc.WorkflowID, Input: input, IdempotencyKey: slotKey(sc.ID, t),
 			Trigger: "schedule:" + sc.ID, AvailableAt: t.Add(p.jitterOf(sc.ID, t)), At: now,
@@ -251,6 +258,12 @@ func (s *Server) decide(sc *store.Schedule, p *plan, now, started time.Time) sto
 			"schedule", sc.ID, "workflow", sc.WorkflowID, "missed", len(missed), "first", missed[0], "last", missed[len(missed)-1])
 	}
 	return f
+}
+
+// scheduleTrigger is the trigger payload ($trigger) of schedule id's
+// execution for slot t.
+func scheduleTrigger(id, name string, t time.Time, late bool, input json.RawMessage) ([]byte, error) {
+	return json.Marshal(map[string]any{"schedule_id": id, "schedule": name, "slot": t, "late": late, "input": rawOrEmpty(input)})
 }
 
 func rawOrEmpty(r json.RawMessage) json.RawMessage {

@@ -105,7 +105,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, execID string) e
 			if err := writeEvent(w, ev); err != nil {
 				return nil
 			}
-			if execID != "" && endsStream(ev) && ended.IsZero() {
+			if execID != "" && ended.IsZero() && s.endsStream(ctx, ev) {
 				ended = time.Now()
 			}
 		}
@@ -163,11 +163,19 @@ func (s *Server) settled(ctx context.Context, execID string, ended time.Time) bo
 }
 
 // endsStream reports whether ev is an execution's last event: its
-// completion, or its cancel before it ran.
-func endsStream(ev store.Event) bool {
+// completion, its cancel before it ran, or the status of a dead-lettered
+// message while the execution is still failed by it (not yet replayed).
+func (s *Server) endsStream(ctx context.Context, ev store.Event) bool {
 	switch ev.Kind {
 	case "completion":
 		return true
+	case "status":
+		var st message.NodeStatus
+		if !bytes.Contains(ev.Body, []byte(message.CodeDeadLettered)) || json.Unmarshal(ev.Body, &st) != nil || !st.DeadLetter() {
+			return false
+		}
+		x, err := s.store.GetExecution(ctx, ev.ExecutionID)
+		return err == nil && x.Status == store.StatusFailed
 	case "execution":
 		var c store.ExecutionChange
 		return json.Unmarshal(ev.Body, &c) == nil && c.Change == store.ChangeCancelled && store.Final(c.Status)

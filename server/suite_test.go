@@ -38,6 +38,7 @@ func apiSuite(t *testing.T, tg *target) {
 		{"History", testHistory},
 		{"Idempotency", testIdempotency},
 		{"ListExecutions", testListExecutions},
+		{"NodeFailure", testNodeFailure},
 		{"Cancel", testCancel},
 		{"CancelEnqueued", testCancelEnqueued},
 		{"Rerun", testRerun},
@@ -401,6 +402,41 @@ func testListExecutions(t *testing.T, a *api, id string) {
 	a.want(http.StatusOK, "GET", "/v1/executions?workflow_id="+id+"&created_after="+time.Now().Add(time.Hour).UTC().Format(time.RFC3339), nil, &page)
 	if len(page.Items) != 0 {
 		t.Fatalf("created_after an hour ahead listed %d", len(page.Items))
+	}
+}
+
+// testNodeFailure: a node whose retries are exhausted, under the halt
+// strategy, ends its execution failed (RFC 001 §9.1, seed 003 §4.3): the
+// status, the completion's failure_reason, ?status=failed; halted lists
+// none of it.
+func testNodeFailure(t *testing.T, a *api, id string) {
+	var calls atomic.Int32
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		http.Error(w, "down", http.StatusServiceUnavailable)
+	}))
+	defer down.Close()
+	a.pushWorkflow(wfDef(id, `{"id":"call","type":"http","parameters":{"method":"GET","url":"`+down.URL+`/x"},"retry":{"max_attempts":2,"initial_delay":"100ms"}},
+		{"id":"after","type":"set","parameters":{"values":{"v":1}}}`,
+		`{"id":"e1","src":"start","dst":"call"},{"id":"e2","src":"call","dst":"after"}`))
+	x := a.trigger(id, `{}`)
+	done := a.waitStatus(x.ID, "completed", "failed", "halted", "cancelled")
+	var comp message.Completion
+	if err := json.Unmarshal(done.Completion, &comp); err != nil || done.Status != "failed" || comp.Status != message.CompletionFailed ||
+		comp.FailureReason == nil || comp.FailureReason.NodeID != "call" || comp.FailureReason.Code != "HTTP_STATUS" {
+		t.Fatalf("status %s, completion %s; want failed by call with HTTP_STATUS", done.Status, done.Completion)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("the service was called %d times, want 2 (max_attempts)", n)
+	}
+	for status, want := range map[string]int{"failed": 1, "halted": 0} {
+		var page struct {
+			Items []execution `json:"items"`
+		}
+		a.want(http.StatusOK, "GET", "/v1/executions?workflow_id="+id+"&status="+status, nil, &page)
+		if len(page.Items) != want {
+			t.Fatalf("?status=%s lists %d, want %d", status, len(page.Items), want)
+		}
 	}
 }
 

@@ -81,6 +81,10 @@ func barrierProgress(st *message.NodeStatus) bool {
 // ApplyStatus applies st to run and reports whether it changed anything.
 // A new run is the zero NodeRun (its key fields are filled in here).
 //
+// A run failed with code DEAD_LETTERED (its message was dead-lettered)
+// takes any later status of its attempt or a later one that is not itself
+// a dead letter: the message was replayed (`rune dlq replay`) and runs again.
+//
 // Statuses never regress: a run's statuses are ordered by (attempt, rank)
 // with rank running < waiting < final (success, failed, skipped, retrying),
 // and a status not after the run's current one changes nothing (a duplicate,
@@ -112,7 +116,12 @@ func ApplyStatus(run *NodeRun, st *message.NodeStatus) bool {
 		}
 		return true
 	}
-	if run.Status != "" {
+	replayed := deadLetteredRun(run) && !st.DeadLetter() && attempt >= run.Attempt
+	if replayed {
+		// Its message was replayed from the dead-letter queue: the run
+		// starts again with the same attempt.
+		run.StartedAt, run.FinishedAt, run.Error = nil, nil, nil
+	} else if run.Status != "" {
 		cur, next := [2]int{run.Attempt, rank(run.Status)}, [2]int{attempt, rank(st.Status)}
 		if next[0] < cur[0] || next[0] == cur[0] && next[1] < cur[1] {
 			return false
@@ -170,6 +179,29 @@ func ApplyStatus(run *NodeRun, st *message.NodeStatus) bool {
 	return true
 }
 
+// deadLettered is the pseudo-status under which Execution.Unfinished counts
+// a node run whose message was dead-lettered: not finished (a replay runs
+// it again), yet not running either. It is never a run's Status.
+const deadLettered = "dead_lettered"
+
+// deadLetteredRun reports whether run ended with its message dead-lettered.
+func deadLetteredRun(run *NodeRun) bool {
+	if run.Status != message.StatusFailed || !bytes.Contains(run.Error, []byte(message.CodeDeadLettered)) {
+		return false
+	}
+	var e message.Error
+	return json.Unmarshal(run.Error, &e) == nil && e.Code == message.CodeDeadLettered
+}
+
+// runState is the state under which Unfinished counts run: its status, or
+// deadLettered.
+func runState(run *NodeRun) string {
+	if deadLetteredRun(run) {
+		return deadLettered
+	}
+	return run.Status
+}
+
 func fillKey(run *NodeRun, st *message.NodeStatus) {
 	if run.Status == "" {
 		run.ExecutionID = st.ExecutionID
@@ -214,7 +246,13 @@ type Applied struct {
 // node run waits or retries, and back; the completion makes it completed,
 // failed or halted (cancelled when CancelRequested and halted), stores the
 // CompletionMessage verbatim and ends the execution; a second completion is
-// ignored. Cursor lists the nodes with a run running, waiting or retrying.
+// ignored. A status reporting a dead-lettered message (code DEAD_LETTERED:
+// no completion will come, RFC 001 §9.2) makes it failed at once, with a
+// completion the history makes (failure_reason: the node and the dead
+// letter's reason); once no run is dead-lettered any more (the message was
+// replayed and its node reports again) it is running again, and a completion
+// ends it as usual, replacing the one the history made. Cursor lists the
+// nodes with a run running, waiting or retrying (or dead-lettered).
 // Attempts is the next attempt's number of the latest retrying status (or
 // the attempt of a later running one); AvailableAt the latest retrying
 // status's next_attempt_at or waiting status's resume_at. Vars are merged
@@ -249,7 +287,7 @@ func ApplyBatch(events []HistoryEvent, b Batch) Applied {
 			if run == nil {
 				run = &NodeRun{}
 			}
-			prev := run.Status
+			prev := runState(run)
 			if ApplyStatus(run, st) {
 				run.UpdatedAt = at
 				b.Runs[key] = run
@@ -257,10 +295,17 @@ func ApplyBatch(events []HistoryEvent, b Batch) Applied {
 					runChanged[key] = true
 					runOrder = append(runOrder, key)
 				}
-				changed = track(x, prev, st) || changed
+				changed = track(x, prev, runState(run), st) || changed
+				if st.DeadLetter() && !Final(x.Status) {
+					failDeadLettered(x, st, at)
+					changed = true
+				}
 			}
 		} else {
 			kind = "completion"
+			if deadLetterEnd(x) {
+				reopen(x) // the real completion replaces the history's
+			}
 			if x.Completion != nil {
 				continue // exactly one completion per execution
 			}
@@ -297,7 +342,7 @@ func ApplyBatch(events []HistoryEvent, b Batch) Applied {
 	}
 	for _, id := range execOrder {
 		x := b.Executions[id]
-		if !Final(x.Status) && x.Unfinished != nil {
+		if x.Unfinished != nil && (!Final(x.Status) || deadLetterEnd(x)) {
 			derive(x) // once per batch, not per status
 		}
 		out.Executions = append(out.Executions, x)
@@ -317,11 +362,13 @@ func wellFormed(ev *HistoryEvent) bool {
 	return false
 }
 
-// track moves x's unfinished-run counts from a run's previous status to
-// st's and sets Attempts and AvailableAt; ApplyBatch derives Status and
-// Cursor from the counts at the end of the batch.
-func track(x *Execution, prev string, st *message.NodeStatus) bool {
-	if Final(x.Status) {
+// track moves x's unfinished-run counts from a run's previous state (its
+// status, or deadLettered) to its new one, reported by st, and sets Attempts
+// and AvailableAt; ApplyBatch derives Status and Cursor from the counts at
+// the end of the batch. An execution failed by a dead letter is still
+// tracked: a replay takes it up again where it was.
+func track(x *Execution, prev, next string, st *message.NodeStatus) bool {
+	if Final(x.Status) && !deadLetterEnd(x) {
 		return false
 	}
 	if x.Unfinished == nil {
@@ -337,13 +384,13 @@ func track(x *Execution, prev string, st *message.NodeStatus) bool {
 			}
 		}
 	}
-	if !finished(st.Status) {
+	if !finished(next) {
 		c := x.Unfinished[st.NodeID]
 		if c == nil {
 			c = map[string]int{}
 			x.Unfinished[st.NodeID] = c
 		}
-		c[st.Status]++
+		c[next]++
 	}
 	switch {
 	case st.Status == message.StatusRetrying:
@@ -359,22 +406,65 @@ func track(x *Execution, prev string, st *message.NodeStatus) bool {
 	return true
 }
 
-// derive sets x's Status and Cursor from its unfinished-run counts.
+// derive sets x's Status and Cursor from its unfinished-run counts. An
+// execution failed by a dead letter stays failed while a run is
+// dead-lettered, and runs again once none is.
 func derive(x *Execution) {
-	running, waiting := 0, 0
+	running, waiting, dead := 0, 0, 0
 	x.Cursor = x.Cursor[:0]
 	for node, c := range x.Unfinished {
 		running += c[message.StatusRunning]
 		waiting += c[message.StatusWaiting] + c[message.StatusRetrying]
+		dead += c[deadLettered]
 		x.Cursor = append(x.Cursor, node)
 	}
 	slices.Sort(x.Cursor)
+	if Final(x.Status) {
+		if dead > 0 {
+			return
+		}
+		reopen(x)
+	}
 	if running == 0 && waiting > 0 {
 		x.Status = StatusWaiting
 	} else {
 		// Between two nodes nothing runs yet nothing waits: still processing.
 		x.Status = StatusProcessing
 	}
+}
+
+// failDeadLettered ends x failed for st, the report of a dead-lettered
+// message, with a completion of the history's own: no worker will send one
+// (RFC 001 §9.2). The counts stay (track), so that a replay can take the
+// execution up again (derive).
+func failDeadLettered(x *Execution, st *message.NodeStatus, at time.Time) {
+	end := cmpTime(st.ExecutedAt, at)
+	c := &message.Completion{WorkflowID: x.WorkflowID, ExecutionID: x.ID, Status: message.CompletionFailed,
+		FinalContext: map[string]any{}, CompletedAt: end, TotalDurationMS: max(0, end.Sub(x.CreatedAt).Milliseconds()),
+		FailureReason: &message.Failure{NodeID: st.NodeID, Error: *st.Error}}
+	x.Status = StatusFailed
+	x.Completion = marshalJSON(c)
+	x.FinishedAt = timePtr(end)
+}
+
+// deadLetterEnd reports whether x ended by failDeadLettered (rather than
+// by a completion).
+func deadLetterEnd(x *Execution) bool {
+	if x.Status != StatusFailed || !bytes.Contains(x.Completion, []byte(message.CodeDeadLettered)) {
+		return false
+	}
+	var c struct {
+		FailureReason *message.Failure `json:"failure_reason"`
+	}
+	return json.Unmarshal(x.Completion, &c) == nil && c.FailureReason != nil && c.FailureReason.Code == message.CodeDeadLettered
+}
+
+// reopen takes up an execution failed by a dead letter whose message was
+// replayed: it runs again (derive or the completion set its status).
+func reopen(x *Execution) {
+	x.Status = StatusProcessing
+	x.Completion = nil
+	x.FinishedAt = nil
 }
 
 func completeExecution(x *Execution, ev *HistoryEvent) {

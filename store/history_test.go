@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -393,5 +394,45 @@ func TestApplyBatchAnyOrder(t *testing.T) {
 		if x.Status != StatusProcessing || len(x.Cursor) != 0 || len(x.Unfinished) != 0 {
 			t.Fatalf("round %d: execution %s cursor %v unfinished %v", round, x.Status, x.Cursor, x.Unfinished)
 		}
+	}
+}
+
+// Two messages of an execution dead-lettered: it is failed (with the first
+// one's reason) until both have been replayed, and a dead letter of an
+// ended execution changes nothing.
+func TestApplyBatchTwoDeadLetters(t *testing.T) {
+	x := &Execution{ID: "x1", Status: StatusProcessing}
+	b := Batch{Executions: map[string]*Execution{"x1": x}, Runs: map[RunKey]*NodeRun{}, Now: at(100)}
+	n := 0
+	apply := func(s *message.NodeStatus, node string) {
+		t.Helper()
+		s.NodeID = node
+		n++
+		ApplyBatch([]HistoryEvent{statusEvent(fmt.Sprint(n), s)}, b)
+	}
+	dead := func(sec int) *message.NodeStatus {
+		s := st("failed", 1, sec)
+		s.Error = &message.Error{Code: message.CodeDeadLettered, Message: fmt.Sprintf("refused at %d", sec)}
+		return s
+	}
+	apply(st("running", 1, 1), "a")
+	apply(dead(2), "a")
+	apply(dead(3), "b")
+	if x.Status != StatusFailed || !bytes.Contains(x.Completion, []byte("refused at 2")) {
+		t.Fatalf("after two dead letters: %s %s", x.Status, x.Completion)
+	}
+	apply(st("running", 1, 4), "a")
+	if x.Status != StatusFailed || !bytes.Contains(x.Completion, []byte("refused at 2")) {
+		t.Fatalf("one of two replayed: %s %s, want still failed", x.Status, x.Completion)
+	}
+	apply(st("success", 1, 5), "b")
+	if x.Status != StatusProcessing || x.Completion != nil || !slices.Equal(x.Cursor, []string{"a"}) {
+		t.Fatalf("both replayed: %s %v %s, want processing on a", x.Status, x.Cursor, x.Completion)
+	}
+	apply(st("success", 1, 6), "a")
+	ApplyBatch([]HistoryEvent{{ExecutionID: "x1", DedupeKey: "c", Completion: &message.Completion{ExecutionID: "x1", Status: "completed", CompletedAt: at(7)}}}, b)
+	apply(dead(8), "z")
+	if x.Status != StatusCompleted {
+		t.Fatalf("a dead letter after the completion: %s, want completed", x.Status)
 	}
 }

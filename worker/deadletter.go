@@ -13,7 +13,7 @@ import (
 // a node whose message it dead-lettered: the execution can no longer
 // complete, and whoever follows it (rune start --wait) learns so at once
 // rather than at its timeout.
-const DeadLettered = "DEAD_LETTERED"
+const DeadLettered = message.CodeDeadLettered
 
 // reportDeadLetter publishes that m is being dead-lettered for reason. It
 // is best effort: the message goes to the dead-letter queue either way.

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rune-org/rune/client"
 	"github.com/rune-org/rune/message"
 	"github.com/rune-org/rune/workflow"
 )
@@ -318,7 +319,8 @@ func follow(ctx context.Context, c *apiClient, id string, onStatus func(*message
 		}
 		comp, err := readEvents(resp.Body, &last, onStatus)
 		resp.Body.Close()
-		if comp != nil || errors.Is(err, errCancelledBeforeRun) {
+		var dl *client.DeadLetteredError
+		if comp != nil || errors.Is(err, errCancelledBeforeRun) || errors.As(err, &dl) {
 			return comp, err
 		}
 		if ctx.Err() != nil {
@@ -330,7 +332,8 @@ func follow(ctx context.Context, c *apiClient, id string, onStatus func(*message
 
 // readEvents parses Server-Sent Events until the end of the stream (which
 // the server closes after the completion and its last statuses), keeping
-// the last event id in *last; it returns the completion.
+// the last event id in *last; it returns the completion, or a
+// *client.DeadLetteredError at a dead-lettered message's status.
 func readEvents(r io.Reader, last *string, onStatus func(*message.NodeStatus)) (*message.Completion, error) {
 	var comp *message.Completion
 	sc := bufio.NewScanner(r)
@@ -349,6 +352,11 @@ func readEvents(r io.Reader, last *string, onStatus func(*message.NodeStatus)) (
 					var st message.NodeStatus
 					if json.Unmarshal(data, &st) == nil && onStatus != nil {
 						onStatus(&st)
+					}
+					if st.DeadLetter() {
+						// The server shows the execution failed; a replay
+						// from the dead-letter queue would take it up again.
+						return nil, &client.DeadLetteredError{ExecutionID: st.ExecutionID, NodeID: st.NodeID, Reason: st.Error.Message}
 					}
 				case "completion":
 					var c message.Completion

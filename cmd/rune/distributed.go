@@ -352,7 +352,7 @@ func cmdStart(ctx context.Context, env *cliEnv, args []string) error {
 	asJSON := fs.Bool("json", false, "with --wait: print exactly the CompletionMessage JSON on stdout")
 	quiet := fs.Bool("quiet", false, "with --wait: do not show node progress")
 	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "Usage: rune start WORKFLOW.json [--input ...] [--wait] [--json] --amqp URL --redis URL\n\nStarts an execution on running workers and prints its id. With --wait, follows it;\nexit status as rune run: 0 completed, 1 halted or failed, 2 invalid input.")
+		fmt.Fprintln(env.stderr, "Usage: rune start WORKFLOW.json [--input ...] [--wait] [--json] --amqp URL --redis URL\n\nStarts an execution on running workers and prints its id. With --wait, follows it;\nexit status as rune run: 0 completed, 1 failed or halted, 2 invalid input.")
 		fs.PrintDefaults()
 	}
 	path, err := workflowArg(fs, args)

@@ -17,7 +17,7 @@ import (
 // Exit statuses shared by every subcommand.
 const (
 	exitOK      = 0
-	exitFailed  = 1 // the execution halted or failed, or a server failed
+	exitFailed  = 1 // the execution failed or was halted (cancelled), or a server failed
 	exitInvalid = 2 // invalid workflow, input or usage
 )
 

@@ -23,7 +23,7 @@ func cmdRun(ctx context.Context, env *cliEnv, args []string) error {
 	quiet := fs.Bool("quiet", false, "do not show node progress on stderr")
 	creds := credentialsFlag(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "Usage: rune run WORKFLOW.json [--input '{\"k\":1}' | --input @payload.json] [--json] [--credentials FILE]\n\nRuns the workflow in this process and waits for it to complete.\nExit status: 0 completed, 1 halted or failed, 2 invalid workflow, input or usage.")
+		fmt.Fprintln(env.stderr, "Usage: rune run WORKFLOW.json [--input '{\"k\":1}' | --input @payload.json] [--json] [--credentials FILE]\n\nRuns the workflow in this process and waits for it to complete.\nExit status: 0 completed, 1 failed (a node failed with the halt strategy) or halted (cancelled),\n2 invalid workflow, input or usage.")
 		fs.PrintDefaults()
 	}
 	path, err := workflowArg(fs, args)
@@ -95,8 +95,10 @@ func reportCompletion(env *cliEnv, comp *message.Completion, asJSON bool) error 
 		}
 	} else {
 		fmt.Fprintf(env.stdout, "execution %s %s in %d ms\n", comp.ExecutionID, comp.Status, comp.TotalDurationMS)
-		if f := comp.FailureReason; f != nil {
+		if f := comp.FailureReason; f != nil && f.NodeID != "" {
 			fmt.Fprintf(env.stdout, "stopped by node %s: %s: %s\n", f.NodeID, f.Code, f.Message)
+		} else if f != nil {
+			fmt.Fprintf(env.stdout, "stopped: %s: %s\n", f.Code, f.Message)
 		}
 		out, _ := json.MarshalIndent(comp.FinalContext, "", "  ")
 		fmt.Fprintf(env.stdout, "final context:\n%s\n", out)

@@ -214,6 +214,73 @@ func testHistoryCancel(ctx context.Context, t *testing.T, h *harness) {
 	}
 }
 
+// A dead-lettered message (its worker's failed status with code
+// DEAD_LETTERED) ends its execution failed at once, with a completion the
+// history makes; other branches' statuses do not take it up again, its
+// replay does (processing, then waiting), and the real completion ends it
+// completed. Listed by ?status= in each state.
+func testHistoryDeadLetter(ctx context.Context, t *testing.T, h *harness) {
+	h.started(ctx, t, "x1")
+	h.append(ctx, t, statusOf("x1", "a", "running", 1, 1), statusOf("x1", "b", "running", 1, 1))
+	dl := statusOf("x1", "a", "failed", 1, 2)
+	dl.Status.Error = &message.Error{Code: message.CodeDeadLettered, Message: "definition d1 is not in the definition store"}
+	dl.DedupeKey = "dl"
+	h.append(ctx, t, dl)
+	failed := func(what string) {
+		t.Helper()
+		x := h.get(ctx, t, "x1")
+		var c message.Completion
+		if x.Status != store.StatusFailed || x.FinishedAt == nil || json.Unmarshal(x.Completion, &c) != nil ||
+			c.Status != message.CompletionFailed || c.FailureReason == nil || c.FailureReason.NodeID != "a" ||
+			c.FailureReason.Code != message.CodeDeadLettered || c.FailureReason.Message != dl.Status.Error.Message {
+			t.Fatalf("%s: %+v (completion %s), want failed with a's DEAD_LETTERED reason", what, x, x.Completion)
+		}
+		if got := listIDs(ctx, t, h.s, store.ExecutionFilter{Status: store.StatusFailed}); !slices.Contains(got, "x1") {
+			t.Fatalf("%s: ?status=failed lists %v", what, got)
+		}
+	}
+	failed("dead-lettered")
+	// Another branch goes on (and is recorded), the execution stays failed.
+	h.append(ctx, t, statusOf("x1", "b", "success", 1, 3), statusOf("x1", "c", "running", 1, 3))
+	failed("after another branch's statuses")
+	if r := h.runs(ctx, t, "x1")["b@"]; r.Status != "success" {
+		t.Fatalf("b: %+v", r)
+	}
+	// The replay: a runs again, then waits. (Its statuses are new events:
+	// the server's dedupe key of a status hashes its body, which differs.)
+	replay := func(ev store.HistoryEvent) store.HistoryEvent { ev.DedupeKey += "/replay"; return ev }
+	h.append(ctx, t, replay(statusOf("x1", "a", "running", 1, 10)))
+	x := h.get(ctx, t, "x1")
+	if x.Status != store.StatusProcessing || x.Completion != nil || x.FinishedAt != nil || !slices.Equal(x.Cursor, []string{"a", "c"}) {
+		t.Fatalf("replayed: %+v, want processing on a and c, no completion", x)
+	}
+	if r := h.runs(ctx, t, "x1")["a@"]; r.Status != "running" || r.Error != nil || r.FinishedAt != nil {
+		t.Fatalf("replayed run a: %+v", r)
+	}
+	if got := listIDs(ctx, t, h.s, store.ExecutionFilter{Status: store.StatusFailed}); slices.Contains(got, "x1") {
+		t.Fatalf("?status=failed still lists the replayed execution: %v", got)
+	}
+	h.append(ctx, t, statusOf("x1", "c", "success", 1, 11), replay(statusOf("x1", "a", "waiting", 1, 11)))
+	if x := h.get(ctx, t, "x1"); x.Status != store.StatusWaiting {
+		t.Fatalf("replayed and waiting: %+v", x)
+	}
+	h.append(ctx, t, replay(statusOf("x1", "a", "success", 1, 12)), completionOf("x1", "completed", 12))
+	if x := h.get(ctx, t, "x1"); x.Status != store.StatusCompleted || x.FinishedAt == nil || !x.FinishedAt.Equal(at(12)) {
+		t.Fatalf("replayed to its completion: %+v", x)
+	}
+
+	// A completion straight after the dead letter (its statuses lost)
+	// replaces the history's.
+	h.started(ctx, t, "x2")
+	dl2 := statusOf("x2", "a", "failed", 1, 2)
+	dl2.Status.Error = dl.Status.Error
+	h.append(ctx, t, dl2)
+	h.append(ctx, t, completionOf("x2", "completed", 5))
+	if x := h.get(ctx, t, "x2"); x.Status != store.StatusCompleted {
+		t.Fatalf("completion after a dead letter: %+v", x)
+	}
+}
+
 // Events of executions the store does not have are ignored.
 func testHistoryUnknownExecution(ctx context.Context, t *testing.T, h *harness) {
 	h.started(ctx, t, "x1")
@@ -370,4 +437,19 @@ func testHistoryConcurrent(ctx context.Context, t *testing.T, h *harness) {
 	if err != nil || len(runs) != writers*nodes+1 {
 		t.Fatalf("%d runs, %v", len(runs), err)
 	}
+}
+
+// listIDs lists the ids of the executions f selects (one page).
+func listIDs(ctx context.Context, t *testing.T, s store.Store, f store.ExecutionFilter) []string {
+	t.Helper()
+	f.Limit = store.ListLimitMax
+	page, err := s.ListExecutions(ctx, f)
+	if err != nil {
+		t.Fatalf("ListExecutions(%+v): %v", f, err)
+	}
+	var out []string
+	for _, x := range page.Items {
+		out = append(out, x.ID)
+	}
+	return out
 }

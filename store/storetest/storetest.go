@@ -63,6 +63,7 @@ func Exercise(ctx context.Context, t *testing.T, open func(t *testing.T) store.S
 		{"HistorySplit", testHistorySplit},
 		{"HistoryWait", testHistoryWait},
 		{"HistoryCancel", testHistoryCancel},
+		{"HistoryDeadLetter", testHistoryDeadLetter},
 		{"HistoryUnknownExecution", testHistoryUnknownExecution},
 		{"HistoryConcurrent", testHistoryConcurrent},
 		{"EventsOrder", testEventsOrder},
