@@ -332,9 +332,8 @@ func (p *Policy) allows(host string, addr netip.AddrPort) bool {
 // allowsPort is whether a host:port entry names host or addr's IP, and
 // addr's port.
 func (p *Policy) allowsPort(host string, addr netip.AddrPort) bool {
-	ip := addr.Addr().String()
 	for _, hp := range p.allowPorts {
-		if hp.port == addr.Port() && (hp.host == host || hp.host == ip) {
+		if hp.port == addr.Port() && (hp.host == host || hp.host == addr.Addr().String()) {
 			return true
 		}
 	}

@@ -245,3 +245,20 @@ func TestGuardedTransport(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCheck is the policy's cost per connection: one Check of an
+// allowed public address against the default deny list, an allow list
+// and a listener.
+func BenchmarkCheck(b *testing.B) {
+	p, err := New(Config{Deny: "loopback,link-local,private", Allow: "127.0.0.0/8,*.corp.test,db.internal:5432"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p.AddListener(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080})
+	addr := netip.MustParseAddrPort("93.184.216.34:443")
+	for b.Loop() {
+		if p.Check("example.com", addr) != nil {
+			b.Fatal("denied")
+		}
+	}
+}
