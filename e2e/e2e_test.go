@@ -373,8 +373,9 @@ func describe(ss []*message.NodeStatus) string {
 func TestStartWaitMatchesRun(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, "")
-	// The scheduler fires the timers of delay and wait nodes.
-	c.startWorker("--scheduler")
+	// The scheduler fires the timers of delay and wait nodes. Loopback is
+	// open as for rune run: retry_fallback calls 127.0.0.1:9 (closed).
+	c.startWorker(append([]string{"--scheduler"}, allowLoopback...)...)
 	files, err := filepath.Glob("../examples/*.json")
 	if err != nil {
 		t.Fatal(err)
