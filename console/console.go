@@ -26,6 +26,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/rune-org/rune/store"
 )
@@ -295,9 +296,17 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 
-// safeNext keeps a post-login redirect on this server.
+// safeNext keeps a post-login redirect on this server: a path of this
+// origin, else "/".
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+	// Browsers drop tabs and line breaks from a URL and read '\' as '/':
+	// "/\t/evil.example" and "/\\evil.example" leave the origin as
+	// "//evil.example" does.
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") ||
+		strings.ContainsRune(next, '\\') || strings.ContainsFunc(next, unicode.IsControl) {
+		return "/"
+	}
+	if u, err := url.Parse(next); err != nil || u.Scheme != "" || u.Host != "" || u.User != nil {
 		return "/"
 	}
 	return next

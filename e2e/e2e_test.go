@@ -268,7 +268,7 @@ func TestSIGTERMFinishesNodeInFlight(t *testing.T) {
 		{"id": "after", "type": "set", "parameters": {"values": {"code": "{{ $slow.status }}", "ok": "{{ $slow.body.ok }}"}}}
 	], "edges": [{"id": "e1", "src": "start", "dst": "slow"}, {"id": "e2", "src": "slow", "dst": "after"}]}`, srv.URL+"/slow")
 
-	w1 := c.startWorker()
+	w1 := c.startWorker(allowLoopback...)
 	wf := c.compile([]byte(def))
 	execID := "e2e_" + c.prefix + "_sigterm"
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
@@ -317,7 +317,7 @@ func TestSIGTERMFinishesNodeInFlight(t *testing.T) {
 		next(deadline)
 	}
 	w2Started := time.Now()
-	w2 := c.startWorker()
+	w2 := c.startWorker(allowLoopback...)
 	// ...and the successor ran on worker 2.
 	deadline = time.After(30 * time.Second)
 	for comp == nil {
@@ -373,8 +373,9 @@ func describe(ss []*message.NodeStatus) string {
 func TestStartWaitMatchesRun(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, "")
-	// The scheduler fires the timers of delay and wait nodes.
-	c.startWorker("--scheduler")
+	// The scheduler fires the timers of delay and wait nodes. Loopback is
+	// open as for rune run: retry_fallback calls 127.0.0.1:9 (closed).
+	c.startWorker(append([]string{"--scheduler"}, allowLoopback...)...)
 	files, err := filepath.Glob("../examples/*.json")
 	if err != nil {
 		t.Fatal(err)

@@ -101,7 +101,7 @@ func newFaultRun(t *testing.T, amqpURL, redisURL string, schedEnv ...string) *fa
 	return r
 }
 
-func (r *faultRun) startWorker() *proc { return r.c.startWorker() }
+func (r *faultRun) startWorker() *proc { return r.c.startWorker(allowLoopback...) }
 
 // startScheduler starts a `rune scheduler` with env added to its
 // environment.

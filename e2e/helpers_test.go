@@ -276,6 +276,11 @@ func (c *cluster) serverArgs() []string {
 	return []string{"--amqp", c.amqpURL, "--redis", c.redisURL, "--prefix", c.prefix}
 }
 
+// allowLoopback opens loopback to a worker's nodes (rune worker denies it by
+// default, docs/operations.md "Egress"): for the tests whose workflows call
+// servers of the test's own on 127.0.0.1.
+var allowLoopback = []string{"--egress-allow", "127.0.0.0/8"}
+
 // startWorker starts a `rune worker` and waits until it has declared the
 // topology and is about to consume.
 func (c *cluster) startWorker(extra ...string) *proc {

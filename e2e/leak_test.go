@@ -41,7 +41,7 @@ func TestNoSecretInMessagesLogsOrOutput(t *testing.T) {
 		env = append(env, secrets.Var(ref)+"="+string(b))
 	}
 	env = append(env, "RUNE_LOG_LEVEL=debug")
-	w := startProcEnv(t, "worker", env, append([]string{"worker"}, c.serverArgs()...)...)
+	w := startProcEnv(t, "worker", env, append(append([]string{"worker"}, c.serverArgs()...), allowLoopback...)...)
 	w.waitLog(t, "worker started", 30*time.Second)
 
 	srv := runtimetest.NewLeakServer(t)

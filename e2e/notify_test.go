@@ -80,7 +80,7 @@ func crashAt(t *testing.T, kind, point string, sends int, smtpCfg catcher.SMTPCo
 	if got := len(svc.mail.Mails()) + svc.texts.Requests(); got != sends {
 		t.Fatalf("%d sends accepted before the kill, want %d", got, sends)
 	}
-	rescuer := c.startWorker("--credentials", svc.creds)
+	rescuer := c.startWorker("--egress-allow", "127.0.0.0/8", "--credentials", svc.creds)
 	cs.waitDistinct(1, 60*time.Second)
 	rescuer.terminate(t, 60*time.Second)
 	cs.drain(c)
@@ -183,8 +183,8 @@ func TestWelcomeSeriesThousandWithKill(t *testing.T) {
 	}
 	raw = bytes.Replace(raw, []byte(`"duration": "2s"`), []byte(`"duration": "300ms"`), 1)
 	workers := []*proc{
-		c.startWorker("--credentials", svc.creds, "--concurrency", "64"),
-		c.startWorker("--credentials", svc.creds, "--concurrency", "64", "--scheduler"),
+		c.startWorker("--egress-allow", "127.0.0.0/8", "--credentials", svc.creds, "--concurrency", "64"),
+		c.startWorker("--egress-allow", "127.0.0.0/8", "--credentials", svc.creds, "--concurrency", "64", "--scheduler"),
 	}
 	waitFor(t, 30*time.Second, "both workers consuming", func() bool {
 		return inspectQueue(t, c, c.prefix+".workflow.execution").Consumers == 2
@@ -277,7 +277,7 @@ func TestWelcomeSeriesThousandWithKill(t *testing.T) {
 func (c *cluster) startWorkerEnv(env []string, extra ...string) *proc {
 	c.t.Helper()
 	c.workers++
-	p := startProcEnv(c.t, fmt.Sprintf("worker %d", c.workers), env, append(append([]string{"worker"}, c.serverArgs()...), extra...)...)
+	p := startProcEnv(c.t, fmt.Sprintf("worker %d", c.workers), env, append(append(append([]string{"worker"}, c.serverArgs()...), allowLoopback...), extra...)...)
 	p.waitLog(c.t, "worker started", 30*time.Second)
 	return p
 }

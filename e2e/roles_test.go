@@ -139,7 +139,7 @@ func TestRolesEndToEnd(t *testing.T) {
 	}))
 	defer flaky.Close()
 
-	w := startProcEnv(t, "worker", env, append([]string{"worker"}, server(amqp.RoleWorker)...)...)
+	w := startProcEnv(t, "worker", env, append(append([]string{"worker"}, server(amqp.RoleWorker)...), allowLoopback...)...)
 	w.waitLog(t, "worker started", 30*time.Second)
 	s := startProcEnv(t, "scheduler", env, append([]string{"scheduler"}, server(amqp.RoleScheduler)...)...)
 	s.waitLog(t, "scheduler started", 30*time.Second)

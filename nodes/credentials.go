@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/rune-org/rune/egress"
 	"github.com/rune-org/rune/node"
 )
 
@@ -39,6 +40,28 @@ func allowedHost(ref, list string, u *url.URL) error {
 
 // alwaysCredential are headers that carry credentials whoever set them.
 var alwaysCredential = []string{"Authorization", "Proxy-Authorization", "Cookie"}
+
+// redirectClient is client whose redirects drop Referer when they change
+// origin (net/http sends the previous URL, query included, to the next
+// host) and are checked by the egress policy p, then by client's own
+// CheckRedirect.
+func redirectClient(client *http.Client, p *egress.Policy) *http.Client {
+	c := *client
+	next := client.CheckRedirect
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if !sameOrigin(via[len(via)-1].URL, req.URL) {
+			req.Header.Del("Referer")
+		}
+		if err := p.CheckRedirect(req, via); err != nil {
+			return err
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		return nil
+	}
+	return &c
+}
 
 // credentialClient is client following redirects without the credential
 // headers when a redirect leaves the first request's origin (another host

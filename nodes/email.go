@@ -464,6 +464,23 @@ func (r *emailRunner) clientOptions(cfg smtpConfig) []mail.Option {
 	case "tls":
 		opts = append(opts, mail.WithSSL())
 	}
+	if p := r.opts.Egress; p != nil {
+		// The host comes from a credential, which any API token may write:
+		// it is checked as the http node's is. go-mail's own TLS dialer is
+		// replaced too, so implicit TLS is set up here.
+		opts = append(opts, mail.WithDialContextFunc(func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := p.DialContext(ctx, network, addr)
+			if err != nil || cfg.tlsMode != "tls" {
+				return conn, err
+			}
+			tc := tls.Client(conn, tlsConf)
+			if err := tc.HandshakeContext(ctx); err != nil {
+				conn.Close()
+				return nil, err
+			}
+			return tc, nil
+		}))
+	}
 	if cfg.username != "" || cfg.password != "" {
 		// Over a plain connection the user chose none: the NOENC variants
 		// send the password as the server asks (go-mail refuses otherwise).
@@ -482,6 +499,9 @@ func (r *emailRunner) clientOptions(cfg smtpConfig) []mail.Option {
 // never the credential's password.
 func (r *emailRunner) smtpError(cfg smtpConfig, err error, field, addr string) error {
 	server := net.JoinHostPort(cfg.host, strconv.Itoa(cfg.port))
+	if ne, ok := egressError("SMTP "+server, err); ok {
+		return ne
+	}
 	code, reply := smtpCode(err)
 	details := map[string]any{"server": server}
 	msg := fmt.Sprintf("SMTP %s: %s", server, reply)

@@ -388,6 +388,9 @@ func (r *httpRunner) transportError(ctx context.Context, target string, err erro
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
+	if ne, ok := egressError(r.method+" "+target, err); ok {
+		return ne
+	}
 	var netErr interface{ Timeout() bool }
 	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &netErr) && netErr.Timeout()) {
 		return &node.Error{

@@ -5,6 +5,7 @@ package nodes
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rune-org/rune/coord"
+	"github.com/rune-org/rune/egress"
 	"github.com/rune-org/rune/expr"
 	"github.com/rune-org/rune/node"
 	"github.com/rune-org/rune/workflow"
@@ -25,11 +27,17 @@ type Options struct {
 	// MaxResponseBytes is the largest response body an http node accepts.
 	// Default 10 MiB.
 	MaxResponseBytes int64
-	// HTTPClient sends the http nodes' requests. Nil means a client of its own
-	// (a clone of http.DefaultTransport keeping IdleConnsPerHost idle
-	// connections per host); timeouts come from the options above either
-	// way.
+	// HTTPClient sends the http nodes' and SMS providers' requests. Nil
+	// means a client of its own (a clone of http.DefaultTransport keeping
+	// IdleConnsPerHost idle connections per host, connecting through
+	// Egress); timeouts come from the options above either way. A client
+	// given here connects as it is: Egress checks only its redirects to IPs.
 	HTTPClient *http.Client
+	// Egress decides which addresses nodes may connect to (http, sms, the
+	// email node's SMTP server). Nil allows every address: library users
+	// choose, and rune server and rune worker set one that denies loopback
+	// and link-local by default (docs/operations.md "Egress").
+	Egress *egress.Policy
 	// Effects records the sends of email and sms nodes by idempotency key, so
 	// a retried or redelivered node does not send again. Nil: every attempt
 	// sends (the runtimes set one: coord/memory or coord/redis).
@@ -76,8 +84,10 @@ func (o Options) withDefaults() Options {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = IdleConnsPerHost
 		t.MaxIdleConns = max(t.MaxIdleConns, 4*IdleConnsPerHost)
+		o.Egress.Guard(t)
 		o.HTTPClient = &http.Client{Transport: t}
 	}
+	o.HTTPClient = redirectClient(o.HTTPClient, o.Egress)
 	return o
 }
 
@@ -111,7 +121,24 @@ const (
 	CodeExpression       = "EXPRESSION"
 	CodeExpressionType   = "EXPRESSION_TYPE"
 	CodeInvalidParameter = "INVALID_PARAMETER"
+	// CodeEgressDenied is a connection the egress policy refused (Options.
+	// Egress): not retryable, since the same address is refused again.
+	CodeEgressDenied = "EGRESS_DENIED"
 )
+
+// egressError is err as an EGRESS_DENIED node error when the egress policy
+// refused the connection; what names the request ("GET https://host/path").
+func egressError(what string, err error) (*node.Error, bool) {
+	var de *egress.DeniedError
+	if !errors.As(err, &de) {
+		return nil, false
+	}
+	return &node.Error{
+		Code:    CodeEgressDenied,
+		Message: what + ": " + de.Error(),
+		Details: map[string]any{"host": de.Host, "address": de.Addr.String(), "rule": de.Rule},
+	}, true
+}
 
 // paramCheck helps a type's Check walk a node's parameters.
 type paramCheck struct {

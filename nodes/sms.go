@@ -221,6 +221,9 @@ func postSMS(ctx context.Context, client *http.Client, endpoint, ctype string, b
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
+			if ne, ok := egressError("POST "+shown, err); ok {
+				return nil, ne
+			}
 			// url.Error names the URL, which holds no secret (basic auth
 			// travels in a header).
 			return nil, &node.Error{Code: CodeSMSConnection, Message: "POST " + shown + ": " + cause(err), Retryable: true}

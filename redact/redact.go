@@ -2,13 +2,15 @@
 // before they leave a worker: statuses, completions, stored outputs, errors
 // and log lines. A secret is matched as it is and in the forms it commonly
 // travels in: base64 (standard and URL alphabets, padded or not), URL query
-// and path escaping, and HTTP Basic's base64 of "a:b" for two values that
-// were resolved together.
+// and path escaping, JSON string escaping (a secret holding '"' or '\'
+// echoed inside a JSON body, once or twice escaped), and HTTP Basic's base64
+// of "a:b" for two values that were resolved together.
 package redact
 
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"log/slog"
 	"net/url"
 	"slices"
@@ -63,12 +65,31 @@ func (s *Set) Add(values ...string) {
 
 func encodings(v string) []string {
 	b := []byte(v)
-	return []string{
+	forms := []string{
 		v,
 		base64.StdEncoding.EncodeToString(b), base64.RawStdEncoding.EncodeToString(b),
 		base64.URLEncoding.EncodeToString(b), base64.RawURLEncoding.EncodeToString(b),
 		url.QueryEscape(v), url.PathEscape(v),
 	}
+	// An API echoing the secret in a JSON error body escapes it; a JSON
+	// document carried in a JSON string (a body snippet in an error's
+	// details) escapes it twice. The forms equal to v add nothing.
+	for _, html := range []bool{true, false} {
+		once := jsonEscape(v, html)
+		forms = append(forms, once, jsonEscape(once, html))
+	}
+	return forms
+}
+
+// jsonEscape is v as it appears between the quotes of a JSON string, with
+// <, > and & escaped as encoding/json does by default (html) or not.
+func jsonEscape(v string, html bool) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(html)
+	_ = enc.Encode(v) // a string always encodes
+	out := strings.TrimSuffix(b.String(), "\n")
+	return out[1 : len(out)-1]
 }
 
 // Empty reports whether the set holds no secret.

@@ -3,6 +3,7 @@ package redact
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/url"
@@ -88,5 +89,26 @@ func TestHandlerRedactsLogLines(t *testing.T) {
 		slog.Group("req", "auth", "Bearer "+secret), "body", map[string]any{"echo": secret})
 	if out := buf.String(); strings.Contains(out, "t0ken") || strings.Count(out, Mask) != 4 {
 		t.Errorf("log line: %s", out)
+	}
+}
+
+// A secret holding '"' or '\' echoed in a JSON body appears escaped: an
+// API's error body, once; that body carried as a JSON string (an error
+// snippet inside a status), twice; with <, > and & escaped or not.
+func TestStringRedactsJSONEscapedForms(t *testing.T) {
+	const tricky = `pa"ss\w<rd>&`
+	var s Set
+	s.Add(tricky)
+	body, _ := json.Marshal(map[string]string{"error": "bad token " + tricky})
+	twice, _ := json.Marshal(map[string]string{"snippet": string(body)})
+	var raw bytes.Buffer
+	enc := json.NewEncoder(&raw)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(map[string]string{"error": tricky})
+	for _, text := range []string{string(body), string(twice), raw.String()} {
+		got := s.String(text)
+		if strings.Contains(got, `ss\\w`) || strings.Contains(got, `ss\\\\w`) || strings.Contains(got, "ss\\w") || !strings.Contains(got, Mask) {
+			t.Errorf("%s → %s: the escaped secret is still there", text, got)
+		}
 	}
 }

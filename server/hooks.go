@@ -28,8 +28,15 @@ const (
 	SignatureHeaderDefault   = "X-Rune-Signature"
 	TimestampHeaderDefault   = "X-Rune-Timestamp"
 	SignatureToleranceDefult = 5 * time.Minute
-	ReplyTimeoutDefault      = 10 * time.Second
-	ReplyTimeoutMax          = 30 * time.Second
+	// SignatureToleranceMax bounds a hook's tolerance: a signed delivery is
+	// replayable (as a duplicate) for that long, and its signature is kept
+	// as long to tell.
+	SignatureToleranceMax = time.Hour
+	// SignatureMemory is how long a signature without a timestamp (GitHub's
+	// mode) is remembered: a replay within it is a duplicate.
+	SignatureMemory     = 24 * time.Hour
+	ReplyTimeoutDefault = 10 * time.Second
+	ReplyTimeoutMax     = 30 * time.Second
 	// replyPoll is how often a waiting hook request reads its execution.
 	replyPoll = 25 * time.Millisecond
 )
@@ -63,7 +70,8 @@ type signatureSettings struct {
 	// Tolerance is refused. "-": no timestamp, the signature is over the
 	// body alone (GitHub's X-Hub-Signature-256). Default TimestampHeaderDefault.
 	TimestampHeader string `json:"timestamp_header,omitempty"`
-	// Tolerance is a duration such as "5m". Default 5m.
+	// Tolerance is a duration such as "5m", at most SignatureToleranceMax.
+	// Default 5m.
 	Tolerance string `json:"tolerance,omitempty"`
 }
 
@@ -116,14 +124,48 @@ func viewHook(h *store.Hook) hookView {
 	return v
 }
 
-// checkHookSettings validates and defaults cfg; errors name the field.
-func (s *Server) checkHookSettings(cfg *hookSettings) error {
+// unprocessable is a well-formed hook setting the server will not take.
+func unprocessable(format string, args ...any) *apiError {
+	return errorf(http.StatusUnprocessableEntity, CodeInvalidRequest, format, args...)
+}
+
+// credentialHeader reports whether a request header carries credentials
+// (the bearer token of an API, a session cookie, an API key): a hook never
+// copies one into its payload, where any token holder could read it.
+func credentialHeader(name string) bool {
+	n := strings.ToLower(name)
+	switch n {
+	case "authorization", "proxy-authorization", "cookie":
+		return true
+	case "idempotency-key": // an id, not a secret
+		return false
+	}
+	for _, part := range []string{"token", "secret", "passw", "session", "credential", "auth", "key"} {
+		if strings.Contains(n, part) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkHookSettings validates and defaults cfg; errors name the field. With
+// strict (a create or update) the limits added by issue 31 are errors
+// (422); a hook stored before them has its tolerance capped and its
+// credential headers left out instead, so that it keeps working.
+func (s *Server) checkHookSettings(cfg *hookSettings, strict bool) error {
 	if sig := cfg.Signature; sig != nil {
 		sig.Header = defaultString(sig.Header, SignatureHeaderDefault)
 		sig.TimestampHeader = defaultString(sig.TimestampHeader, TimestampHeaderDefault)
 		sig.Tolerance = defaultString(sig.Tolerance, SignatureToleranceDefult.String())
-		if d, err := time.ParseDuration(sig.Tolerance); err != nil || d <= 0 {
+		d, err := time.ParseDuration(sig.Tolerance)
+		if err != nil || d <= 0 {
 			return badRequest("field signature.tolerance: %q is not a positive duration such as 5m", limitText(sig.Tolerance, 32))
+		}
+		if d > SignatureToleranceMax {
+			if strict {
+				return unprocessable("field signature.tolerance: %s is over the maximum of %s (a captured delivery is replayable for that long)", d, SignatureToleranceMax)
+			}
+			sig.Tolerance = SignatureToleranceMax.String()
 		}
 		if !validHeaderName(sig.Header) || sig.TimestampHeader != "-" && !validHeaderName(sig.TimestampHeader) {
 			return badRequest("field signature.header / signature.timestamp_header: not a header name")
@@ -133,10 +175,21 @@ func (s *Server) checkHookSettings(cfg *hookSettings) error {
 	if !validHeaderName(cfg.DeliveryHeader) {
 		return badRequest("field delivery_header: %q is not a header name", limitText(cfg.DeliveryHeader, 64))
 	}
+	kept := cfg.Headers[:0:0]
 	for i, h := range cfg.Headers {
 		if !validHeaderName(h) {
 			return badRequest("field headers[%d]: %q is not a header name", i, limitText(h, 64))
 		}
+		if credentialHeader(h) {
+			if strict {
+				return unprocessable("field headers[%d]: %s carries credentials and may not be copied into the payload", i, h)
+			}
+			continue
+		}
+		kept = append(kept, h)
+	}
+	if !strict {
+		cfg.Headers = kept
 	}
 	switch {
 	case cfg.MaxBody == 0:
@@ -229,7 +282,7 @@ func (s *Server) readHook(r *http.Request) (*hookInput, error) {
 	if in.SigningSecret != "" && in.Signature == nil {
 		return nil, badRequest("field signing_secret: given without field signature")
 	}
-	return &in, s.checkHookSettings(&in.hookSettings)
+	return &in, s.checkHookSettings(&in.hookSettings, true)
 }
 
 func (s *Server) createHook(w http.ResponseWriter, r *http.Request) error {
@@ -371,7 +424,8 @@ func (s *Server) rotateHook(w http.ResponseWriter, r *http.Request) error {
 type hookAnswer struct {
 	ExecutionID string `json:"execution_id"`
 	Status      string `json:"status"`
-	// Duplicate is set when the delivery id was seen: no execution started.
+	// Duplicate is set when the delivery id or the signature was seen: no
+	// execution started.
 	Duplicate bool `json:"duplicate,omitempty"`
 	// Result is the selected part of the final context (reply hooks).
 	Result json.RawMessage `json:"result,omitempty"`
@@ -416,7 +470,7 @@ func (s *Server) receiveHook(w http.ResponseWriter, r *http.Request) error {
 	if err := json.Unmarshal(h.Settings, &cfg); err != nil {
 		return err
 	}
-	if err := s.checkHookSettings(&cfg); err != nil {
+	if err := s.checkHookSettings(&cfg, false); err != nil {
 		return err
 	}
 	now := s.cfg.Now()
@@ -430,9 +484,19 @@ func (s *Server) receiveHook(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	xid := engine.NewExecutionID(now)
+	var sig []byte // the accepted signature's hash: a replay of it is a duplicate
 	if cfg.Signature != nil {
-		if err := s.verifySignature(h, cfg.Signature, r.Header, body, now); err != nil {
+		var until time.Time
+		if sig, until, err = s.verifySignature(h, cfg.Signature, r.Header, body, now); err != nil {
 			return err
+		}
+		owner, err := s.store.ClaimSignature(r.Context(), h.ID, sig, xid, until, now)
+		if err != nil {
+			return err
+		}
+		if owner != xid {
+			return s.duplicateDelivery(w, r, owner)
 		}
 	}
 	delivery := r.Header.Get(cfg.DeliveryHeader)
@@ -453,12 +517,23 @@ func (s *Server) receiveHook(w http.ResponseWriter, r *http.Request) error {
 	if err := checkInput(input); err != nil {
 		return err
 	}
-	in := store.ExecutionInput{ID: engine.NewExecutionID(now), WorkflowID: h.WorkflowID, Input: input,
+	in := store.ExecutionInput{ID: xid, WorkflowID: h.WorkflowID, Input: input,
 		Trigger: "hook:" + h.ID, At: now}
 	if delivery != "" {
 		in.IdempotencyKey = "hook:" + h.ID + ":" + delivery
 	}
 	x, created, err := s.store.CreateExecution(r.Context(), in)
+	if sig != nil && (err != nil || x.ID != xid) {
+		// No execution of ours: the signature belongs to the one the
+		// delivery id found, or to none (the sender may try again).
+		to := ""
+		if err == nil {
+			to = x.ID
+		}
+		if merr := s.store.MoveSignature(context.WithoutCancel(r.Context()), h.ID, sig, xid, to); merr != nil && err == nil {
+			err = merr
+		}
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return errNoHook // its workflow was deleted
 	}
@@ -489,38 +564,59 @@ func bodyValue(body []byte) json.RawMessage {
 	return b
 }
 
-// verifySignature checks the request's HMAC-SHA256 in constant time. Every
-// failure is the same 401 but for its reason (never a secret or the
-// expected signature).
-func (s *Server) verifySignature(h *store.Hook, sig *signatureSettings, header http.Header, body []byte, now time.Time) error {
+// verifySignature checks the request's HMAC-SHA256 in constant time and
+// returns the signature's hash with how long a replay of it must be told
+// apart: until the timestamp leaves the tolerance, or SignatureMemory
+// without one. Every failure is the same 401 but for its reason (never a
+// secret or the expected signature).
+func (s *Server) verifySignature(h *store.Hook, sig *signatureSettings, header http.Header, body []byte, now time.Time) (hash []byte, until time.Time, err error) {
 	unauthorized := func(reason string) error {
 		return errorf(http.StatusUnauthorized, CodeUnauthorized, "hook signature: %s", reason)
 	}
 	if err := s.requireKeys(); err != nil {
-		return err
+		return nil, until, err
 	}
 	key, err := s.cfg.Keys.Open("hook:"+h.ID, h.SigningKeyID, h.SigningSecret)
 	if err != nil {
-		return err
+		return nil, until, err
 	}
 	mac := hmac.New(sha256.New, key)
+	until = now.Add(SignatureMemory)
 	if sig.TimestampHeader != "-" {
 		ts := header.Get(sig.TimestampHeader)
 		sec, err := strconv.ParseInt(ts, 10, 64)
 		if err != nil {
-			return unauthorized("header " + sig.TimestampHeader + " is missing or not a Unix time in seconds")
+			return nil, until, unauthorized("header " + sig.TimestampHeader + " is missing or not a Unix time in seconds")
 		}
 		tolerance, _ := time.ParseDuration(sig.Tolerance)
-		if d := now.Sub(time.Unix(sec, 0)); d > tolerance || d < -tolerance {
-			return unauthorized("the timestamp is outside the tolerance of " + tolerance.String() + " (a replay, or a clock off)")
+		signed := time.Unix(sec, 0)
+		if d := now.Sub(signed); d > tolerance || d < -tolerance {
+			return nil, until, unauthorized("the timestamp is outside the tolerance of " + tolerance.String() + " (a replay, or a clock off)")
 		}
+		until = signed.Add(tolerance + time.Second) // the timestamp has whole seconds
 		mac.Write([]byte(ts + "."))
 	}
 	mac.Write(body)
 	got, err := hex.DecodeString(strings.TrimPrefix(header.Get(sig.Header), "sha256="))
 	if err != nil || !hmac.Equal(got, mac.Sum(nil)) {
-		return unauthorized("header " + sig.Header + " is missing or does not match the body")
+		return nil, until, unauthorized("header " + sig.Header + " is missing or does not match the body")
 	}
+	sum := sha256.Sum256(got)
+	return sum[:], until, nil
+}
+
+// duplicateDelivery answers a replayed signature: 200, duplicate, with the
+// execution its first delivery started.
+func (s *Server) duplicateDelivery(w http.ResponseWriter, r *http.Request, xid string) error {
+	a := hookAnswer{ExecutionID: xid, Duplicate: true}
+	x, err := s.store.GetExecution(r.Context(), xid)
+	switch {
+	case err == nil:
+		a.Status = x.Status
+	case !errors.Is(err, store.ErrNotFound):
+		return err
+	}
+	writeJSON(w, http.StatusOK, a)
 	return nil
 }
 

@@ -186,7 +186,10 @@ func testWebhooks(t *testing.T, tg *target) {
 	if r := a.deliver(hk.URL, body, sign(hk.SigningSecret, time.Now(), body)...); r.status != http.StatusNotFound {
 		t.Fatalf("old URL after rotation: %d, want 404", r.status)
 	}
-	if r := a.deliver(rot.URL, body, sign(hk.SigningSecret, time.Now(), body)...); r.status != http.StatusAccepted {
+	// Another body: the same one signed in the same second would be a
+	// replay of the retry above (TestWebhookReplays).
+	rotated := `{"event":"rotated"}`
+	if r := a.deliver(rot.URL, rotated, sign(hk.SigningSecret, time.Now(), rotated)...); r.status != http.StatusAccepted {
 		t.Fatalf("new URL after rotation: %d %s, want 202", r.status, r.body)
 	}
 
@@ -332,4 +335,133 @@ func mustZone(t *testing.T, name string) *time.Location {
 		t.Fatal(err)
 	}
 	return loc
+}
+
+// TestWebhookReplays (issue 31): a delivery whose signature was accepted is
+// a duplicate whatever its delivery id, within the tolerance with a
+// timestamp and for 24 h without one (GitHub's mode); tolerance is at most
+// 1 h; a hook may not copy credential headers into its payload, and one
+// stored before these rules copies none and accepts no older timestamps.
+func TestWebhookReplays(t *testing.T) {
+	t.Parallel()
+	eachStore(t, testWebhookReplays)
+}
+
+func testWebhookReplays(t *testing.T, tg *target) {
+	a := newAPI(t, tg)
+	wf := "replayed"
+	a.pushWorkflow(wfDef(wf, `{"id":"s","type":"set","parameters":{"values":{"event":"{{ $trigger.body.event }}"}}}`,
+		`{"id":"e1","src":"start","dst":"s"}`))
+	var hk hookView
+	a.want(http.StatusCreated, "POST", "/v1/workflows/"+wf+"/hooks", []byte(`{"name":"stripe","signature":{}}`), &hk)
+	body := `{"event":"paid"}`
+	signed := sign(hk.SigningSecret, time.Now(), body)
+	r := a.deliver(hk.URL, body, append(signed, "X-Request-Id", "evt-1")...)
+	var first hookAnswer
+	if r.decode(t, &first); r.status != http.StatusAccepted {
+		t.Fatalf("first delivery: %d %s, want 202", r.status, r.body)
+	}
+	for _, id := range []string{"evt-2", ""} {
+		r := a.deliver(hk.URL, body, append(signed, "X-Request-Id", id)...)
+		var dup hookAnswer
+		if r.decode(t, &dup); r.status != http.StatusOK || !dup.Duplicate || dup.ExecutionID != first.ExecutionID {
+			t.Fatalf("the signature replayed with delivery id %q: %d %s, want 200 duplicate of %s", id, r.status, r.body, first.ExecutionID)
+		}
+	}
+	// A sender's retry, signed again with the same delivery id: a duplicate
+	// by its id; its signature, replayed, is a duplicate of the same one.
+	time.Sleep(1100 * time.Millisecond) // a new timestamp, a new signature
+	resigned := sign(hk.SigningSecret, time.Now(), body)
+	for _, id := range []string{"evt-1", "evt-3"} {
+		r := a.deliver(hk.URL, body, append(resigned, "X-Request-Id", id)...)
+		var dup hookAnswer
+		if r.decode(t, &dup); r.status != http.StatusOK || !dup.Duplicate || dup.ExecutionID != first.ExecutionID {
+			t.Fatalf("re-signed retry, delivery id %s: %d %s, want 200 duplicate of %s", id, r.status, r.body, first.ExecutionID)
+		}
+	}
+
+	// GitHub's mode: no timestamp, the signature over the body alone.
+	var gh hookView
+	a.want(http.StatusCreated, "POST", "/v1/workflows/"+wf+"/hooks", []byte(`{"name":"github","signature":{"header":"X-Hub-Signature-256","timestamp_header":"-"},"delivery_header":"X-GitHub-Delivery"}`), &gh)
+	mac := hmac.New(sha256.New, []byte(gh.SigningSecret))
+	mac.Write([]byte(body))
+	sig := "sha256=" + hex.EncodeToString(mac.Sum(nil))
+	r = a.deliver(gh.URL, body, "X-Hub-Signature-256", sig, "X-GitHub-Delivery", "g-1")
+	var ghFirst hookAnswer
+	if r.decode(t, &ghFirst); r.status != http.StatusAccepted {
+		t.Fatalf("github delivery: %d %s, want 202", r.status, r.body)
+	}
+	r = a.deliver(gh.URL, body, "X-Hub-Signature-256", sig, "X-GitHub-Delivery", "g-2")
+	var ghDup hookAnswer
+	if r.decode(t, &ghDup); r.status != http.StatusOK || !ghDup.Duplicate || ghDup.ExecutionID != ghFirst.ExecutionID {
+		t.Fatalf("github replay with a new delivery id: %d %s, want 200 duplicate", r.status, r.body)
+	}
+	if xs := a.executionsOf(wf); len(xs) != 2 {
+		t.Fatalf("%d executions, want 2: a replay started one", len(xs))
+	}
+	// Remembered 24 h: the store still holds it 23 h on, and not 25 h on
+	// (then the claim is a new one's).
+	raw, _ := hex.DecodeString(strings.TrimPrefix(sig, "sha256="))
+	hash := sha256.Sum256(raw)
+	ctx := context.Background()
+	now := time.Now()
+	if owner, err := tg.store.ClaimSignature(ctx, gh.ID, hash[:], "x_later", now.Add(48*time.Hour), now.Add(23*time.Hour)); err != nil || owner != ghFirst.ExecutionID {
+		t.Fatalf("23 h on: owner %q (%v), want %s", owner, err, ghFirst.ExecutionID)
+	}
+	if owner, err := tg.store.ClaimSignature(ctx, gh.ID, hash[:], "x_later", now.Add(48*time.Hour), now.Add(25*time.Hour)); err != nil || owner != "x_later" {
+		t.Fatalf("25 h on: owner %q (%v), want the expired signature claimed anew", owner, err)
+	}
+
+	// Settings: tolerance at most 1 h; no credential headers.
+	for _, c := range []struct{ body, field string }{
+		{`{"signature":{"tolerance":"876000h"}}`, "signature.tolerance"},
+		{`{"signature":{"tolerance":"61m"}}`, "signature.tolerance"},
+		{`{"headers":["X-Event","Authorization"]}`, "Authorization"},
+		{`{"headers":["cookie"]}`, "cookie"},
+		{`{"headers":["Proxy-Authorization"]}`, "Proxy-Authorization"},
+		{`{"headers":["X-Api-Key"]}`, "X-Api-Key"},
+		{`{"headers":["X-Auth-Token"]}`, "X-Auth-Token"},
+	} {
+		e := a.wantError(http.StatusUnprocessableEntity, server.CodeInvalidRequest, "POST", "/v1/workflows/"+wf+"/hooks", []byte(c.body))
+		if !strings.Contains(e.Error.Message, c.field) {
+			t.Errorf("%s: %q does not name %s", c.body, e.Error.Message, c.field)
+		}
+		e = a.wantError(http.StatusUnprocessableEntity, server.CodeInvalidRequest, "PUT", "/v1/workflows/"+wf+"/hooks/"+hk.ID, []byte(c.body))
+		if !strings.Contains(e.Error.Message, c.field) {
+			t.Errorf("update %s: %q does not name %s", c.body, e.Error.Message, c.field)
+		}
+	}
+	a.want(http.StatusCreated, "POST", "/v1/workflows/"+wf+"/hooks", []byte(`{"signature":{"tolerance":"1h"},"headers":["X-GitHub-Event","Idempotency-Key"]}`), nil)
+
+	// A hook stored before the rules: credential headers are not copied,
+	// timestamps older than 1 h are refused.
+	var legacy hookView
+	a.want(http.StatusCreated, "POST", "/v1/workflows/"+wf+"/hooks", []byte(`{"name":"legacy","signature":{}}`), &legacy)
+	stored, err := tg.store.GetHook(ctx, legacy.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored.Settings = json.RawMessage(`{"signature":{"header":"X-Rune-Signature","timestamp_header":"X-Rune-Timestamp","tolerance":"876000h"},"headers":["Authorization","X-Event"],"delivery_header":"X-Request-Id"}`)
+	if err := tg.store.UpdateHook(ctx, stored); err != nil {
+		t.Fatal(err)
+	}
+	old := `{"event":"old"}`
+	if r := a.deliver(legacy.URL, old, sign(legacy.SigningSecret, time.Now().Add(-2*time.Hour), old)...); r.status != http.StatusUnauthorized {
+		t.Fatalf("legacy hook, a 2 h old timestamp: %d %s, want 401", r.status, r.body)
+	}
+	fresh := `{"event":"fresh"}`
+	r = a.deliver(legacy.URL, fresh, append(sign(legacy.SigningSecret, time.Now(), fresh), "Authorization", "Bearer tok-SECRET-1", "X-Event", "e")...)
+	var la hookAnswer
+	if r.decode(t, &la); r.status != http.StatusAccepted {
+		t.Fatalf("legacy hook: %d %s, want 202", r.status, r.body)
+	}
+	var full struct {
+		Input struct {
+			Headers map[string]string `json:"headers"`
+		} `json:"input"`
+	}
+	a.want(http.StatusOK, "GET", "/v1/executions/"+la.ExecutionID, nil, &full)
+	if h := full.Input.Headers; len(h) != 1 || h["x-event"] != "e" {
+		t.Fatalf("legacy hook copied %v, want only x-event", h)
+	}
 }

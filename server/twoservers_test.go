@@ -40,6 +40,7 @@ func TestTwoServersKillNineNoneLostNoneTwice(t *testing.T) {
 	defer counter.Close()
 
 	d := newDeployment(t)
+	d.env = allowLoopback // the workflow calls the counter on 127.0.0.1
 	d.worker()
 	d.worker()
 	d.scheduler()

@@ -89,6 +89,18 @@ type TriggerStore interface {
 	UpdateSchedule(ctx context.Context, sc *Schedule) error
 	// DeleteSchedule removes schedule id.
 	DeleteSchedule(ctx context.Context, id string) error
+	// ClaimSignature records that hook hookID accepted a delivery whose
+	// signature hashes to sig, for execution executionID, until expires: a
+	// replay of the signature is then a duplicate whatever its delivery id
+	// (issue 31). When sig is recorded and not expired at now, nothing
+	// changes and owner is the execution recorded with it; else it is
+	// recorded and owner is executionID. The hook's expired signatures are
+	// pruned on the way.
+	ClaimSignature(ctx context.Context, hookID string, sig []byte, executionID string, expires, now time.Time) (owner string, err error)
+	// MoveSignature gives signature sig of hook hookID, when recorded for
+	// execution from, to execution to; to "" forgets it (the execution was
+	// never created).
+	MoveSignature(ctx context.Context, hookID string, sig []byte, from, to string) error
 	// DueSchedules returns up to limit schedules that are not paused, whose
 	// workflow is not deleted and whose NextAt ≤ now, earliest first.
 	DueSchedules(ctx context.Context, now time.Time, limit int) ([]*Schedule, error)

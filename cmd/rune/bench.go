@@ -692,7 +692,7 @@ func spawnWorkers(n int, args []string, cancel context.CancelCauseFunc) (*worker
 	g := &workerGroup{}
 	for i := range n {
 		p := &workerProc{n: i + 1, log: newLogTail("worker started"), done: make(chan struct{})}
-		p.cmd = exec.Command(exe, args...)
+		p.cmd = exec.Command(exe, append(args, benchEgressAllow...)...)
 		p.cmd.Stderr = p.log
 		if err := p.cmd.Start(); err != nil {
 			g.kill()

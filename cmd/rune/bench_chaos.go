@@ -113,7 +113,11 @@ func benchChaos(ctx context.Context, env *cliEnv, srv *servers, o chaosBench) er
 	}
 	defer ownPrefix(env, srv, o.workers)()
 	args := func(role string) []string {
-		return append([]string{role}, srv.args()...)
+		a := append([]string{role}, srv.args()...)
+		if role == "worker" {
+			a = append(a, benchEgressAllow...)
+		}
+		return a
 	}
 	var (
 		mu         sync.Mutex

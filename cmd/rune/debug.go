@@ -7,16 +7,20 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+
+	"github.com/rune-org/rune/egress"
 )
 
 // serveDebug serves Go's profiler on addr until stop is called. Operators
 // reach it when a worker is slow or large: `go tool pprof
 // http://ADDR/debug/pprof/profile`.
-func serveDebug(addr string, log *slog.Logger) (stop func(), err error) {
+// Nodes may not call it (pol, nil for none, learns the listener).
+func serveDebug(addr string, log *slog.Logger, pol *egress.Policy) (stop func(), err error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--debug-addr %s: %w", addr, err)
 	}
+	pol.AddListener(l.Addr())
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

@@ -20,6 +20,7 @@ import (
 	"github.com/rune-org/rune/coord"
 	coordredis "github.com/rune-org/rune/coord/redis"
 	"github.com/rune-org/rune/distributed"
+	"github.com/rune-org/rune/egress"
 	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/metrics"
 	"github.com/rune-org/rune/node"
@@ -50,6 +51,9 @@ type servers struct {
 	// effectsPool is distributed.Config.EffectsPool: the worker's
 	// --concurrency.
 	effectsPool int
+	// egress is the nodes' egress policy (--egress-deny, --egress-allow);
+	// nil connects anywhere.
+	egress *egress.Policy
 }
 
 func (s *servers) flags(fs *flag.FlagSet, env *cliEnv, needRedis bool) {
@@ -133,7 +137,7 @@ func (s *servers) connectWith(ctx context.Context, log *slog.Logger, role string
 	}
 	return distributed.Connect(ctx, distributed.Config{
 		AMQPURL: s.amqpURL, RedisURL: s.redisURL, Prefix: s.prefix, Role: role,
-		Logger: log, Secrets: sec, Nodes: nodes.Options{Fault: s.fault}, Signing: keys, Metrics: rec, NoFuse: s.noFuse,
+		Logger: log, Secrets: sec, Nodes: nodes.Options{Fault: s.fault, Egress: s.egress}, Signing: keys, Metrics: rec, NoFuse: s.noFuse,
 		QueueType: s.queueType, ExecutionQueues: s.executionQueues, MessageBatch: s.messageBatch, EffectsPool: s.effectsPool,
 	})
 }
@@ -176,6 +180,8 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 	schedPoll := fs.Duration("scheduler-poll", scheduler.DefaultPoll, "with --scheduler: pause between claims when no timer is due (as rune scheduler --poll)")
 	debugAddr := fs.String("debug-addr", "", "serve Go's profiler (net/http/pprof) on this address, e.g. 127.0.0.1:6060 (default: off)")
 	creds := credentialsFlag(fs)
+	var eg egressFlags
+	eg.flags(fs, env)
 	postgresURL := fs.String("postgres", env.getenv("RUNE_POSTGRES_URL"), "a rune server's PostgreSQL URL (env RUNE_POSTGRES_URL): resolve credentials from its store, decrypted with RUNE_SECRET_KEY (default: from RUNE_CREDENTIAL_* variables)")
 	var ops opsFlags
 	ops.flags(fs, env)
@@ -190,6 +196,11 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 	if err := srv.check(true); err != nil {
 		return err
 	}
+	pol, err := eg.policy()
+	if err != nil {
+		return err
+	}
+	srv.egress = pol
 	sec, err := resolver(*creds)
 	if err != nil {
 		return err
@@ -207,7 +218,7 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 		debug.SetMemoryLimit(*memLimit << 20)
 	}
 	if *debugAddr != "" {
-		stop, err := serveDebug(*debugAddr, log)
+		stop, err := serveDebug(*debugAddr, log, srv.egress)
 		if err != nil {
 			return err
 		}
@@ -238,6 +249,7 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	defer rt.Close()
+	ops.egress = srv.egress
 	stopOps, err := ops.serveOps(ctx, rec, log, readyChecks(rt)...)
 	if err != nil {
 		return err

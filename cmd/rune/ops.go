@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rune-org/rune/egress"
 	"github.com/rune-org/rune/metrics"
 )
 
@@ -18,6 +19,8 @@ import (
 // scheduler): logs, and the HTTP server of health checks and metrics.
 type opsFlags struct {
 	logFormat, logLevel, metricsAddr string
+	// egress, when set, learns the metrics listener: nodes may not call it.
+	egress *egress.Policy
 }
 
 func (o *opsFlags) flags(fs *flag.FlagSet, env *cliEnv) {
@@ -88,6 +91,7 @@ func (o *opsFlags) serveOps(ctx context.Context, rec *metrics.Recorder, log *slo
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr %s: %w", o.metricsAddr, err)
 	}
+	o.egress.AddListener(l.Addr())
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")

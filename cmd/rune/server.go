@@ -18,6 +18,7 @@ import (
 	"github.com/rune-org/rune/broker"
 	"github.com/rune-org/rune/broker/amqp"
 	"github.com/rune-org/rune/console"
+	"github.com/rune-org/rune/egress"
 	"github.com/rune-org/rune/embedded"
 	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/nodes"
@@ -86,6 +87,8 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 	var logs opsFlags
 	logs.logFlags(fs, env)
 	retention := retentionFlag(fs)
+	var eg egressFlags
+	eg.flags(fs, env)
 	poll := fs.Duration("dispatch-poll", server.DispatchPollDefault, "the dispatcher's pause when nothing is due (triggers through this server wake it at once)")
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, "Usage: rune server [--addr 127.0.0.1:8080] [--data ./rune-data]\n       rune server --postgres URL --amqp URL --redis URL [--prefix P]\n\nThe master: HTTP API, dispatcher, history and live streams (docs/api.md).\nWith no URLs, the embedded default: API, dispatcher, a worker and a scheduler in\none process on SQLite under --data. With URLs, the distributed master (several may\nrun); start `rune worker` and `rune scheduler` processes too.\nRUNE_API_TOKEN is accepted as a bearer token besides `rune token create` ones.")
@@ -102,8 +105,11 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	if srv.egress, err = eg.policy(); err != nil {
+		return err
+	}
 	if *debugAddr != "" {
-		stop, err := serveDebug(*debugAddr, log)
+		stop, err := serveDebug(*debugAddr, log, srv.egress)
 		if err != nil {
 			return err
 		}
@@ -147,7 +153,7 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 		}
 	} else {
 		rt, err := embedded.New(embedded.Options{Logger: log, Concurrency: *concurrency, ConsumeEvents: true, Tracer: tr,
-			Secrets: secrets.Store{Store: st, Keys: keys}, Nodes: nodes.Options{Logger: log}})
+			Secrets: secrets.Store{Store: st, Keys: keys}, Nodes: nodes.Options{Logger: log, Egress: srv.egress}})
 		if err != nil {
 			return err
 		}
@@ -179,16 +185,18 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	return serveHTTP(ctx, log, *addr, s, h, distributedMode)
+	return serveHTTP(ctx, log, *addr, s, h, distributedMode, srv.egress)
 }
 
 // serveHTTP serves h (s's API and the console) on addr and runs its dispatcher and history
 // consumer until ctx is done, then shuts down gracefully.
-func serveHTTP(ctx context.Context, log *slog.Logger, addr string, s *server.Server, h http.Handler, distributedMode bool) error {
+// Nodes may not call the API (pol, nil for none, learns the listener).
+func serveHTTP(ctx context.Context, log *slog.Logger, addr string, s *server.Server, h http.Handler, distributedMode bool, pol *egress.Policy) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("--addr: %w", err)
 	}
+	pol.AddListener(ln.Addr())
 	// Streams watch their request's context, which Shutdown does not end:
 	// baseCtx is cancelled to end them.
 	baseCtx, endStreams := context.WithCancel(context.Background())

@@ -190,3 +190,32 @@ func (s *Store) FireSchedule(ctx context.Context, f store.Fire) ([]*store.Execut
 	}
 	return created, nil
 }
+
+func (s *Store) ClaimSignature(ctx context.Context, hookID string, sig []byte, executionID string, expires, now time.Time) (string, error) {
+	owner := executionID
+	err := s.tx(ctx, "claim hook signature", func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, triggerQueries["signature_prune"], hookID, now); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, triggerQueries["signature_claim"], hookID, sig, executionID, expires, now)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() > 0 {
+			return nil
+		}
+		return tx.QueryRow(ctx, triggerQueries["signature_owner"], hookID, sig).Scan(&owner)
+	})
+	return owner, err
+}
+
+func (s *Store) MoveSignature(ctx context.Context, hookID string, sig []byte, from, to string) error {
+	q, args := triggerQueries["signature_move"], []any{hookID, sig, from, to}
+	if to == "" {
+		q, args = triggerQueries["signature_forget"], args[:3]
+	}
+	if _, err := s.pool.Exec(ctx, q, args...); err != nil {
+		return fmt.Errorf("postgres: move hook signature: %w", err)
+	}
+	return nil
+}

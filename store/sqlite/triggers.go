@@ -198,3 +198,32 @@ func (s *Store) FireSchedule(ctx context.Context, f store.Fire) ([]*store.Execut
 	}
 	return created, nil
 }
+
+func (s *Store) ClaimSignature(ctx context.Context, hookID string, sig []byte, executionID string, expires, now time.Time) (string, error) {
+	owner := executionID
+	err := s.tx(ctx, "claim hook signature", func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, triggerQueries["signature_prune"], hookID, micros(now)); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, triggerQueries["signature_claim"], hookID, sig, executionID, micros(expires), micros(now))
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			return nil
+		}
+		return tx.QueryRowContext(ctx, triggerQueries["signature_owner"], hookID, sig).Scan(&owner)
+	})
+	return owner, err
+}
+
+func (s *Store) MoveSignature(ctx context.Context, hookID string, sig []byte, from, to string) error {
+	q, args := triggerQueries["signature_move"], []any{hookID, sig, from, to}
+	if to == "" {
+		q, args = triggerQueries["signature_forget"], args[:3]
+	}
+	return s.tx(ctx, "move hook signature", func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, q, args...)
+		return err
+	})
+}

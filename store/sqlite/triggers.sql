@@ -59,3 +59,21 @@ LIMIT ?2
 -- matches nothing.
 UPDATE schedules SET next_at = ?3, last_slot = ?4, updated_at = ?5
 WHERE id = ?1 AND next_at = ?2 AND paused = 0
+
+-- name: signature_prune
+DELETE FROM hook_signatures WHERE hook_id = ?1 AND expires_at <= ?2
+
+-- name: signature_claim
+-- Inserted, or taken over when expired: a row affected is a claim.
+INSERT INTO hook_signatures (hook_id, signature, execution_id, expires_at) VALUES (?1, ?2, ?3, ?4)
+ON CONFLICT (hook_id, signature) DO UPDATE SET execution_id = excluded.execution_id, expires_at = excluded.expires_at
+WHERE hook_signatures.expires_at <= ?5
+
+-- name: signature_owner
+SELECT execution_id FROM hook_signatures WHERE hook_id = ?1 AND signature = ?2
+
+-- name: signature_move
+UPDATE hook_signatures SET execution_id = ?4 WHERE hook_id = ?1 AND signature = ?2 AND execution_id = ?3
+
+-- name: signature_forget
+DELETE FROM hook_signatures WHERE hook_id = ?1 AND signature = ?2 AND execution_id = ?3
