@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -879,5 +880,34 @@ func TestQuorumTopology(t *testing.T) {
 	}
 	if _, err := New(context.Background(), Config{URL: cfg.URL, QueueType: "stream"}); err == nil {
 		t.Fatal("QueueType stream: no error")
+	}
+}
+
+// Config.URL may list the nodes of a cluster (issue 30, item 8): a node
+// that does not answer is passed over, on the first connection and on
+// every reconnection (the node after the one lost is tried first, here the
+// dead one), and nothing is lost. The passwords stay out of the errors.
+func TestSeveralURLs(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "amqp://guest:s3cret@" + l.Addr().String() + "/"
+	l.Close() // nothing listens there now: connections are refused
+	cfg := testConfig(t)
+	cfg.URL = dead + "," + cfg.URL
+	b := open(t, cfg)
+	streamThroughFault(t, b, 1000, b.dropConnections)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cfg.URL = dead + ", " + dead
+	_, err = New(ctx, cfg)
+	if err == nil || strings.Count(err.Error(), "connect to amqp://guest:xxxxx@") != 2 || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("New with no node up: %v; want both nodes' errors, without the password", err)
+	}
+	cfg.URL = dead + ",guest:x@127.0.0.1:5672"
+	if _, err := New(ctx, cfg); err == nil || !strings.Contains(err.Error(), "URI 2 of 2 does not start with amqp://") {
+		t.Fatalf("New with a malformed second URI: %v", err)
 	}
 }

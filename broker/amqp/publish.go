@@ -512,6 +512,15 @@ func (p *publisher) serve(ch *amqp091.Channel) error {
 				continue
 			}
 			p.settle(c, returned)
+			if !c.Ack {
+				// A nack is RabbitMQ failing to take the message. After a
+				// RabbitMQ node is lost, a channel opened while its quorum
+				// queues were electing new leaders can nack every later
+				// message to them (seen on 3.10: a worker's scheduler nacked
+				// for minutes, while new channels published at once): start
+				// a new channel rather than keep this one.
+				_ = ch.Close()
+			}
 		case err := <-closed:
 			// Confirms already received are real: settle them before
 			// failing the rest.
