@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -909,5 +910,51 @@ func TestSeveralURLs(t *testing.T) {
 	cfg.URL = dead + ",guest:x@127.0.0.1:5672"
 	if _, err := New(ctx, cfg); err == nil || !strings.Contains(err.Error(), "URI 2 of 2 does not start with amqp://") {
 		t.Fatalf("New with a malformed second URI: %v", err)
+	}
+}
+
+// A nacked publish fails (the caller publishes again) and its channel is
+// replaced: RabbitMQ 3.10 kept nacking every message on a channel opened
+// while a quorum queue elected a new leader (issue 30, item 8;
+// e2e.TestFaultRabbitClusterNodeLost). The nack here comes from a policy
+// that makes the test's execution queue refuse a second message.
+func TestNackReplacesPublishChannel(t *testing.T) {
+	testinfra.RequireCommand(t, "rabbitmqctl")
+	cfg := testConfig(t)
+	b := open(t, cfg)
+	policy := strings.TrimSuffix(cfg.Prefix, ".") + "-nack"
+	ctl := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("rabbitmqctl", append([]string{"-q"}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("rabbitmqctl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	ctl("set_policy", "--apply-to", "queues", policy, "^"+regexp.QuoteMeta(cfg.Prefix+"workflow.execution")+"$", `{"max-length":1,"overflow":"reject-publish"}`)
+	t.Cleanup(func() { _ = exec.Command("rabbitmqctl", "-q", "clear_policy", policy).Run() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p := b.pubs[0]
+	channel := func() *amqp091.Channel {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.ch
+	}
+	var first *amqp091.Channel
+	var err error
+	// The policy applies within moments: publish until one is refused.
+	for i := 0; err == nil; i++ {
+		if i == 50 {
+			t.Fatal("50 messages taken by a queue of at most 1")
+		}
+		first = channel()
+		err = b.Publish(ctx, execMessage(fmt.Sprintf("n%d", i), "exec")).Wait(ctx)
+	}
+	if !strings.Contains(err.Error(), "nacked by RabbitMQ") {
+		t.Fatalf("publish over the limit: %v, want a nack", err)
+	}
+	ctl("clear_policy", policy)
+	mustPublish(t, b, execMessage("after", "exec"))
+	if after := channel(); after == nil || after == first {
+		t.Fatal("the publisher still uses the channel that was nacked")
 	}
 }
