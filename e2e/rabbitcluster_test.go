@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -54,6 +55,20 @@ func TestFaultRabbitClusterNodeLost(t *testing.T) {
 	}
 
 	r.start()
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		// What was left, to tell a stuck run from a slow one.
+		var left []string
+		for _, q := range []string{"workflow.execution", "workflow.timeout.process", "workflow.dlq", "workflow.completion"} {
+			if qs, err := declarePassive(t, c, c.prefix+"."+q); err == nil {
+				left = append(left, fmt.Sprintf("%s: %d ready, %d consumers", q, qs.Messages, qs.Consumers))
+			}
+		}
+		st, err := r.timers.Stats(context.Background())
+		t.Logf("at the end: %d of %d executions completed; %s; timers %+v (%v)", r.cs.distinct(), faultExecutions, strings.Join(left, "; "), st, err)
+	})
 	r.midFanOut()
 	lost := rc.nodes[0]
 	before := r.cs.distinct()
