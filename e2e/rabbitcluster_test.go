@@ -180,9 +180,11 @@ func startRabbitCluster(t *testing.T, n int) *rabbitCluster {
 				<-node.exited
 			}
 		})
-		node.start(t)
+		node.launch(t)
 	}
+	// The three start at once: each takes seconds of CPU.
 	for _, node := range rc.nodes {
+		node.waitListening(t)
 		node.ctl(t, "await_startup")
 	}
 	for _, node := range rc.nodes[1:] {
@@ -197,6 +199,13 @@ func startRabbitCluster(t *testing.T, n int) *rabbitCluster {
 // keeps its data and rejoins its cluster) and waits until it listens.
 func (n *rabbitNode) start(t *testing.T) {
 	t.Helper()
+	n.launch(t)
+	n.waitListening(t)
+}
+
+// launch starts rabbitmq-server for the node.
+func (n *rabbitNode) launch(t *testing.T) {
+	t.Helper()
 	n.cmd = exec.Command(rabbitCommand(t, "rabbitmq-server"))
 	n.cmd.Env = n.env
 	n.out = &testinfra.Buffer{}
@@ -207,9 +216,14 @@ func (n *rabbitNode) start(t *testing.T) {
 	exited := make(chan struct{})
 	n.exited = exited
 	go func(cmd *exec.Cmd) { _ = cmd.Wait(); close(exited) }(n.cmd)
-	waitFor(t, 120*time.Second, n.name+" to listen", func() bool {
+}
+
+// waitListening waits until the node accepts AMQP connections.
+func (n *rabbitNode) waitListening(t *testing.T) {
+	t.Helper()
+	waitFor(t, 180*time.Second, n.name+" to listen", func() bool {
 		select {
-		case <-exited:
+		case <-n.exited:
 			t.Fatalf("rabbitmq-server %s exited:\n%s", n.name, tail(n.out.String(), 4<<10))
 		default:
 		}

@@ -958,3 +958,48 @@ func TestNackReplacesPublishChannel(t *testing.T) {
 		t.Fatal("the publisher still uses the channel that was nacked")
 	}
 }
+
+// A completion that workflow.completion refuses (a nack) while the receipts
+// queue takes its copy is not taken for published: its receipt is voided,
+// so a redelivered completer publishes it again rather than lose it
+// (issue 30, item 8: a quorum workflow.completion electing a leader did
+// this, and 4 of 300 executions never completed). Here a policy makes
+// workflow.completion refuse a second message.
+func TestNackedCompletionIsNotReceipted(t *testing.T) {
+	testinfra.RequireCommand(t, "rabbitmqctl")
+	cfg := testConfig(t)
+	b := open(t, cfg)
+	policy := strings.TrimSuffix(cfg.Prefix, ".") + "-full"
+	out, err := exec.Command("rabbitmqctl", "-q", "set_policy", "--apply-to", "queues", policy,
+		"^"+regexp.QuoteMeta(cfg.Prefix+"workflow.completion")+"$", `{"max-length":1,"overflow":"reject-publish"}`).CombinedOutput()
+	if err != nil {
+		t.Fatalf("rabbitmqctl set_policy: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("rabbitmqctl", "-q", "clear_policy", policy).Run() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var taken []string
+	var refused string
+	for i := 0; refused == "" && i < 50; i++ {
+		exec := fmt.Sprintf("exec-%d", i)
+		if err := b.Publish(ctx, completionMessage(exec)).Wait(ctx); err != nil {
+			if !strings.Contains(err.Error(), "nacked by RabbitMQ") {
+				t.Fatalf("publish %s: %v", exec, err)
+			}
+			refused = exec
+		} else {
+			taken = append(taken, exec)
+		}
+	}
+	if refused == "" || len(taken) == 0 {
+		t.Fatalf("taken %v, refused %q: want some taken, then one refused", taken, refused)
+	}
+	for _, exec := range taken {
+		if ok, err := b.CompletionRouted(ctx, exec); err != nil || !ok {
+			t.Fatalf("CompletionRouted(%s) = %v, %v for a completion RabbitMQ took", exec, ok, err)
+		}
+	}
+	if ok, err := b.CompletionRouted(ctx, refused); err != nil || ok {
+		t.Fatalf("CompletionRouted(%s) = %v, %v for the completion workflow.completion refused; want false", refused, ok, err)
+	}
+}
