@@ -26,7 +26,8 @@ import (
 
 // Config says where the servers are.
 type Config struct {
-	// AMQPURL is RabbitMQ's URL. Required.
+	// AMQPURL is RabbitMQ's URL, or a cluster's nodes' URLs separated by
+	// commas (amqp.Config.URL). Required.
 	AMQPURL string
 	// RedisURL is Redis's URL, or a Redis Cluster's (coordredis.Open:
 	// "?cluster=true" or several comma-separated hosts; "&shards=N" spreads

@@ -213,6 +213,8 @@ type cluster struct {
 	engine   *engine.Engine
 	redis    *goredis.Client
 	workers  int
+	// queueType is the processes' --queue-type; "" leaves the default.
+	queueType string
 }
 
 // newCluster connects the master side to amqpURL (default: testinfra's) and
@@ -227,13 +229,20 @@ func newCluster(t *testing.T, amqpURL string) *cluster {
 // testinfra's).
 func newClusterOn(t *testing.T, amqpURL, redisURL string) *cluster {
 	t.Helper()
+	return newClusterWith(t, amqpURL, redisURL, "")
+}
+
+// newClusterWith is newClusterOn with durable queues of queueType (""
+// leaves the default) for the master and the processes it starts.
+func newClusterWith(t *testing.T, amqpURL, redisURL, queueType string) *cluster {
+	t.Helper()
 	if amqpURL == "" {
 		amqpURL = testinfra.AMQPURL(t)
 	}
 	if redisURL == "" {
 		redisURL = testinfra.RedisURL(t)
 	}
-	c := &cluster{t: t, prefix: testinfra.Name(t), amqpURL: amqpURL, redisURL: redisURL}
+	c := &cluster{t: t, prefix: testinfra.Name(t), amqpURL: amqpURL, redisURL: redisURL, queueType: queueType}
 	t.Logf("prefix %s", c.prefix)
 	// The test's own client: without Rune's options (shards), which
 	// go-redis does not know.
@@ -253,7 +262,7 @@ func newClusterOn(t *testing.T, amqpURL, redisURL string) *cluster {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	rt, err := distributed.Connect(ctx, distributed.Config{
-		AMQPURL: amqpURL, RedisURL: c.redisURL, Prefix: c.prefix, Role: amqp.RoleMaster, Logger: testLogger(),
+		AMQPURL: amqpURL, RedisURL: c.redisURL, Prefix: c.prefix, Role: amqp.RoleMaster, Logger: testLogger(), QueueType: queueType,
 	})
 	if err != nil {
 		t.Fatalf("connect the master side: %v", err)
@@ -273,7 +282,11 @@ func testLogger() *slog.Logger {
 
 // serverArgs are the connection flags of this cluster.
 func (c *cluster) serverArgs() []string {
-	return []string{"--amqp", c.amqpURL, "--redis", c.redisURL, "--prefix", c.prefix}
+	args := []string{"--amqp", c.amqpURL, "--redis", c.redisURL, "--prefix", c.prefix}
+	if c.queueType != "" {
+		args = append(args, "--queue-type", c.queueType)
+	}
+	return args
 }
 
 // allowLoopback opens loopback to a worker's nodes (rune worker denies it by
@@ -304,7 +317,7 @@ func (c *cluster) purge() {
 	for _, k := range keys {
 		c.redis.Del(ctx, k)
 	}
-	conn, err := amqp091.Dial(c.amqpURL)
+	conn, err := dialAny(c.amqpURL)
 	if err != nil {
 		c.t.Logf("purge: %v", err)
 		return
@@ -627,7 +640,7 @@ func queueExists(t *testing.T, c *cluster, queue string) bool {
 // refusal closes the channel).
 func declarePassive(t *testing.T, c *cluster, queue string) (amqp091.Queue, error) {
 	t.Helper()
-	conn, err := amqp091.Dial(c.amqpURL)
+	conn, err := dialAny(c.amqpURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -638,4 +651,18 @@ func declarePassive(t *testing.T, c *cluster, queue string) (amqp091.Queue, erro
 	}
 	defer ch.Close()
 	return ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+}
+
+// dialAny connects to the first node of list (AMQP URIs separated by
+// commas, as --amqp takes them) that answers.
+func dialAny(list string) (*amqp091.Connection, error) {
+	var errs []error
+	for _, u := range strings.Split(list, ",") {
+		conn, err := amqp091.Dial(u)
+		if err == nil {
+			return conn, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
 }

@@ -2,12 +2,17 @@ package embedded_test
 
 import (
 	"bytes"
-	"github.com/rune-org/rune/internal/testinfra"
+	"context"
+	"errors"
 	"log/slog"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/rune-org/rune/embedded"
+	"github.com/rune-org/rune/internal/testinfra"
 	"github.com/rune-org/rune/runtimetest"
+	"github.com/rune-org/rune/workflow"
 )
 
 func TestRuntimeConformance(t *testing.T) {
@@ -67,5 +72,34 @@ func TestSecretsNeverLeak(t *testing.T) {
 	}
 	if !bytes.Contains(logs.Bytes(), []byte("[redacted]")) {
 		t.Errorf("the log node's line was not logged, or not redacted:\n%s", logs.Bytes())
+	}
+}
+
+// Issue 30, item 6: a split with two outgoing edges ran both paths per item
+// and its aggregator kept one of them, dropping the other's result without
+// a word. The runtime now refuses the definition, naming the split and its
+// edges; joined by a merge (runtimetest's MergeInsideSplit) the paths run.
+func TestSplitWithTwoPathsIsRefused(t *testing.T) {
+	rt, err := embedded.New(embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	def := `{"id":"twopaths","nodes":[{"id":"start","type":"trigger","trigger":true},
+		{"id":"each","type":"split","parameters":{"input_array":"{{ $trigger.n }}"}},
+		{"id":"sq","type":"set","parameters":{"values":{"v":"{{ $item * $item }}"}}},
+		{"id":"neg","type":"set","parameters":{"values":{"v":"{{ -$item }}"}}},
+		{"id":"agg","type":"aggregator"}],
+		"edges":[{"id":"e1","src":"start","dst":"each"},{"id":"e2","src":"each","dst":"sq"},{"id":"e3","src":"each","dst":"neg"},
+		{"id":"e4","src":"sq","dst":"agg"},{"id":"e5","src":"neg","dst":"agg"}]}`
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := rt.Run(ctx, []byte(def), map[string]any{"n": []any{1, 2, 3}}, nil)
+	var ps workflow.Problems
+	if !errors.As(err, &ps) {
+		t.Fatalf("Run: completion %+v, err %v; want the definition refused", c, err)
+	}
+	if want := `nodes[1]: split "each" sends each item down 2 paths at once (edges "e2", "e3")`; !strings.HasPrefix(ps.Error()[strings.Index(ps.Error(), "nodes["):], want) {
+		t.Fatalf("Run: %v\nwant a problem starting %s", err, want)
 	}
 }

@@ -86,7 +86,9 @@ type deadArrival struct {
 
 // analyse works out, once per definition, what fan-in needs: the aggregator
 // closing each split, the parents of each merge, and for every edge the
-// merges that a not-taken edge cuts off.
+// merges that a not-taken edge cuts off. It refuses an aggregator that
+// closes no split and a split whose items would reach their aggregator by
+// two paths (forkedItems).
 func (wf *Workflow) analyse() workflow.Problems {
 	g := wf.Graph
 	wf.aggregatorOf = map[string]string{}
@@ -117,6 +119,7 @@ func (wf *Workflow) analyse() workflow.Problems {
 				Message: fmt.Sprintf("aggregator %q closes no split: put it downstream of a split node", n.ID)})
 		}
 	}
+	ps = append(ps, wf.forkedItems()...)
 	for _, e := range wf.Def.Edges {
 		wf.dead[e.ID] = deadPath(g, e, map[string]bool{})
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	netmail "net/mail"
 	"net/textproto"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -24,7 +25,14 @@ import (
 // emailType sends mail over SMTP (dsl.md "email").
 type emailType struct{ opts *Options }
 
-var emailParams = []string{"from", "to", "cc", "bcc", "reply_to", "subject", "text", "html", "headers"}
+var emailParams = []string{"from", "to", "cc", "bcc", "reply_to", "subject", "text", "html", "body", "headers"}
+
+// htmlTag finds an HTML tag in an email body: a body (seed 003's name for
+// the content) holding one is sent as HTML, any other as plain text.
+var htmlTag = regexp.MustCompile(`(?i)<(!doctype\s+html[^<>]*|/?(html|head|body|p|div|span|br|hr|a|b|i|u|em|strong|small|table|thead|tbody|tr|td|th|ul|ol|li|h[1-6]|img|blockquote|pre|code|font|center|style)(\s[^<>]*)?/?)>`)
+
+// bodyIsHTML reports whether a rendered body is sent as HTML.
+func bodyIsHTML(body string) bool { return htmlTag.MatchString(body) }
 
 func (*emailType) Check(c *workflow.NodeCheck) {
 	p := newParamCheck(c, emailParams...)
@@ -32,15 +40,19 @@ func (*emailType) Check(c *workflow.NodeCheck) {
 	p.stringOrList("cc", false)
 	p.stringOrList("bcc", false)
 	p.stringOrList("reply_to", false)
-	for _, name := range []string{"from", "subject", "text", "html"} {
+	for _, name := range []string{"from", "subject", "text", "html", "body"} {
 		if s, ok := p.string(name, name == "subject"); ok {
 			p.liquid("parameters."+name, s)
 		}
 	}
 	_, hasText := c.Node.Parameters["text"]
 	_, hasHTML := c.Node.Parameters["html"]
-	if !hasText && !hasHTML {
-		c.Report("parameters", "an email needs a body: set text, html or both")
+	_, hasBody := c.Node.Parameters["body"]
+	switch {
+	case hasBody && (hasText || hasHTML):
+		c.Report("parameters.body", "set either body or text/html, not both: body is sent as HTML when it holds an HTML tag, else as text")
+	case !hasText && !hasHTML && !hasBody:
+		c.Report("parameters", "an email needs a body: set body, or text, html or both")
 	}
 	if h, present := c.Node.Parameters["headers"]; present {
 		m, ok := h.(map[string]any)
@@ -79,7 +91,7 @@ func reservedMailHeader(name string) bool {
 func (t *emailType) Compile(n *workflow.Node, c *expr.Compiler) (node.Runner, error) {
 	r := &emailRunner{opts: t.opts, ref: credRef(n), varsRunner: varsRunner{name: "email_" + n.ID}}
 	var err error
-	for name, dst := range map[string]**liquidField{"from": &r.from, "subject": &r.subject, "text": &r.text, "html": &r.html} {
+	for name, dst := range map[string]**liquidField{"from": &r.from, "subject": &r.subject, "text": &r.text, "html": &r.html, "body": &r.body} {
 		if *dst, err = liquidParam(n, c, name); err != nil {
 			return nil, err
 		}
@@ -111,6 +123,7 @@ type emailRunner struct {
 	opts                      *Options
 	ref                       string
 	from, subject, text, html *liquidField
+	body                      *liquidField // text or html, as its content says (bodyIsHTML)
 	to, cc, bcc, replyTo      []*liquidField
 	headers                   []emailHeader
 }
@@ -265,6 +278,17 @@ func (r *emailRunner) message(in *node.Input) (*rendered, error) {
 	}{{&m.subject, r.subject}, {&m.text, r.text}, {&m.html, r.html}} {
 		if *f.dst, err = f.src.render(in.Env); err != nil {
 			return nil, err
+		}
+	}
+	if r.body != nil {
+		body, err := r.body.render(in.Env)
+		if err != nil {
+			return nil, err
+		}
+		if bodyIsHTML(body) {
+			m.html = body
+		} else {
+			m.text = body
 		}
 	}
 	if strings.ContainsAny(m.subject, "\r\n") {

@@ -1,13 +1,16 @@
 package nodes
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"mime/multipart"
+	"mime/quotedprintable"
 	netmail "net/mail"
 	"strconv"
 	"strings"
@@ -489,4 +492,73 @@ func TestEmailCheck(t *testing.T) {
 		"nodes[1].parameters.colour":              "unknown parameter",
 		"nodes[1].credentials.ref":                "required",
 	})
+}
+
+// Seed 003 names an email's content body (issue 30, item 7): it is sent as
+// text/plain, or as text/html when it holds an HTML tag; with text or html
+// beside it validation refuses the node.
+func TestEmailBody(t *testing.T) {
+	t.Parallel()
+	s := startSMTP(t, catcher.SMTPConfig{})
+	for i, tc := range []struct{ body, wantType, want string }{
+		{"Hi {{ $trigger.name }}, 3 < 4 & 5 > 2", "text/plain", "Hi ada, 3 < 4 & 5 > 2"},
+		{"<p>Hi <b>{{ $trigger.name }}</b></p>", "text/html", "<p>Hi <b>ada</b></p>"},
+		{"Hello<br>{{ $trigger.name }}", "text/html", "Hello<br>ada"},
+		{"a <b@example.com> wrote", "text/plain", "a <b@example.com> wrote"},
+	} {
+		key := "body" + strconv.Itoa(i)
+		if _, err := runEmail(t, Options{}, smtpCred(s, "none"), map[string]any{
+			"from": "hello@rune.test", "to": "{{ $trigger.email }}", "subject": "Hi", "body": tc.body,
+		}, welcomeEnv, key); err != nil {
+			t.Fatalf("body %q: %v", tc.body, err)
+		}
+		var m *catcher.Mail
+		for _, got := range s.Mails() {
+			if strings.Contains(got.Header.Get("Message-Id"), key+"@") {
+				m = &got
+			}
+		}
+		if m == nil {
+			t.Fatalf("body %q: no mail", tc.body)
+		}
+		ct, _, _ := mime.ParseMediaType(m.Header.Get("Content-Type"))
+		if ct != tc.wantType {
+			t.Errorf("body %q sent as %s, want %s", tc.body, ct, tc.wantType)
+		}
+		if got := decodedBody(t, *m); got != tc.want {
+			t.Errorf("body %q sent as %q, want %q", tc.body, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		params map[string]any
+		want   map[string]string
+	}{
+		{map[string]any{"to": "a@b.c", "subject": "s", "body": "x", "text": "y"}, map[string]string{"nodes[1].parameters.body": "set either body or text/html, not both"}},
+		{map[string]any{"to": "a@b.c", "subject": "s", "body": "x", "html": "<p>y</p>"}, map[string]string{"nodes[1].parameters.body": "not both"}},
+		{map[string]any{"to": "a@b.c", "subject": "s"}, map[string]string{"nodes[1].parameters": "an email needs a body: set body, or text, html or both"}},
+		{map[string]any{"to": "a@b.c", "subject": "s", "body": "{{ $x"}, map[string]string{"nodes[1].parameters.body": ""}},
+	} {
+		wantProblems(t, checkNode(t, emailNode(tc.params)), tc.want)
+	}
+}
+
+// decodedBody is the decoded body of a single-part mail.
+func decodedBody(t *testing.T, m catcher.Mail) string {
+	t.Helper()
+	msg, err := netmail.ReadMessage(bytes.NewReader(m.Data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r io.Reader = msg.Body
+	switch strings.ToLower(msg.Header.Get("Content-Transfer-Encoding")) {
+	case "quoted-printable":
+		r = quotedprintable.NewReader(r)
+	case "base64":
+		r = base64.NewDecoder(base64.StdEncoding, r)
+	}
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimRight(string(b), "\r\n")
 }

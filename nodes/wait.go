@@ -23,6 +23,11 @@ var waitUnits = map[string]time.Duration{
 	"seconds": time.Second, "minutes": time.Minute, "hours": time.Hour, "days": 24 * time.Hour,
 }
 
+// DefaultWaitAmount is a wait's amount when it sets neither amount nor
+// until (RFC 006 §3): one unit, one second by default. A delay without
+// delayMs or duration waits as long.
+const DefaultWaitAmount = 1
+
 // maxWait bounds a wait: a timer years away is almost surely a mistake.
 const maxWait = 366 * 24 * time.Hour
 
@@ -38,18 +43,21 @@ func (waitType) Check(c *workflow.NodeCheck) {
 	switch {
 	case hasAmount && hasUntil:
 		c.Report("parameters", "set either amount (with unit) or until, not both")
-	case !hasAmount && !hasUntil:
-		c.Report("parameters", "set amount (with unit) or until")
+	case !hasUntil && p.params["resume"] == "specific_time":
+		c.Report("parameters.until", "required when resume is specific_time: the RFC 3339 time to resume at")
 	}
+	// Without until, amount defaults to 1 (RFC 006 §3): a wait of one unit.
 	if hasAmount {
 		checkAmount(c, p.params["amount"])
+	}
+	if !hasUntil {
 		if u, ok := p.string("unit", false); ok {
 			if _, known := waitUnits[u]; !known {
 				c.Report("parameters.unit", "unknown unit %q (known: seconds, minutes, hours, days)", u)
 			}
 		}
 	} else if _, ok := p.params["unit"]; ok {
-		c.Report("parameters.unit", "unit goes with amount")
+		c.Report("parameters.unit", "unit goes with amount, not with until")
 	}
 	if hasUntil {
 		s, ok := until.(string)
@@ -101,12 +109,20 @@ func (waitType) Compile(n *workflow.Node, c *expr.Compiler) (node.Runner, error)
 		r.unit = waitUnits[u]
 	}
 	var err error
-	if a, ok := n.Parameters["amount"]; ok {
+	a, hasAmount := n.Parameters["amount"]
+	until, hasUntil := n.Parameters["until"]
+	switch {
+	case hasUntil:
+		if r.until, err = c.Value(until); err != nil {
+			return nil, compileErr(n, "until", err)
+		}
+	default:
+		if !hasAmount {
+			a = float64(DefaultWaitAmount)
+		}
 		if r.amount, err = c.Value(a); err != nil {
 			return nil, compileErr(n, "amount", err)
 		}
-	} else if r.until, err = c.Value(n.Parameters["until"]); err != nil {
-		return nil, compileErr(n, "until", err)
 	}
 	return r, nil
 }
@@ -175,7 +191,7 @@ func (delayType) Check(c *workflow.NodeCheck) {
 	case hasMS && hasDur:
 		c.Report("parameters", "set either delayMs or duration, not both")
 	case !hasMS && !hasDur:
-		c.Report("parameters", "set delayMs or duration")
+		// The wait's default: DefaultWaitAmount seconds.
 	case hasMS:
 		f, ok := ms.(float64)
 		if !ok || f < 0 || f != math.Trunc(f) {
@@ -202,7 +218,10 @@ func (delayType) Compile(n *workflow.Node, _ *expr.Compiler) (node.Runner, error
 	if ms, ok := n.Parameters["delayMs"].(float64); ok {
 		return delayRunner(time.Duration(ms) * time.Millisecond), nil
 	}
-	s, _ := n.Parameters["duration"].(string)
+	s, ok := n.Parameters["duration"].(string)
+	if !ok {
+		return delayRunner(DefaultWaitAmount * time.Second), nil
+	}
 	d, err := workflow.ParseDuration(s)
 	if err != nil {
 		return nil, compileErr(n, "duration", err)

@@ -19,7 +19,10 @@ func TestWaitAndDelayCheck(t *testing.T) {
 		{"amount and unit", "wait", map[string]any{"amount": 2.0, "unit": "hours"}, nil},
 		{"until time", "wait", map[string]any{"until": "2026-12-24T18:00:00Z"}, nil},
 		{"until expression", "wait", map[string]any{"until": "{{ $trigger.at }}"}, nil},
-		{"neither", "wait", map[string]any{}, map[string]string{"nodes[1].parameters": "set amount (with unit) or until"}},
+		{"neither: amount 1 (RFC 006)", "wait", map[string]any{}, nil},
+		{"unit alone: amount 1", "wait", map[string]any{"unit": "minutes", "resume": "time_interval"}, nil},
+		{"specific_time without until", "wait", map[string]any{"resume": "specific_time"}, map[string]string{"nodes[1].parameters.until": "required when resume is specific_time"}},
+		{"unit with until", "wait", map[string]any{"until": "2026-12-24T18:00:00Z", "unit": "hours"}, map[string]string{"nodes[1].parameters.unit": "unit goes with amount, not with until"}},
 		{"both", "wait", map[string]any{"amount": 1.0, "until": "2026-12-24T18:00:00Z"}, map[string]string{"nodes[1].parameters": "not both"}},
 		{"negative amount", "wait", map[string]any{"amount": -5.0}, map[string]string{"nodes[1].parameters.amount": "must not be negative"}},
 		{"amount as text", "wait", map[string]any{"amount": "soon"}, map[string]string{"nodes[1].parameters.amount": "must be a number"}},
@@ -31,7 +34,7 @@ func TestWaitAndDelayCheck(t *testing.T) {
 		{"negative delayMs", "delay", map[string]any{"delayMs": -1.0}, map[string]string{"nodes[1].parameters.delayMs": "at least 0"}},
 		{"malformed duration", "delay", map[string]any{"duration": "an hour"}, map[string]string{"nodes[1].parameters.duration": "an hour"}},
 		{"negative duration", "delay", map[string]any{"duration": "-5s"}, map[string]string{"nodes[1].parameters.duration": "-5s"}},
-		{"delay neither", "delay", map[string]any{}, map[string]string{"nodes[1].parameters": "set delayMs or duration"}},
+		{"delay neither: 1 second", "delay", map[string]any{}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -56,6 +59,9 @@ func TestWaitResumeTimes(t *testing.T) {
 		{"amount from expression", "wait", map[string]any{"amount": "{{ $trigger.days }}", "unit": "days"}, map[string]any{"$trigger": map[string]any{"days": 2.0}}, now.Add(48 * time.Hour)},
 		{"until in the past resumes at once", "wait", map[string]any{"until": "2020-01-01T00:00:00Z"}, nil, time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)},
 		{"until from expression", "wait", map[string]any{"until": "{{ $trigger.at }}"}, map[string]any{"$trigger": map[string]any{"at": "2026-11-23T08:00:00+01:00"}}, time.Date(2026, 11, 23, 7, 0, 0, 0, time.UTC)},
+		{"no amount: 1 second (RFC 006 §3)", "wait", map[string]any{"resume": "time_interval"}, nil, now.Add(time.Second)},
+		{"no amount, unit hours: 1 hour", "wait", map[string]any{"unit": "hours"}, nil, now.Add(time.Hour)},
+		{"delay without delayMs or duration: 1 second", "delay", map[string]any{}, nil, now.Add(time.Second)},
 		{"delayMs", "delay", map[string]any{"delayMs": 250.0}, nil, now.Add(250 * time.Millisecond)},
 		{"go duration", "delay", map[string]any{"duration": "1h30m"}, nil, now.Add(90 * time.Minute)},
 		{"iso duration", "delay", map[string]any{"duration": "PT1H30M"}, nil, now.Add(90 * time.Minute)},

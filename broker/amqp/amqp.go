@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,7 +35,9 @@ type Broker struct {
 	cfg         Config
 	log         *slog.Logger
 	n           names
-	redactedURL string
+	urls        []string // the nodes of Config.URL
+	redacted    []string // urls without passwords, for logs and errors
+	redactedURL string   // all of them
 
 	pub  *link // publishing connection
 	sub  *link // consuming and following connection
@@ -80,15 +83,21 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	redacted := cfg.URL
-	if u, err := url.Parse(cfg.URL); err == nil {
-		redacted = u.Redacted()
+	urls, _ := splitURLs(cfg.URL) // withDefaults checked them
+	redacted := make([]string, len(urls))
+	for i, raw := range urls {
+		redacted[i] = raw
+		if u, err := url.Parse(raw); err == nil {
+			redacted[i] = u.Redacted()
+		}
 	}
 	b := &Broker{
 		cfg:         cfg,
 		log:         cfg.Logger,
 		n:           newNames(cfg.Prefix).sharded(cfg.ExecutionQueues, cfg.QueueType == QueueQuorum),
-		redactedURL: redacted,
+		urls:        urls,
+		redacted:    redacted,
+		redactedURL: strings.Join(redacted, ","),
 		delays:      make(map[string]time.Time),
 		declared:    make(map[string]bool),
 		closing:     make(chan struct{}),

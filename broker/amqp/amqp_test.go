@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -879,5 +881,125 @@ func TestQuorumTopology(t *testing.T) {
 	}
 	if _, err := New(context.Background(), Config{URL: cfg.URL, QueueType: "stream"}); err == nil {
 		t.Fatal("QueueType stream: no error")
+	}
+}
+
+// Config.URL may list the nodes of a cluster (issue 30, item 8): a node
+// that does not answer is passed over, on the first connection and on
+// every reconnection (the node after the one lost is tried first, here the
+// dead one), and nothing is lost. The passwords stay out of the errors.
+func TestSeveralURLs(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "amqp://guest:s3cret@" + l.Addr().String() + "/"
+	l.Close() // nothing listens there now: connections are refused
+	cfg := testConfig(t)
+	cfg.URL = dead + "," + cfg.URL
+	b := open(t, cfg)
+	streamThroughFault(t, b, 1000, b.dropConnections)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cfg.URL = dead + ", " + dead
+	_, err = New(ctx, cfg)
+	if err == nil || strings.Count(err.Error(), "connect to amqp://guest:xxxxx@") != 2 || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("New with no node up: %v; want both nodes' errors, without the password", err)
+	}
+	cfg.URL = dead + ",guest:x@127.0.0.1:5672"
+	if _, err := New(ctx, cfg); err == nil || !strings.Contains(err.Error(), "URI 2 of 2 does not start with amqp://") {
+		t.Fatalf("New with a malformed second URI: %v", err)
+	}
+}
+
+// A nacked publish fails (the caller publishes again) and its channel is
+// replaced: RabbitMQ 3.10 kept nacking every message on a channel opened
+// while a quorum queue elected a new leader (issue 30, item 8;
+// e2e.TestFaultRabbitClusterNodeLost). The nack here comes from a policy
+// that makes the test's execution queue refuse a second message.
+func TestNackReplacesPublishChannel(t *testing.T) {
+	testinfra.RequireCommand(t, "rabbitmqctl")
+	cfg := testConfig(t)
+	b := open(t, cfg)
+	policy := strings.TrimSuffix(cfg.Prefix, ".") + "-nack"
+	ctl := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("rabbitmqctl", append([]string{"-q"}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("rabbitmqctl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	ctl("set_policy", "--apply-to", "queues", policy, "^"+regexp.QuoteMeta(cfg.Prefix+"workflow.execution")+"$", `{"max-length":1,"overflow":"reject-publish"}`)
+	t.Cleanup(func() { _ = exec.Command("rabbitmqctl", "-q", "clear_policy", policy).Run() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p := b.pubs[0]
+	channel := func() *amqp091.Channel {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.ch
+	}
+	var first *amqp091.Channel
+	var err error
+	// The policy applies within moments: publish until one is refused.
+	for i := 0; err == nil; i++ {
+		if i == 50 {
+			t.Fatal("50 messages taken by a queue of at most 1")
+		}
+		first = channel()
+		err = b.Publish(ctx, execMessage(fmt.Sprintf("n%d", i), "exec")).Wait(ctx)
+	}
+	if !strings.Contains(err.Error(), "nacked by RabbitMQ") {
+		t.Fatalf("publish over the limit: %v, want a nack", err)
+	}
+	ctl("clear_policy", policy)
+	mustPublish(t, b, execMessage("after", "exec"))
+	if after := channel(); after == nil || after == first {
+		t.Fatal("the publisher still uses the channel that was nacked")
+	}
+}
+
+// A completion that workflow.completion refuses (a nack) while the receipts
+// queue takes its copy is not taken for published: its receipt is voided,
+// so a redelivered completer publishes it again rather than lose it
+// (issue 30, item 8: a quorum workflow.completion electing a leader did
+// this, and 4 of 300 executions never completed). Here a policy makes
+// workflow.completion refuse a second message.
+func TestNackedCompletionIsNotReceipted(t *testing.T) {
+	testinfra.RequireCommand(t, "rabbitmqctl")
+	cfg := testConfig(t)
+	b := open(t, cfg)
+	policy := strings.TrimSuffix(cfg.Prefix, ".") + "-full"
+	out, err := exec.Command("rabbitmqctl", "-q", "set_policy", "--apply-to", "queues", policy,
+		"^"+regexp.QuoteMeta(cfg.Prefix+"workflow.completion")+"$", `{"max-length":1,"overflow":"reject-publish"}`).CombinedOutput()
+	if err != nil {
+		t.Fatalf("rabbitmqctl set_policy: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("rabbitmqctl", "-q", "clear_policy", policy).Run() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var taken []string
+	var refused string
+	for i := 0; refused == "" && i < 50; i++ {
+		exec := fmt.Sprintf("exec-%d", i)
+		if err := b.Publish(ctx, completionMessage(exec)).Wait(ctx); err != nil {
+			if !strings.Contains(err.Error(), "nacked by RabbitMQ") {
+				t.Fatalf("publish %s: %v", exec, err)
+			}
+			refused = exec
+		} else {
+			taken = append(taken, exec)
+		}
+	}
+	if refused == "" || len(taken) == 0 {
+		t.Fatalf("taken %v, refused %q: want some taken, then one refused", taken, refused)
+	}
+	for _, exec := range taken {
+		if ok, err := b.CompletionRouted(ctx, exec); err != nil || !ok {
+			t.Fatalf("CompletionRouted(%s) = %v, %v for a completion RabbitMQ took", exec, ok, err)
+		}
+	}
+	if ok, err := b.CompletionRouted(ctx, refused); err != nil || ok {
+		t.Fatalf("CompletionRouted(%s) = %v, %v for the completion workflow.completion refused; want false", refused, ok, err)
 	}
 }

@@ -45,7 +45,13 @@ const (
 // Config configures a Broker. Only URL is required; every other field has the
 // default its comment states.
 type Config struct {
-	// URL is the AMQP URI, e.g. "amqp://user:pass@host:5672/vhost". Required.
+	// URL is the AMQP URI, e.g. "amqp://user:pass@host:5672/vhost", or
+	// several separated by commas, one per node of a RabbitMQ cluster
+	// ("amqp://u:p@h1:5672/v,amqp://u:p@h2:5672/v"). Required. Each
+	// connection goes to the first node that answers, and after a lost
+	// connection the reconnects try the nodes in turn, starting with the one
+	// after the node lost. A comma inside a URI (in a password) must be
+	// written %2C.
 	URL string
 	// Prefix is prepended to the name of every queue and exchange this broker
 	// declares or uses. Default "" (the names of RFC 001 §8 as they are); tests
@@ -124,6 +130,9 @@ type Config struct {
 func (c Config) withDefaults() (Config, error) {
 	if c.URL == "" {
 		return c, fmt.Errorf("amqp broker: Config.URL is required")
+	}
+	if _, err := splitURLs(c.URL); err != nil {
+		return c, err
 	}
 	switch c.Role {
 	case "":
@@ -250,4 +259,17 @@ func PermissionsFor(role, prefix string) (configure, write, read string) {
 		return "^$", "^$", "^$"
 	}
 	return configure, write, read
+}
+
+// splitURLs splits Config.URL into its AMQP URIs.
+func splitURLs(list string) ([]string, error) {
+	parts := strings.Split(list, ",")
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		if !strings.HasPrefix(p, "amqp://") && !strings.HasPrefix(p, "amqps://") {
+			return nil, fmt.Errorf("amqp broker: Config.URL: URI %d of %d does not start with amqp:// or amqps:// (several URIs are separated by commas; a comma inside one is written %%2C)", i+1, len(parts))
+		}
+		parts[i] = p
+	}
+	return parts, nil
 }

@@ -27,8 +27,12 @@ type link struct {
 	gen     uint64              // counts connections made
 	up      chan struct{}       // closed while conn is usable; replaced when it goes down
 
-	started bool          // connect succeeded, so run runs
-	done    chan struct{} // closed when run has returned
+	started bool // connect succeeded, so run runs
+	// node is the index in Broker.urls of the node connected to (or last
+	// connected to), next the one dial tries first. Only connect and run
+	// use them, one after the other.
+	node, next int
+	done       chan struct{} // closed when run has returned
 }
 
 func newLink(b *Broker, name string) *link {
@@ -47,15 +51,36 @@ func (l *link) connect(ctx context.Context) error {
 	return nil
 }
 
-// dial connects and declares the topology.
+// dial connects to a node of Config.URL and declares the topology: the
+// nodes in turn from l.next, each within Config.DialTimeout, the first
+// that answers.
 func (l *link) dial(ctx context.Context) (*amqp091.Connection, net.Conn, error) {
+	var errs []error
+	n := len(l.b.urls)
+	for i := range n {
+		idx := (l.next + i) % n
+		conn, nc, err := l.dialNode(ctx, idx)
+		if err == nil {
+			l.node = idx
+			return conn, nc, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, nil, errors.Join(errs...)
+}
+
+// dialNode connects to node idx of Config.URL and declares the topology.
+func (l *link) dialNode(ctx context.Context, idx int) (*amqp091.Connection, net.Conn, error) {
 	cfg := l.b.cfg
 	dialCtx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	defer cancel()
 	var nc net.Conn
 	props := amqp091.NewConnectionProperties()
 	props.SetClientConnectionName(cfg.Name + " " + l.name)
-	conn, err := amqp091.DialConfig(cfg.URL, amqp091.Config{
+	conn, err := amqp091.DialConfig(l.b.urls[idx], amqp091.Config{
 		Heartbeat:  cfg.Heartbeat,
 		Properties: props,
 		Dial: func(network, addr string) (net.Conn, error) {
@@ -72,12 +97,12 @@ func (l *link) dial(ctx context.Context) (*amqp091.Connection, net.Conn, error) 
 		},
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("amqp broker: connect to %s: %w", l.b.redactedURL, err)
+		return nil, nil, fmt.Errorf("amqp broker: connect to %s: %w", l.b.redacted[idx], err)
 	}
 	// amqp091 clears the handshake deadline itself; heartbeats take over.
 	if err := l.b.declareTopology(conn); err != nil {
 		_ = conn.Close()
-		return nil, nil, fmt.Errorf("amqp broker: declare topology on %s: %w", l.b.redactedURL, err)
+		return nil, nil, fmt.Errorf("amqp broker: declare topology on %s: %w", l.b.redacted[idx], err)
 	}
 	return conn, nc, nil
 }
@@ -120,7 +145,9 @@ func (l *link) run(conn *amqp091.Connection) {
 				}
 			case err := <-closed:
 				l.setDown()
-				log.Warn("amqp broker: connection lost, reconnecting", "error", err)
+				log.Warn("amqp broker: connection lost, reconnecting", "error", err, "node", l.b.redacted[l.node])
+				// The node lost may be down: the others first.
+				l.next = (l.node + 1) % len(l.b.urls)
 				break watch
 			}
 		}
@@ -135,7 +162,7 @@ func (l *link) run(conn *amqp091.Connection) {
 			if err == nil {
 				conn = c
 				l.setUp(conn, nc)
-				log.Info("amqp broker: reconnected", "attempt", attempt)
+				log.Info("amqp broker: reconnected", "attempt", attempt, "node", l.b.redacted[l.node])
 				break
 			}
 			log.Warn("amqp broker: reconnect failed", "attempt", attempt, "error", err)

@@ -228,6 +228,9 @@ type waiter struct {
 	batch []*pending
 	id    string
 	topic broker.Topic
+	// keys are the execution ids of the completions in the message, whose
+	// receipts a nack voids (receipts.go).
+	keys []string
 }
 
 // queued is a message waiting for the publisher's next batch.
@@ -291,7 +294,11 @@ func (p *publisher) publish(ctx context.Context, out []outgoing) broker.Pending 
 			p.flush(ch)
 			queuedHere = false
 		}
-		if err := p.write(ctx, ch, o, waiter{p: pend, id: o.id, topic: o.topic}); err != nil {
+		w := waiter{p: pend, id: o.id, topic: o.topic}
+		if o.topic == broker.Completion {
+			w.keys = []string{o.pub.CorrelationId}
+		}
+		if err := p.write(ctx, ch, o, w); err != nil {
 			for range out[i+1:] {
 				pend.finish(err)
 			}
@@ -366,6 +373,9 @@ func (p *publisher) flush(ch *amqp091.Channel) {
 		items := make([]batchItem, len(batch))
 		for i, m := range batch {
 			w.batch[i], items[i] = m.p, *m.item
+			if o.topic == broker.Completion {
+				w.keys = append(w.keys, m.item.key)
+			}
 		}
 		if len(batch) == 1 {
 			o.pub = p.b.plain(o.topic, batch[0].item, now)
@@ -512,6 +522,15 @@ func (p *publisher) serve(ch *amqp091.Channel) error {
 				continue
 			}
 			p.settle(c, returned)
+			if !c.Ack {
+				// A nack is RabbitMQ failing to take the message. After a
+				// RabbitMQ node is lost, a channel opened while its quorum
+				// queues were electing new leaders can nack every later
+				// message to them (seen on 3.10: a worker's scheduler nacked
+				// for minutes, while new channels published at once): start
+				// a new channel rather than keep this one.
+				_ = ch.Close()
+			}
 		case err := <-closed:
 			// Confirms already received are real: settle them before
 			// failing the rest.
@@ -540,6 +559,16 @@ func (p *publisher) settle(c amqp091.Confirmation, returned map[uint64]error) {
 	}
 	if err == nil && !c.Ack {
 		err = fmt.Errorf("amqp broker: message %q on %s nacked by RabbitMQ", w.id, w.topic)
+		if len(w.keys) > 0 {
+			// The receipts queue may have taken the completion that
+			// workflow.completion refused: void those receipts before the
+			// caller, told of the failure, publishes it again.
+			go func() {
+				p.b.voidReceipts(w.keys)
+				p.complete(w, err)
+			}()
+			return
+		}
 	}
 	p.complete(w, err)
 }

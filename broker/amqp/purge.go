@@ -14,9 +14,18 @@ import (
 // prefix of their own call it so that RabbitMQ does not fill up with
 // prefixes nobody uses. Follow queues expire by themselves.
 func (b *Broker) DeleteTopology(ctx context.Context) error {
-	conn, err := amqp091.DialConfig(b.cfg.URL, amqp091.Config{Dial: amqp091.DefaultDial(b.cfg.DialTimeout)})
-	if err != nil {
-		return fmt.Errorf("amqp broker: delete topology: %w", err)
+	var conn *amqp091.Connection
+	var dialErrs []error
+	for _, u := range b.urls {
+		c, err := amqp091.DialConfig(u, amqp091.Config{Dial: amqp091.DefaultDial(b.cfg.DialTimeout)})
+		if err == nil {
+			conn = c
+			break
+		}
+		dialErrs = append(dialErrs, err)
+	}
+	if conn == nil {
+		return fmt.Errorf("amqp broker: delete topology: %w", errors.Join(dialErrs...))
 	}
 	defer conn.Close()
 	n := b.n

@@ -86,6 +86,7 @@ func (b *Broker) scanReceipts(ctx context.Context, key string) (found, busy bool
 	}
 	// The receipts there when it looked: a completion published since is
 	// not the one asked about (its publisher is alive and will record it).
+	// All of them, in order: a void after a receipt cancels it.
 	idle := time.NewTimer(time.Second)
 	defer idle.Stop()
 	for range q.Messages {
@@ -94,18 +95,74 @@ func (b *Broker) scanReceipts(ctx context.Context, key string) (found, busy bool
 			if !ok {
 				return false, false, fmt.Errorf("amqp broker: read %s: channel closed", b.n.receipts)
 			}
-			if receiptFor(b, &d, key) {
-				return true, false, nil
+			switch {
+			case voidFor(b, &d, key):
+				found = false
+			case receiptFor(b, &d, key):
+				found = true
 			}
 			idle.Reset(time.Second)
 		case <-idle.C:
 			// Some expired meanwhile.
-			return false, false, nil
+			return found, false, nil
 		case <-ctx.Done():
 			return false, false, ctx.Err()
 		}
 	}
-	return false, false, nil
+	return found, false, nil
+}
+
+// headerVoid marks a void: the receipt of the completion of its
+// CorrelationId before it is not one. RabbitMQ routes a completion to
+// workflow.completion and the receipts queue in one step, and nacks it when
+// either refuses it: a quorum workflow.completion electing a leader after a
+// node was lost did, while the receipts queue took its copy. That receipt
+// would make the completion's next publisher believe it out and publish
+// none. So a nacked completion's publisher voids its receipts first.
+const headerVoid = "x-rune-void"
+
+// voidFor reports whether d is a void of key's receipts, signed when this
+// broker verifies.
+func voidFor(b *Broker, d *amqp091.Delivery, key string) bool {
+	v, _ := d.Headers[headerVoid].(bool)
+	return v && d.CorrelationId == key && b.verify(d, broker.Completion) == nil
+}
+
+// voidReceipts publishes a void for each of keys to the receipts queue, on
+// a channel of its own (the publisher's next batch waits for the nacked
+// one), and waits up to 10 s for RabbitMQ to take them.
+func (b *Broker) voidReceipts(keys []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := func() error {
+		ch, _, err := b.pub.channel(ctx)
+		if err != nil {
+			return err
+		}
+		defer ch.Close()
+		if err := ch.Confirm(false); err != nil {
+			return err
+		}
+		var dcs []*amqp091.DeferredConfirmation
+		for _, key := range keys {
+			pub := amqp091.Publishing{Headers: amqp091.Table{headerVoid: true}, MessageId: "void:" + key, CorrelationId: key, Type: "void"}
+			b.signInto(&pub, broker.Completion, pub.MessageId, key)
+			dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, b.n.eventsX, receiptKey, false, false, pub)
+			if err != nil {
+				return err
+			}
+			dcs = append(dcs, dc)
+		}
+		for _, dc := range dcs {
+			if ok, err := dc.WaitContext(ctx); err != nil || !ok {
+				return fmt.Errorf("not confirmed (%v)", err)
+			}
+		}
+		return nil
+	}()
+	if err != nil {
+		b.log.Warn("amqp broker: could not void the receipts of nacked completions: a redelivered completer may take them for published", "executions", keys, "error", err)
+	}
 }
 
 // receiptFor reports whether the receipt d is of a completion of key: d

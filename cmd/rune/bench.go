@@ -877,7 +877,7 @@ func purgeDeployment(env *cliEnv, srv *servers) {
 		}
 		rc.Close()
 	}
-	conn, err := amqp091.Dial(srv.amqpURL)
+	conn, err := amqp091.Dial(strings.Split(srv.amqpURL, ",")[0]) // a cluster: its first node
 	if err != nil {
 		errs = append(errs, err)
 	} else {

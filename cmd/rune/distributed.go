@@ -57,7 +57,7 @@ type servers struct {
 }
 
 func (s *servers) flags(fs *flag.FlagSet, env *cliEnv, needRedis bool) {
-	fs.StringVar(&s.amqpURL, "amqp", env.getenv("RUNE_AMQP_URL"), "RabbitMQ URL (env RUNE_AMQP_URL), e.g. amqp://guest:guest@127.0.0.1:5672/")
+	fs.StringVar(&s.amqpURL, "amqp", env.getenv("RUNE_AMQP_URL"), "RabbitMQ URL (env RUNE_AMQP_URL), e.g. amqp://guest:guest@127.0.0.1:5672/; a cluster's nodes comma-separated, tried in turn when a connection is lost: amqp://u:p@h1:5672/,amqp://u:p@h2:5672/")
 	if needRedis {
 		fs.StringVar(&s.redisURL, "redis", env.getenv("RUNE_REDIS_URL"), "Redis URL (env RUNE_REDIS_URL), e.g. redis://127.0.0.1:6379/0; a Redis Cluster: redis://host1:6379,host2:6379?shards=16 or ?cluster=true; &ttl=7d: how long an execution's state outlives its last activity and what it waits for")
 	}
