@@ -1,0 +1,227 @@
+-- Queries of coord/sqlite, by name (see store/sqlfile). The tables are in
+-- schema.sql. Those named r_* run on the reader pool, the rest on the writer
+-- connection inside sqlitedb.DB.Write.
+
+-- Coordinator -----------------------------------------------------------
+
+-- name: exec_start
+INSERT INTO coord_exec (exec, live) VALUES (?1, ?2) ON CONFLICT DO NOTHING
+
+-- name: r_exec_begin
+SELECT e.live, e.halt IS NOT NULL, d.id IS NOT NULL, d.record
+FROM coord_exec e LEFT JOIN coord_done d ON d.exec = e.exec AND d.id = ?2
+WHERE e.exec = ?1
+
+-- name: exec_finish_lookup
+SELECT e.live, e.halt IS NOT NULL, coalesce(e.last = ?2, 0), e.published, d.id IS NOT NULL, d.record
+FROM coord_exec e LEFT JOIN coord_done d ON d.exec = e.exec AND d.id = ?2
+WHERE e.exec = ?1
+
+-- name: done_insert
+INSERT INTO coord_done (exec, id, record) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING
+
+-- name: done_undo
+DELETE FROM coord_done WHERE exec = ?1 AND id = ?2
+
+-- Finish's fast path, after done_insert recorded id: the count moves by ?2
+-- (spawned - 1) unless the execution has ended, an optimistic Finish (?4)
+-- meets a halt, or an IfLast one (?5) would not end it; then no row comes
+-- back, and Finish undoes the insert and takes the slow path. On the end,
+-- the completer ?6 and the time ?7.
+-- name: exec_account
+UPDATE coord_exec SET live = live + ?2, halt = coalesce(halt, ?3),
+  last = CASE WHEN live + ?2 <= 0 THEN ?6 END, ended = CASE WHEN live + ?2 <= 0 THEN ?7 END
+WHERE exec = ?1 AND live > 0 AND (?4 = 0 OR halt IS NULL) AND (?5 = 0 OR live + ?2 <= 0)
+RETURNING live, parked
+
+-- name: exec_parked_dec
+UPDATE coord_exec SET parked = parked - 1 WHERE exec = ?1
+
+-- name: parked_forget
+DELETE FROM coord_parked WHERE exec = ?1 AND id = ?2
+
+-- name: ctx_set
+INSERT INTO coord_ctx (exec, key, value) VALUES (?1, ?2, ?3)
+ON CONFLICT (exec, key) DO UPDATE SET value = excluded.value
+
+-- name: exec_halt
+SELECT halt FROM coord_exec WHERE exec = ?1
+
+-- name: ctx_all
+SELECT key, value FROM coord_ctx WHERE exec = ?1
+
+-- name: exec_state
+SELECT live, halt IS NOT NULL FROM coord_exec WHERE exec = ?1
+
+-- name: parked_add
+INSERT INTO coord_parked (exec, id) VALUES (?1, ?2) ON CONFLICT DO NOTHING
+
+-- name: exec_parked_inc
+UPDATE coord_exec SET parked = parked + 1 WHERE exec = ?1
+
+-- name: r_parked_list
+SELECT id FROM coord_parked WHERE exec = ?1
+
+-- name: exec_published
+UPDATE coord_exec SET published = 1 WHERE exec = ?1 AND last IS NOT NULL
+
+-- Barriers --------------------------------------------------------------
+
+-- name: bar_get
+SELECT status, total, n, need, win, vals_until, expires IS NOT NULL FROM coord_bar WHERE exec = ?1 AND key = ?2
+
+-- name: exec_known
+SELECT count(*) FROM coord_exec WHERE exec = ?1
+
+-- name: bar_insert
+INSERT INTO coord_bar (exec, key, status, total, need, ttl, expires) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+
+-- name: barval_insert
+INSERT INTO coord_barval (exec, key, slot, value) VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING
+
+-- An arrival counted, or repeated: a barrier of an unknown execution lives
+-- its TTL from its last arrival.
+-- name: bar_arrived
+UPDATE coord_bar SET n = ?3, ttl = ?4, expires = CASE WHEN expires IS NULL THEN NULL ELSE ?5 END
+WHERE exec = ?1 AND key = ?2
+
+-- name: bar_complete
+UPDATE coord_bar SET status = 1, n = ?3, win = ?4, vals_until = ?5, ttl = ?6,
+  expires = CASE WHEN expires IS NULL THEN NULL ELSE ?7 END
+WHERE exec = ?1 AND key = ?2
+
+-- name: barval_all
+SELECT slot, value FROM coord_barval WHERE exec = ?1 AND key = ?2 ORDER BY slot
+
+-- A cancelled barrier's values are deleted by the sweep, at once; an
+-- unknown execution's closed marker lives its TTL from now.
+-- name: bar_cancel
+UPDATE coord_bar SET status = 2, vals_until = ?3, expires = CASE WHEN expires IS NULL THEN NULL ELSE ?3 + ttl END
+WHERE exec = ?1 AND key = ?2
+
+-- Blobs -----------------------------------------------------------------
+
+-- name: blob_put
+INSERT INTO coord_blob (exec, ref, data) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING
+
+-- name: r_blob_get
+SELECT data FROM coord_blob WHERE exec = ?1 AND ref = ?2
+
+-- name: r_blob_has
+SELECT count(*) FROM coord_blob WHERE exec = ?1 AND ref = ?2
+
+-- name: blob_release
+DELETE FROM coord_blob WHERE exec = ?1
+
+-- Timers ----------------------------------------------------------------
+
+-- name: timer_schedule
+INSERT INTO coord_timer (id, due, payload) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING
+
+-- Whether Claim at ?1 would find anything: a read, so an idle scheduler's
+-- polls stay off the writer.
+-- name: r_timer_claimable
+SELECT EXISTS (SELECT 1 FROM coord_timer WHERE claims = 0 AND due <= ?1)
+    OR EXISTS (SELECT 1 FROM coord_timer WHERE claims > 0 AND deadline <= ?1)
+
+-- The ?2 earliest due of the waiting timers due by ?1 and of the claimed
+-- ones whose lease passed by ?1 (up to ?2 of those, by lease end), leased
+-- until ?3. RETURNING has no order: the caller sorts.
+-- name: timer_claim
+UPDATE coord_timer SET claims = claims + 1, deadline = ?3
+WHERE id IN (
+  SELECT id FROM (
+    SELECT id, due, claims FROM (
+      SELECT id, due, claims FROM coord_timer WHERE claims = 0 AND due <= ?1 ORDER BY due, id LIMIT ?2)
+    UNION ALL
+    SELECT id, due, claims FROM (
+      SELECT id, due, claims FROM coord_timer WHERE claims > 0 AND deadline <= ?1 ORDER BY deadline LIMIT ?2)
+  ) ORDER BY due, claims DESC, id LIMIT ?2)
+RETURNING id, due, claims, payload
+
+-- name: timer_extend
+UPDATE coord_timer SET deadline = ?2 WHERE id = ?1 AND claims = ?3
+
+-- name: timer_done
+DELETE FROM coord_timer WHERE id = ?1
+
+-- name: timer_wake
+UPDATE coord_timer SET due = ?2 WHERE id = ?1 AND claims = 0 AND due > ?2
+
+-- name: r_timer_stats
+SELECT (SELECT count(*) FROM coord_timer WHERE claims = 0),
+       (SELECT count(*) FROM coord_timer WHERE claims > 0),
+       (SELECT min(due) FROM coord_timer WHERE claims = 0)
+
+-- Effects ---------------------------------------------------------------
+
+-- A key unused since ?3 counts as gone, whether the sweep deleted it yet
+-- or not. In SET, every column on the right is the row's old value.
+-- name: effect_begin
+INSERT INTO coord_effect (key, intents, used) VALUES (?1, 1, ?2)
+ON CONFLICT (key) DO UPDATE SET
+  intents = CASE WHEN used <= ?3 THEN 1 WHEN result IS NULL THEN intents + 1 ELSE intents END,
+  result = CASE WHEN used <= ?3 THEN NULL ELSE result END,
+  used = ?2
+RETURNING intents, result IS NOT NULL, result
+
+-- name: effect_record
+INSERT INTO coord_effect (key, intents, result, used) VALUES (?1, 0, ?4, ?2)
+ON CONFLICT (key) DO UPDATE SET
+  intents = CASE WHEN used <= ?3 THEN 0 ELSE intents END,
+  result = CASE WHEN used <= ?3 OR result IS NULL THEN ?4 ELSE result END,
+  used = ?2
+
+-- name: effect_withdraw
+UPDATE coord_effect SET result = CASE WHEN result = ?4 THEN NULL ELSE result END, used = ?2
+WHERE key = ?1 AND used > ?3
+
+-- Sweep -----------------------------------------------------------------
+
+-- name: sweep_vals_due
+SELECT exec, key FROM coord_bar WHERE vals_until <= ?1 LIMIT ?2
+
+-- name: sweep_barval_chunk
+DELETE FROM coord_barval WHERE exec = ?1 AND key = ?2
+  AND slot IN (SELECT slot FROM coord_barval WHERE exec = ?1 AND key = ?2 LIMIT ?3)
+
+-- name: sweep_vals_gone
+UPDATE coord_bar SET vals_until = NULL WHERE exec = ?1 AND key = ?2
+
+-- name: sweep_bar_orphans
+SELECT exec, key, EXISTS (SELECT 1 FROM coord_exec e WHERE e.exec = b.exec)
+FROM coord_bar b WHERE expires <= ?1 LIMIT ?2
+
+-- A barrier that found its execution started since lives with it.
+-- name: sweep_bar_adopt
+UPDATE coord_bar SET expires = NULL WHERE exec = ?1 AND key = ?2
+
+-- name: sweep_bar_delete
+DELETE FROM coord_bar WHERE exec = ?1 AND key = ?2
+
+-- name: sweep_execs
+SELECT exec FROM coord_exec WHERE ended <= ?1 ORDER BY ended LIMIT ?2
+
+-- name: sweep_exec_done
+DELETE FROM coord_done WHERE exec = ?1 AND id IN (SELECT id FROM coord_done WHERE exec = ?1 LIMIT ?2)
+
+-- name: sweep_exec_ctx
+DELETE FROM coord_ctx WHERE exec = ?1 AND key IN (SELECT key FROM coord_ctx WHERE exec = ?1 LIMIT ?2)
+
+-- name: sweep_exec_parked
+DELETE FROM coord_parked WHERE exec = ?1 AND id IN (SELECT id FROM coord_parked WHERE exec = ?1 LIMIT ?2)
+
+-- name: sweep_exec_barval
+DELETE FROM coord_barval WHERE exec = ?1 AND (key, slot) IN (SELECT key, slot FROM coord_barval WHERE exec = ?1 LIMIT ?2)
+
+-- name: sweep_exec_bar
+DELETE FROM coord_bar WHERE exec = ?1 AND key IN (SELECT key FROM coord_bar WHERE exec = ?1 LIMIT ?2)
+
+-- name: sweep_exec_blob
+DELETE FROM coord_blob WHERE rowid IN (SELECT rowid FROM coord_blob WHERE exec = ?1 LIMIT ?2)
+
+-- name: sweep_exec_delete
+DELETE FROM coord_exec WHERE exec = ?1
+
+-- name: sweep_effects
+DELETE FROM coord_effect WHERE key IN (SELECT key FROM coord_effect WHERE used <= ?1 LIMIT ?2)

@@ -1,0 +1,111 @@
+-- The coordination tables of coord/sqlite, created at New (IF NOT EXISTS:
+-- New is idempotent on a file that has them). Times are INTEGER Unix
+-- milliseconds. Every table starts with coord_: the broker and the store
+-- share the file.
+
+-- One row per execution: the live message count, the first halt's Failure
+-- (JSON), the completer's id and the time it ended (both NULL while live),
+-- whether its completion was published, and how many ids are parked (so a
+-- Finish skips coord_parked when none is).
+CREATE TABLE IF NOT EXISTS coord_exec (
+  exec      TEXT PRIMARY KEY,
+  live      INTEGER NOT NULL,
+  halt      TEXT,
+  last      TEXT,
+  ended     INTEGER,
+  published INTEGER NOT NULL DEFAULT 0,
+  parked    INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+
+-- Ended executions by end time: the sweep's expiry order.
+CREATE INDEX IF NOT EXISTS coord_exec_ended ON coord_exec (ended) WHERE ended IS NOT NULL;
+
+-- Finished messages and their Records (NULL for none).
+CREATE TABLE IF NOT EXISTS coord_done (
+  exec   TEXT NOT NULL,
+  id     TEXT NOT NULL,
+  record BLOB,
+  PRIMARY KEY (exec, id)
+) WITHOUT ROWID;
+
+-- The final context: one JSON value per top-level key.
+CREATE TABLE IF NOT EXISTS coord_ctx (
+  exec  TEXT NOT NULL,
+  key   TEXT NOT NULL,
+  value TEXT NOT NULL,
+  PRIMARY KEY (exec, key)
+) WITHOUT ROWID;
+
+-- Ids waiting in the timer store (Park) until their Finish.
+CREATE TABLE IF NOT EXISTS coord_parked (
+  exec TEXT NOT NULL,
+  id   TEXT NOT NULL,
+  PRIMARY KEY (exec, id)
+) WITHOUT ROWID;
+
+-- Barriers. status: 0 open, 1 completed, 2 cancelled. win is the completing
+-- slot. vals_until: the values (and state) are kept until then, for the
+-- completer's repeat; the sweep deletes them after it and sets it NULL
+-- (a cancelled barrier's are due at once). expires: NULL for a barrier of
+-- a started execution, which lives as long as the execution; else (an
+-- execution this store does not know) the spec's TTL after its last
+-- arrival, or its closing.
+CREATE TABLE IF NOT EXISTS coord_bar (
+  exec       TEXT NOT NULL,
+  key        TEXT NOT NULL,
+  status     INTEGER NOT NULL,
+  total      INTEGER NOT NULL,
+  need       INTEGER NOT NULL,
+  n          INTEGER NOT NULL DEFAULT 0,
+  win        INTEGER,
+  ttl        INTEGER NOT NULL,
+  expires    INTEGER,
+  vals_until INTEGER,
+  PRIMARY KEY (exec, key)
+) WITHOUT ROWID;
+
+CREATE INDEX IF NOT EXISTS coord_bar_vals ON coord_bar (vals_until) WHERE vals_until IS NOT NULL;
+CREATE INDEX IF NOT EXISTS coord_bar_expires ON coord_bar (expires) WHERE expires IS NOT NULL;
+
+-- A barrier's values by slot, once per slot; slot -1 is Open's state.
+CREATE TABLE IF NOT EXISTS coord_barval (
+  exec  TEXT NOT NULL,
+  key   TEXT NOT NULL,
+  slot  INTEGER NOT NULL,
+  value BLOB NOT NULL,
+  PRIMARY KEY (exec, key, slot)
+) WITHOUT ROWID;
+
+-- Blobs, content-addressed per execution. A rowid table: blobs are large,
+-- and a WITHOUT ROWID table keeps its rows in the key's b-tree.
+CREATE TABLE IF NOT EXISTS coord_blob (
+  exec TEXT NOT NULL,
+  ref  TEXT NOT NULL,
+  data BLOB NOT NULL,
+  UNIQUE (exec, ref)
+);
+
+-- Timers. claims is 0 while waiting; from the first Claim on the timer is
+-- claimed, until Done deletes it, and deadline is its lease's end.
+CREATE TABLE IF NOT EXISTS coord_timer (
+  id       TEXT PRIMARY KEY,
+  due      INTEGER NOT NULL,
+  claims   INTEGER NOT NULL DEFAULT 0,
+  deadline INTEGER,
+  payload  BLOB NOT NULL
+);
+
+-- Waiting timers by due time (Claim, Stats), claimed ones by lease end.
+CREATE INDEX IF NOT EXISTS coord_timer_due ON coord_timer (due, id) WHERE claims = 0;
+CREATE INDEX IF NOT EXISTS coord_timer_lease ON coord_timer (deadline) WHERE claims > 0;
+
+-- Side effects by idempotency key: the Begins counted, the recorded result
+-- (NULL when none), and the last use (the sweep's expiry order).
+CREATE TABLE IF NOT EXISTS coord_effect (
+  key     TEXT PRIMARY KEY,
+  intents INTEGER NOT NULL,
+  result  BLOB,
+  used    INTEGER NOT NULL
+) WITHOUT ROWID;
+
+CREATE INDEX IF NOT EXISTS coord_effect_used ON coord_effect (used);
