@@ -2,11 +2,14 @@ package embedded_test
 
 import (
 	"bytes"
-	"github.com/rune-org/rune/internal/testinfra"
+	"context"
 	"log/slog"
+	"path/filepath"
 	"testing"
 
 	"github.com/rune-org/rune/embedded"
+	"github.com/rune-org/rune/internal/sqlitedb"
+	"github.com/rune-org/rune/internal/testinfra"
 	"github.com/rune-org/rune/runtimetest"
 )
 
@@ -68,4 +71,40 @@ func TestSecretsNeverLeak(t *testing.T) {
 	if !bytes.Contains(logs.Bytes(), []byte("[redacted]")) {
 		t.Errorf("the log node's line was not logged, or not redacted:\n%s", logs.Bytes())
 	}
+}
+
+// durable starts a runtime on a SQLite file of its own (Options.DB).
+func durable(t *testing.T, opts embedded.Options) *embedded.Runtime {
+	t.Helper()
+	db, err := sqlitedb.Open(context.Background(), filepath.Join(t.TempDir(), "runtime.db"), sqlitedb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.DB = db
+	rt, err := embedded.New(opts)
+	if err != nil {
+		db.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		rt.Close()
+		db.Close()
+	})
+	return rt
+}
+
+// The durable runtime passes the suite the in-memory one does.
+func TestDurableRuntimeConformance(t *testing.T) {
+	runtimetest.Run(t, func(t *testing.T) runtimetest.Runtime { return durable(t, embedded.Options{}) })
+}
+
+func TestDurableRetrySpacing(t *testing.T) {
+	rt := durable(t, embedded.Options{})
+	runtimetest.RetrySpacing(t, rt)
+}
+
+func TestDurableHaltFromOutside(t *testing.T) {
+	t.Parallel()
+	rt := durable(t, embedded.Options{})
+	runtimetest.HaltFromOutside(t, rt, rt.Engine)
 }
