@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -69,7 +70,7 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) error {
 	httpProbe := fs.String("http-probe", "", "internal, for --chain http: make 200 GETs of this URL one at a time, 1 ms apart, and print their p50 in nanoseconds (the bench runs it in a process of its own)")
 	durable := fs.Bool("durable", false, "linear, embedded: run the embedded runtime on SQLite (a temporary runtime.db), as `rune server` does, without the server's store")
 	memoryRuntime := fs.Bool("memory-runtime", false, "embedded-server: run the runtime in memory (the store stays on SQLite), as `rune server` did before it was durable")
-	cpuProfile := fs.String("cpuprofile", "", "embedded-server: write a CPU profile of the run to this file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process's run to this file (the bench, and the embedded runtime or server when it runs in this process)")
 	benchData := fs.String("data", "", "embedded-server: the data directory (default: a temporary one, removed at the end)")
 	startRate := fs.Int("start-rate", 0, "timers: executions started per second, paced evenly, so that their waits come due at that rate (default 0: as fast as possible)")
 	fs.Usage = func() {
@@ -116,6 +117,17 @@ the nodes).`)
 		fmt.Fprintln(env.stdout, int64(p50))
 		return nil
 	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	switch *mode {
 	case "linear":
 	case "embedded-server":
@@ -123,7 +135,7 @@ the nodes).`)
 			*execs = benchEmbeddedExecutions
 		}
 		return benchEmbeddedServer(ctx, env, embeddedServerBench{executions: *execs, inflight: *inflight, nodes: *nodes, concurrency: *concurrency,
-			data: *benchData, cpuProfile: *cpuProfile, asJSON: *asJSON, memory: *memoryRuntime})
+			data: *benchData, asJSON: *asJSON, memory: *memoryRuntime})
 	case "fanout":
 		return benchFanout(ctx, env, &srv, *items, *spawn, *concurrency, *asJSON)
 	case "server":

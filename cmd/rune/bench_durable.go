@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -23,7 +22,7 @@ import (
 // scheduler in one process, durable on SQLite) in this process.
 type embeddedServerBench struct {
 	executions, inflight, nodes, concurrency int
-	data, cpuProfile                         string
+	data                                     string
 	asJSON                                   bool
 	// memory runs the runtime in memory (the server's store on SQLite
 	// still), to tell the runtime's cost from the history's.
@@ -93,17 +92,6 @@ func benchEmbeddedServer(ctx context.Context, env *cliEnv, b embeddedServerBench
 	wf, err := rt.Engine.Compile(def)
 	if err != nil {
 		return err
-	}
-	if b.cpuProfile != "" {
-		f, err := os.Create(b.cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
 	}
 	fmt.Fprintf(env.stderr, "rune bench: %d executions of %d set nodes, %d in flight, embedded server (%s) under %s\n", b.executions, b.nodes, b.inflight, what, dir)
 	t0 := time.Now()
