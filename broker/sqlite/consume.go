@@ -1,13 +1,11 @@
 package sqlite
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -18,7 +16,7 @@ import (
 // claimed is a row in a consumer's hand.
 type claimed struct {
 	id, availableAt, deliveries, publishedAt int64
-	msgID, key, lane, trace, origin, reason   string
+	msgID, key, lane, trace, origin, reason  string
 	first, raw                               bool
 	body                                     []byte
 }
@@ -231,10 +229,21 @@ func (c *consumer) claim(k int) (rows []claimed, next int64, err error) {
 				&r.trace, &r.first, &r.raw, &r.origin, &r.reason, &r.body); err != nil {
 				return err
 			}
+			r.deliveries++ // mark_claimed's
 			rows = append(rows, r)
 		}
 		if err := rs.Err(); err != nil {
 			return err
+		}
+		rs.Close()
+		if len(rows) > 0 {
+			ids := make([]int64, len(rows))
+			for i := range rows {
+				ids[i] = rows[i].id
+			}
+			if _, err := tx.Stmt(b.stmts.markClaimed).Exec(idList(ids)); err != nil {
+				return err
+			}
 		}
 		if len(rows) == k {
 			return nil
@@ -249,9 +258,6 @@ func (c *consumer) claim(k int) (rows []claimed, next int64, err error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	slices.SortFunc(rows, func(x, y claimed) int {
-		return cmp.Or(cmp.Compare(x.availableAt, y.availableAt), cmp.Compare(x.id, y.id))
-	})
 	return rows, next, nil
 }
 

@@ -89,11 +89,11 @@ type Broker struct {
 	// once the running handlers (which may publish) have returned.
 	closing, closed atomic.Bool
 	// mu orders Consume's consumers.Add after Close's closing.Store.
-	mu              sync.Mutex
-	closeCtx        context.Context
-	closeFn         context.CancelFunc
-	closeOnce       sync.Once
-	consumers       sync.WaitGroup
+	mu        sync.Mutex
+	closeCtx  context.Context
+	closeFn   context.CancelFunc
+	closeOnce sync.Once
+	consumers sync.WaitGroup
 }
 
 var (
@@ -107,8 +107,8 @@ var insertChunks = []int{64, 16, 4, 1}
 
 // statements are prepared once on the writer connection.
 type statements struct {
-	inserts map[int]*sql.Stmt
-	claim, nextDue, ack, unclaim, putBack, deadLetter *sql.Stmt
+	inserts                                           map[int]*sql.Stmt
+	claim, markClaimed, nextDue, ack, unclaim, putBack, deadLetter *sql.Stmt
 }
 
 // New creates the broker's tables in db when missing, hands back every row
@@ -169,7 +169,7 @@ func (b *Broker) prepare(ctx context.Context) error {
 	for _, p := range []struct {
 		s    **sql.Stmt
 		name string
-	}{{&b.stmts.claim, "claim"}, {&b.stmts.nextDue, "next_due"}, {&b.stmts.ack, "ack"}, {&b.stmts.unclaim, "unclaim"},
+	}{{&b.stmts.claim, "claim"}, {&b.stmts.markClaimed, "mark_claimed"}, {&b.stmts.nextDue, "next_due"}, {&b.stmts.ack, "ack"}, {&b.stmts.unclaim, "unclaim"},
 		{&b.stmts.putBack, "put_back"}, {&b.stmts.deadLetter, "dead_letter"}} {
 		s, err := b.db.W.PrepareContext(ctx, queries[p.name])
 		if err != nil {
@@ -184,7 +184,7 @@ func (s *statements) close() {
 	for _, st := range s.inserts {
 		st.Close()
 	}
-	for _, st := range []*sql.Stmt{s.claim, s.nextDue, s.ack, s.unclaim, s.putBack, s.deadLetter} {
+	for _, st := range []*sql.Stmt{s.claim, s.markClaimed, s.nextDue, s.ack, s.unclaim, s.putBack, s.deadLetter} {
 		if st != nil {
 			st.Close()
 		}
