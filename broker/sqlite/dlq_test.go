@@ -67,7 +67,7 @@ func TestDeadLetters(t *testing.T) {
 		msgs = append(msgs, execMsg(id, 0))
 	}
 	timeout := broker.Message{Topic: broker.Timeout, ID: "t0", Key: "exec-t0", Body: &message.Timeout{
-		WorkflowID: "wf", ExecutionID: "exec-t0", NodeID: "n", Deadline: time.Now(), Key: "k"}}
+		WorkflowID: "wf", ExecutionID: "exec-t0", NodeID: "n", Deadline: time.Now(), Key: "k", Message: execBody("t0x", "exec-t0")}}
 	if err := b.Publish(ctxBG, msgs...).Wait(ctxBG); err != nil {
 		t.Fatal(err)
 	}
