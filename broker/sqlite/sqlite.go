@@ -107,7 +107,7 @@ var insertChunks = []int{64, 16, 4, 1}
 
 // statements are prepared once on the writer connection.
 type statements struct {
-	inserts                                           map[int]*sql.Stmt
+	inserts                                                        map[int]*sql.Stmt
 	claim, markClaimed, nextDue, ack, unclaim, putBack, deadLetter *sql.Stmt
 }
 
