@@ -286,3 +286,29 @@ func TestPrefetchedHandedBack(t *testing.T) {
 		}
 	}
 }
+
+// Publishes pipelined from one goroutine (Publish after Publish, waiting at
+// the end) are delivered in publish order to a consumer of Concurrency 1.
+func TestPipelinedPublishesKeepOrder(t *testing.T) {
+	t.Parallel()
+	b := newBroker(t, openDB(t, filepath.Join(t.TempDir(), "rune.db")), sqlite.Options{})
+	t.Cleanup(func() { b.Close() })
+	const n = 300
+	var pending []broker.Pending
+	for i := range n {
+		m := execMsg(fmt.Sprintf("o%03d", i), 0)
+		m.Key, m.Lane = "exec-order", "lane"
+		pending = append(pending, b.Publish(ctxBG, m))
+	}
+	for _, p := range pending {
+		if err := p.Wait(ctxBG); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ch := consume(t, b, broker.Execution, broker.ConsumeOptions{Concurrency: 1, Prefetch: 64}, ack)
+	for i := range n {
+		if d := recv(t, ch, "ordered message"); d.ID != fmt.Sprintf("o%03d", i) || d.Lane != "lane" {
+			t.Fatalf("delivery %d: id %s lane %q, want o%03d on lane", i, d.ID, d.Lane, i)
+		}
+	}
+}
