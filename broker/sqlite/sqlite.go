@@ -108,11 +108,12 @@ var (
 // publish group is inserted with the largest that fit.
 var insertChunks = []int{64, 16, 4, 1}
 
-// statements are prepared once on the writer connection.
+// statements are prepared once, on the writer connection but for the reads
+// of claims.
 type statements struct {
 	inserts                                        map[int]*sql.Stmt
 	markClaimed, ack, unclaim, putBack, deadLetter *sql.Stmt
-	// On the reader pool.
+	// On the reader pool (consumer.claim).
 	readClaim, readNextDue *sql.Stmt
 }
 
