@@ -1,13 +1,11 @@
 package sqlite
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -18,7 +16,7 @@ import (
 // claimed is a row in a consumer's hand.
 type claimed struct {
 	id, availableAt, deliveries, publishedAt int64
-	msgID, key, lane, trace, origin, reason   string
+	msgID, key, lane, trace, origin, reason  string
 	first, raw                               bool
 	body                                     []byte
 }
@@ -215,44 +213,60 @@ func (c *consumer) fetch() {
 }
 
 // claim takes up to k due rows of the topic, in due order; when fewer were
-// due, next is when the earliest other row falls due (0: none).
+// due, next is when the earliest other row falls due (0: none). The rows are
+// read on a reader connection, off the single writer, which only marks them
+// claimed: the topic's claim lock keeps another consumer of the topic from
+// reading them before that mark has committed.
 func (c *consumer) claim(k int) (rows []claimed, next int64, err error) {
 	b := c.b
+	mu := b.claimLocks[c.topic]
+	mu.Lock()
+	defer mu.Unlock()
+	rows, next, err = b.due(c.ctx, c.topic, k)
+	if err != nil || len(rows) == 0 {
+		return nil, next, err
+	}
+	ids := make([]int64, len(rows))
+	for i := range rows {
+		ids[i] = rows[i].id
+		rows[i].deliveries++ // mark_claimed's
+	}
 	err = b.db.Write(c.ctx, func(tx *sql.Tx) error {
-		rows, next = rows[:0], 0
-		rs, err := tx.Stmt(b.stmts.claim).Query(string(c.topic), b.clock(), k)
-		if err != nil {
-			return err
-		}
-		defer rs.Close()
-		for rs.Next() {
-			var r claimed
-			if err := rs.Scan(&r.id, &r.availableAt, &r.deliveries, &r.publishedAt, &r.msgID, &r.key, &r.lane,
-				&r.trace, &r.first, &r.raw, &r.origin, &r.reason, &r.body); err != nil {
-				return err
-			}
-			rows = append(rows, r)
-		}
-		if err := rs.Err(); err != nil {
-			return err
-		}
-		if len(rows) == k {
-			return nil
-		}
-		var due sql.NullInt64
-		if err := tx.Stmt(b.stmts.nextDue).QueryRow(string(c.topic)).Scan(&due); err != nil {
-			return err
-		}
-		next = due.Int64
-		return nil
+		_, err := tx.Stmt(b.stmts.markClaimed).Exec(idList(ids))
+		return err
 	})
 	if err != nil {
 		return nil, 0, err
 	}
-	slices.SortFunc(rows, func(x, y claimed) int {
-		return cmp.Or(cmp.Compare(x.availableAt, y.availableAt), cmp.Compare(x.id, y.id))
-	})
 	return rows, next, nil
+}
+
+// due reads up to k due rows of topic and, when fewer, the next due time.
+func (b *Broker) due(ctx context.Context, topic broker.Topic, k int) (rows []claimed, next int64, err error) {
+	rs, err := b.stmts.readClaim.QueryContext(ctx, string(topic), b.clock(), k)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var r claimed
+		if err := rs.Scan(&r.id, &r.availableAt, &r.deliveries, &r.publishedAt, &r.msgID, &r.key, &r.lane,
+			&r.trace, &r.first, &r.raw, &r.origin, &r.reason, &r.body); err != nil {
+			return nil, 0, err
+		}
+		rows = append(rows, r)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, 0, err
+	}
+	if len(rows) == k {
+		return rows, 0, nil
+	}
+	var at sql.NullInt64
+	if err := b.stmts.readNextDue.QueryRowContext(ctx, string(topic)).Scan(&at); err != nil {
+		return nil, 0, err
+	}
+	return rows, at.Int64, nil
 }
 
 // handle runs the handler on r and settles the outcome.

@@ -40,12 +40,17 @@ INSERT INTO broker_messages (topic, available_at, published_at, msg_id, key, lan
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 
 -- name: claim
--- ?1 topic, ?2 now (unix ns), ?3 how many. RETURNING's order is not the
--- subquery's: the caller sorts by available_at, id.
-UPDATE broker_messages SET claimed = 1, deliveries = deliveries + 1
-WHERE id IN (SELECT id FROM broker_messages WHERE topic = ?1 AND claimed = 0 AND available_at <= ?2
-             ORDER BY available_at, id LIMIT ?3)
-RETURNING id, available_at, deliveries, published_at, msg_id, key, lane, trace, first, raw, origin, reason, body
+-- ?1 topic, ?2 now (unix ns), ?3 how many: the rows to claim, in due order.
+-- +?n, not ?n: SQLite's planner reads a bare parameter's value (STAT4
+-- ranges, LIMIT), and then prepares the statement again whenever that
+-- value changes, on every claim.
+SELECT id, available_at, deliveries, published_at, msg_id, key, lane, trace, first, raw, origin, reason, body
+FROM broker_messages WHERE topic = +?1 AND claimed = 0 AND available_at <= +?2
+ORDER BY available_at, id LIMIT +?3
+
+-- name: mark_claimed
+-- ?1 is a JSON array of the row ids claim returned.
+UPDATE broker_messages SET claimed = 1, deliveries = deliveries + 1 WHERE id IN (SELECT value FROM json_each(?1))
 
 -- name: next_due
 SELECT min(available_at) FROM broker_messages WHERE topic = ?1 AND claimed = 0

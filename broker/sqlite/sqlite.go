@@ -82,6 +82,9 @@ type Broker struct {
 	stampMu sync.Mutex
 	stamp   int64
 
+	// claimLocks serialise the claims of each topic (consumer.claim).
+	claimLocks map[broker.Topic]*sync.Mutex
+
 	sigMu   sync.Mutex
 	signals map[broker.Topic]chan struct{}
 
@@ -89,11 +92,11 @@ type Broker struct {
 	// once the running handlers (which may publish) have returned.
 	closing, closed atomic.Bool
 	// mu orders Consume's consumers.Add after Close's closing.Store.
-	mu              sync.Mutex
-	closeCtx        context.Context
-	closeFn         context.CancelFunc
-	closeOnce       sync.Once
-	consumers       sync.WaitGroup
+	mu        sync.Mutex
+	closeCtx  context.Context
+	closeFn   context.CancelFunc
+	closeOnce sync.Once
+	consumers sync.WaitGroup
 }
 
 var (
@@ -105,10 +108,13 @@ var (
 // publish group is inserted with the largest that fit.
 var insertChunks = []int{64, 16, 4, 1}
 
-// statements are prepared once on the writer connection.
+// statements are prepared once, on the writer connection but for the reads
+// of claims.
 type statements struct {
-	inserts map[int]*sql.Stmt
-	claim, nextDue, ack, unclaim, putBack, deadLetter *sql.Stmt
+	inserts                                        map[int]*sql.Stmt
+	markClaimed, ack, unclaim, putBack, deadLetter *sql.Stmt
+	// On the reader pool (consumer.claim).
+	readClaim, readNextDue *sql.Stmt
 }
 
 // New creates the broker's tables in db when missing, hands back every row
@@ -132,6 +138,10 @@ func New(db *sqlitedb.DB, opts Options) (*Broker, error) {
 		followOnly: map[broker.Topic]bool{}, signals: map[broker.Topic]chan struct{}{}}
 	for _, t := range opts.FollowOnly {
 		b.followOnly[t] = true
+	}
+	b.claimLocks = map[broker.Topic]*sync.Mutex{}
+	for _, t := range []broker.Topic{broker.Execution, broker.Status, broker.Completion, broker.Timeout, broker.DeadLetter} {
+		b.claimLocks[t] = new(sync.Mutex)
 	}
 	ctx := context.Background()
 	if _, err := db.W.ExecContext(ctx, queries["schema"]); err != nil {
@@ -169,7 +179,7 @@ func (b *Broker) prepare(ctx context.Context) error {
 	for _, p := range []struct {
 		s    **sql.Stmt
 		name string
-	}{{&b.stmts.claim, "claim"}, {&b.stmts.nextDue, "next_due"}, {&b.stmts.ack, "ack"}, {&b.stmts.unclaim, "unclaim"},
+	}{{&b.stmts.markClaimed, "mark_claimed"}, {&b.stmts.ack, "ack"}, {&b.stmts.unclaim, "unclaim"},
 		{&b.stmts.putBack, "put_back"}, {&b.stmts.deadLetter, "dead_letter"}} {
 		s, err := b.db.W.PrepareContext(ctx, queries[p.name])
 		if err != nil {
@@ -177,14 +187,19 @@ func (b *Broker) prepare(ctx context.Context) error {
 		}
 		*p.s = s
 	}
-	return nil
+	var err error
+	if b.stmts.readClaim, err = b.db.R.PrepareContext(ctx, queries["claim"]); err != nil {
+		return err
+	}
+	b.stmts.readNextDue, err = b.db.R.PrepareContext(ctx, queries["next_due"])
+	return err
 }
 
 func (s *statements) close() {
 	for _, st := range s.inserts {
 		st.Close()
 	}
-	for _, st := range []*sql.Stmt{s.claim, s.nextDue, s.ack, s.unclaim, s.putBack, s.deadLetter} {
+	for _, st := range []*sql.Stmt{s.readClaim, s.readNextDue, s.markClaimed, s.ack, s.unclaim, s.putBack, s.deadLetter} {
 		if st != nil {
 			st.Close()
 		}
