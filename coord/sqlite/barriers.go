@@ -143,9 +143,43 @@ func (b *Barriers) Arrive(ctx context.Context, exec, key string, spec coord.Barr
 	return a, nil
 }
 
-// arrive is Arrive's write.
+// arrive is Arrive's write. A new slot of an open barrier takes two
+// statements (its value, then the count); anything else reads the barrier
+// first (arriveSlow).
 func (b *Barriers) arrive(tx *sql.Tx, exec, key string, spec coord.BarrierSpec, ttl time.Duration, slot int, value []byte) (coord.Arrival, error) {
 	nowMs := b.s.nowMs()
+	expires := nowMs + ttl.Milliseconds() // only kept for an orphan
+	n, err := affected(b.s.stmt(tx, "barval_arrive").Exec(exec, key, slot, value))
+	if err != nil {
+		return coord.Arrival{}, err
+	}
+	if n == 0 {
+		return b.arriveSlow(tx, exec, key, spec, ttl, slot, value, nowMs)
+	}
+	var arrived, need, total int
+	if err := b.s.stmt(tx, "bar_count").QueryRow(exec, key, ttl.Milliseconds(), expires).Scan(&arrived, &need, &total); err != nil {
+		return coord.Arrival{}, err
+	}
+	if arrived < need {
+		return coord.Arrival{Arrived: arrived}, nil
+	}
+	return b.complete(tx, exec, key, arrived, slot, total, ttl, nowMs)
+}
+
+// complete marks the barrier completed by slot and returns the completing
+// Arrival.
+func (b *Barriers) complete(tx *sql.Tx, exec, key string, arrived, slot, total int, ttl time.Duration, nowMs int64) (coord.Arrival, error) {
+	valsUntil := nowMs + b.s.opts.BarrierRetain.Milliseconds()
+	expires := nowMs + ttl.Milliseconds()
+	if _, err := b.s.stmt(tx, "bar_complete").Exec(exec, key, arrived, slot, valsUntil, ttl.Milliseconds(), expires); err != nil {
+		return coord.Arrival{}, err
+	}
+	return b.completed(tx, exec, key, total, coord.Arrival{Arrived: arrived, Complete: true})
+}
+
+// arriveSlow is an Arrive the fast path did not count: it reads the
+// barrier and answers by the rules, creating it when missing.
+func (b *Barriers) arriveSlow(tx *sql.Tx, exec, key string, spec coord.BarrierSpec, ttl time.Duration, slot int, value []byte, nowMs int64) (coord.Arrival, error) {
 	r, ok, err := b.get(tx, exec, key)
 	if err != nil {
 		return coord.Arrival{}, err
@@ -189,11 +223,7 @@ func (b *Barriers) arrive(tx *sql.Tx, exec, key string, spec coord.BarrierSpec, 
 		_, err = b.s.stmt(tx, "bar_arrived").Exec(exec, key, n, ttl.Milliseconds(), expires)
 		return coord.Arrival{Arrived: n}, err
 	}
-	valsUntil := nowMs + b.s.opts.BarrierRetain.Milliseconds()
-	if _, err := b.s.stmt(tx, "bar_complete").Exec(exec, key, n, slot, valsUntil, ttl.Milliseconds(), expires); err != nil {
-		return coord.Arrival{}, err
-	}
-	return b.completed(tx, exec, key, r.total, coord.Arrival{Arrived: n, Complete: true})
+	return b.complete(tx, exec, key, n, slot, r.total, ttl, nowMs)
 }
 
 // completed fills a's Values and State from the barrier's stored values.

@@ -62,16 +62,13 @@ func (c *Coordinator) Begin(ctx context.Context, exec, id string) (coord.Begin, 
 	return coord.Begin{State: coord.Run}, nil
 }
 
-// endKV is one End key and its JSON value.
-type endKV struct{ key, value string }
-
 // finished is what Finish's write read for an Outcome that needs decoding:
 // the stored halt and final context of an ended execution.
 type finished struct {
 	o      coord.Outcome
 	ended  bool
 	halt   sql.NullString
-	ctxRaw []endKV
+	ctxRaw string // a JSON object
 }
 
 // Finish implements coord.Coordinator.
@@ -100,13 +97,17 @@ func (c *Coordinator) Finish(ctx context.Context, exec, id string, f coord.Finis
 		}
 		halt = string(b)
 	}
-	end := make([]endKV, 0, len(f.End))
-	for k, v := range f.End {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return coord.Outcome{}, where("encode End key %q: %w", k, err)
+	var end []byte // one JSON object, nil without End
+	if len(f.End) > 0 {
+		var err error
+		if end, err = json.Marshal(f.End); err != nil {
+			for k, v := range f.End { // name the key
+				if _, kerr := json.Marshal(v); kerr != nil {
+					return coord.Outcome{}, where("encode End key %q: %w", k, kerr)
+				}
+			}
+			return coord.Outcome{}, where("encode End: %w", err)
 		}
-		end = append(end, endKV{k, string(b)})
 	}
 
 	var r finished
@@ -130,7 +131,7 @@ func (c *Coordinator) Finish(ctx context.Context, exec, id string, f coord.Finis
 // accounting, which also says whether the rules let it count; anything
 // else (a duplicate, an ended or halted execution, IfLast not last) reads
 // the execution first (finishSlow).
-func (c *Coordinator) finish(tx *sql.Tx, exec, id string, f coord.Finish, rec []byte, halt any, end []endKV, r *finished) error {
+func (c *Coordinator) finish(tx *sql.Tx, exec, id string, f coord.Finish, rec []byte, halt any, end []byte, r *finished) error {
 	n, err := affected(c.s.stmt(tx, "done_insert").Exec(exec, id, rec))
 	if err != nil {
 		return err
@@ -160,8 +161,8 @@ func (c *Coordinator) finish(tx *sql.Tx, exec, id string, f coord.Finish, rec []
 			}
 		}
 	}
-	for _, kv := range end {
-		if _, err := c.s.stmt(tx, "ctx_set").Exec(exec, kv.key, kv.value); err != nil {
+	if end != nil {
+		if _, err := c.s.stmt(tx, "ctx_set").Exec(exec, string(end)); err != nil {
 			return err
 		}
 	}
@@ -215,19 +216,7 @@ func (c *Coordinator) ending(tx *sql.Tx, exec string, r *finished) error {
 	if err := c.s.stmt(tx, "exec_halt").QueryRow(exec).Scan(&r.halt); err != nil {
 		return err
 	}
-	rows, err := c.s.stmt(tx, "ctx_all").Query(exec)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var kv endKV
-		if err := rows.Scan(&kv.key, &kv.value); err != nil {
-			return err
-		}
-		r.ctxRaw = append(r.ctxRaw, kv)
-	}
-	return rows.Err()
+	return c.s.stmt(tx, "ctx_all").QueryRow(exec).Scan(&r.ctxRaw)
 }
 
 // decode completes the Outcome of an ended execution from what ending read.
@@ -241,13 +230,11 @@ func (r *finished) decode() error {
 			return fmt.Errorf("decode stored Failure: %w", err)
 		}
 	}
-	r.o.FinalContext = make(map[string]any, len(r.ctxRaw))
-	for _, kv := range r.ctxRaw {
-		var v any
-		if err := json.Unmarshal([]byte(kv.value), &v); err != nil {
-			return fmt.Errorf("decode final context key %q: %w", kv.key, err)
-		}
-		r.o.FinalContext[kv.key] = v
+	if err := json.Unmarshal([]byte(r.ctxRaw), &r.o.FinalContext); err != nil {
+		return fmt.Errorf("decode the final context: %w", err)
+	}
+	if r.o.FinalContext == nil {
+		r.o.FinalContext = map[string]any{}
 	}
 	return nil
 }

@@ -224,8 +224,8 @@ func TestHelperChild(t *testing.T) {
 		mu.Unlock()
 		os.Exit(3)
 	}
-	// Until killed; a minute at most, should the parent be gone.
-	deadline := time.Now().Add(time.Minute)
+	// Until killed; three minutes at most, should the parent be gone.
+	deadline := time.Now().Add(3 * time.Minute)
 	var wg sync.WaitGroup
 	for w := range 8 {
 		wg.Go(func() {
@@ -308,7 +308,7 @@ func TestKill9(t *testing.T) {
 	// Killed once it has finished this many messages: mid-stream, with
 	// eight goroutines' writes in flight.
 	const killAfter = 400
-	timeout := time.AfterFunc(2*time.Minute, func() { _ = cmd.Process.Kill() })
+	timeout := time.AfterFunc(4*time.Minute, func() { _ = cmd.Process.Kill() })
 	defer timeout.Stop()
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -284,6 +285,21 @@ func TestEffectsExpiry(t *testing.T) {
 	var n int
 	if err := s.db.R.QueryRow("SELECT count(*) FROM coord_effect").Scan(&n); err != nil || n != 0 {
 		t.Fatalf("effects left after the sweep: %d, %v", n, err)
+	}
+}
+
+// TestNewerSchema: a file whose coordination tables a later version wrote
+// is refused, naming both versions.
+func TestNewerSchema(t *testing.T) {
+	t.Parallel()
+	db := openDB(t, "")
+	newStore(t, db, Options{})
+	if _, err := db.W.Exec("UPDATE coord_schema SET version = 99"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := New(context.Background(), db, Options{})
+	if err == nil || !strings.Contains(err.Error(), "version 99") {
+		t.Fatalf("New on a file of version 99: %v, want a refusal naming it", err)
 	}
 }
 

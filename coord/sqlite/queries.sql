@@ -2,6 +2,12 @@
 -- schema.sql. Those named r_* run on the reader pool, the rest on the writer
 -- connection inside sqlitedb.DB.Write.
 
+-- name: schema_version
+SELECT coalesce(max(version), 0) FROM coord_schema
+
+-- name: schema_record
+INSERT INTO coord_schema (version) SELECT ?1 WHERE NOT EXISTS (SELECT 1 FROM coord_schema)
+
 -- Coordinator -----------------------------------------------------------
 
 -- name: exec_start
@@ -40,15 +46,19 @@ UPDATE coord_exec SET parked = parked - 1 WHERE exec = ?1
 -- name: parked_forget
 DELETE FROM coord_parked WHERE exec = ?1 AND id = ?2
 
+-- An End's keys at once, from its JSON object ?2: each value kept as its
+-- JSON text (-> by the key's quoted path), the later Finish winning a key.
 -- name: ctx_set
-INSERT INTO coord_ctx (exec, key, value) VALUES (?1, ?2, ?3)
+INSERT INTO coord_ctx (exec, key, value)
+SELECT ?1, j.key, ?2 -> j.fullkey FROM json_each(?2) j WHERE true
 ON CONFLICT (exec, key) DO UPDATE SET value = excluded.value
 
 -- name: exec_halt
 SELECT halt FROM coord_exec WHERE exec = ?1
 
+-- The final context as one JSON object.
 -- name: ctx_all
-SELECT key, value FROM coord_ctx WHERE exec = ?1
+SELECT coalesce(json_group_object(key, json(value)), '{}') FROM coord_ctx WHERE exec = ?1
 
 -- name: exec_state
 SELECT live, halt IS NOT NULL FROM coord_exec WHERE exec = ?1
@@ -78,6 +88,21 @@ INSERT INTO coord_bar (exec, key, status, total, need, ttl, expires) VALUES (?1,
 
 -- name: barval_insert
 INSERT INTO coord_barval (exec, key, slot, value) VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING
+
+-- Arrive's fast path: the value of slot ?3, when the barrier is open, the
+-- slot in its range and new; then bar_count counts it. Anything else
+-- (no barrier yet, closed, a repeat, out of range) inserts nothing, and
+-- Arrive reads the barrier first.
+-- name: barval_arrive
+INSERT INTO coord_barval (exec, key, slot, value)
+SELECT ?1, ?2, ?3, ?4 WHERE EXISTS (
+  SELECT 1 FROM coord_bar WHERE exec = ?1 AND key = ?2 AND status = 0 AND ?3 >= 0 AND ?3 < total)
+ON CONFLICT DO NOTHING
+
+-- name: bar_count
+UPDATE coord_bar SET n = n + 1, ttl = ?3, expires = CASE WHEN expires IS NULL THEN NULL ELSE ?4 END
+WHERE exec = ?1 AND key = ?2
+RETURNING n, need, total
 
 -- An arrival counted, or repeated: a barrier of an unknown execution lives
 -- its TTL from its last arrival.

@@ -3,6 +3,10 @@
 -- milliseconds. Every table starts with coord_: the broker and the store
 -- share the file.
 
+-- The version of these tables, one row: New refuses a file of a later
+-- version, and a later Rune migrates from this one.
+CREATE TABLE IF NOT EXISTS coord_schema (version INTEGER NOT NULL);
+
 -- One row per execution: the live message count, the first halt's Failure
 -- (JSON), the completer's id and the time it ended (both NULL while live),
 -- whether its completion was published, and how many ids are parked (so a

@@ -145,8 +145,34 @@ func New(ctx context.Context, db *sqlitedb.DB, opts Options) (*Store, error) {
 		into[name] = st
 	}
 	s.coord.s, s.barriers.s, s.timers.s, s.blobs.s, s.effects.s = s, s, s, s, s
+	if err := s.checkVersion(ctx); err != nil {
+		s.closeStmts()
+		return nil, err
+	}
 	go s.sweeper()
 	return s, nil
+}
+
+// schemaVersion is the version of schema.sql, recorded in coord_schema.
+const schemaVersion = 1
+
+// checkVersion records schemaVersion in a new file and refuses a file
+// whose tables a later version wrote.
+func (s *Store) checkVersion(ctx context.Context) error {
+	var v int
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		if _, err := s.stmt(tx, "schema_record").Exec(schemaVersion); err != nil {
+			return err
+		}
+		return s.stmt(tx, "schema_version").QueryRow().Scan(&v)
+	})
+	if err != nil {
+		return fmt.Errorf("coord/sqlite: schema version of %s: %w", s.db.Path(), err)
+	}
+	if v > schemaVersion {
+		return fmt.Errorf("coord/sqlite: %s holds coordination tables of version %d, newer than this Rune's %d", s.db.Path(), v, schemaVersion)
+	}
+	return nil
 }
 
 func resolve(o *Options) error {

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/rune-org/rune/coord"
@@ -57,4 +58,33 @@ func TestTimersConformance(t *testing.T) {
 
 func TestEffectsConformance(t *testing.T) {
 	coordtest.RunEffects(t, func(t *testing.T) coord.Effects { return newStore(t, nil, Options{}).Effects() })
+}
+
+// TestEndKeys: End keys that a JSON path would read otherwise (dots,
+// quotes, brackets, the empty key) come back as given, with their values,
+// the later Finish winning a key.
+func TestEndKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newStore(t, nil, Options{}).Coordinator()
+	if err := c.Start(ctx, "e", 2); err != nil {
+		t.Fatal(err)
+	}
+	first := map[string]any{"a.b": 1.0, `"q"`: "x", "[0]": []any{true}, "": nil, "$.x": map[string]any{"k.k": "v"}, "ünï ☃": -0.5, "k": "first"}
+	if _, err := c.Finish(ctx, "e", "a", coord.Finish{End: first}); err != nil {
+		t.Fatal(err)
+	}
+	o, err := c.Finish(ctx, "e", "b", coord.Finish{End: map[string]any{"k": "second", "big": 12345678901234567.0}})
+	if err != nil || !o.Last {
+		t.Fatalf("Finish b: %+v, %v", o, err)
+	}
+	want := map[string]any{"k": "second", "big": 12345678901234567.0}
+	for k, v := range first {
+		if k != "k" {
+			want[k] = v
+		}
+	}
+	if !reflect.DeepEqual(o.FinalContext, want) {
+		t.Fatalf("FinalContext %#v, want %#v", o.FinalContext, want)
+	}
 }
