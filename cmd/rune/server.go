@@ -110,13 +110,6 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *debugAddr != "" {
-		stop, err := serveDebug(*debugAddr, log)
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
 	if !distributedMode {
 		// Before anything under --data is read or written: a second server
 		// on the directory would dispatch and consume the first's work.
@@ -129,6 +122,13 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 			return fmt.Errorf("--data: %w", err)
 		}
 		defer lock.Release()
+	}
+	if *debugAddr != "" {
+		stop, err := serveDebug(*debugAddr, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	keys, err := sf.keys(env)
 	if err != nil {
