@@ -4,9 +4,10 @@
 // killed and are delivered after it restarts.
 //
 // One process owns the file (and one Broker the broker_ tables): consumers
-// claim rows through the file's single writer, and are woken in process when
-// a publish commits or a delayed message falls due; a short fallback poll
-// only covers what nothing announced. Every write goes through
+// read due rows on a reader connection and mark them claimed through the
+// file's single writer, and are woken in process when a publish commits or
+// a delayed message falls due; a fallback poll only covers what nothing
+// announced. Every write goes through
 // sqlitedb.DB.Write and is committed in a group with other callers' writes:
 // publishes are queued in order and inserted many rows per statement, acks
 // deleted many rows per statement.
