@@ -212,17 +212,28 @@ func (c *consumer) fetch() {
 	}
 }
 
+// claiming is the rows of one topic read by a claim and not yet marked:
+// other claims of the topic skip them. mu is held across each read, so a read
+// either sees a row's mark committed or finds the row here.
+type claiming struct {
+	mu   sync.Mutex
+	rows map[int64]bool
+}
+
 // claim takes up to k due rows of the topic, in due order; when fewer were
 // due, next is when the earliest other row falls due (0: none). The rows are
 // read on a reader connection, off the single writer, which only marks them
-// claimed: the topic's claim lock keeps another consumer of the topic from
-// reading them before that mark has committed.
+// claimed; concurrent claims of the topic skip the rows read but not yet
+// marked, so that their marks can share a group commit.
 func (c *consumer) claim(k int) (rows []claimed, next int64, err error) {
 	b := c.b
-	mu := b.claimLocks[c.topic]
-	mu.Lock()
-	defer mu.Unlock()
-	rows, next, err = b.due(c.ctx, c.topic, k)
+	cl := b.claiming[c.topic]
+	cl.mu.Lock()
+	rows, next, err = b.due(c.ctx, c.topic, k, cl.rows)
+	for i := range rows {
+		cl.rows[rows[i].id] = true
+	}
+	cl.mu.Unlock()
 	if err != nil || len(rows) == 0 {
 		return nil, next, err
 	}
@@ -235,26 +246,36 @@ func (c *consumer) claim(k int) (rows []claimed, next int64, err error) {
 		_, err := tx.Stmt(b.stmts.markClaimed).Exec(idList(ids))
 		return err
 	})
+	cl.mu.Lock()
+	for _, id := range ids {
+		delete(cl.rows, id)
+	}
+	cl.mu.Unlock()
 	if err != nil {
+		b.signal(c.topic) // other consumers skipped these rows
 		return nil, 0, err
 	}
 	return rows, next, nil
 }
 
-// due reads up to k due rows of topic and, when fewer, the next due time.
-func (b *Broker) due(ctx context.Context, topic broker.Topic, k int) (rows []claimed, next int64, err error) {
-	rs, err := b.stmts.readClaim.QueryContext(ctx, string(topic), b.clock(), k)
+// due reads up to k due rows of topic that are not in skip and, when fewer,
+// the next due time still to come.
+func (b *Broker) due(ctx context.Context, topic broker.Topic, k int, skip map[int64]bool) (rows []claimed, next int64, err error) {
+	now := b.clock()
+	rs, err := b.stmts.readClaim.QueryContext(ctx, string(topic), now, k+len(skip))
 	if err != nil {
 		return nil, 0, err
 	}
 	defer rs.Close()
-	for rs.Next() {
+	for rs.Next() && len(rows) < k {
 		var r claimed
 		if err := rs.Scan(&r.id, &r.availableAt, &r.deliveries, &r.publishedAt, &r.msgID, &r.key, &r.lane,
 			&r.trace, &r.first, &r.raw, &r.origin, &r.reason, &r.body); err != nil {
 			return nil, 0, err
 		}
-		rows = append(rows, r)
+		if !skip[r.id] {
+			rows = append(rows, r)
+		}
 	}
 	if err := rs.Err(); err != nil {
 		return nil, 0, err
@@ -263,7 +284,7 @@ func (b *Broker) due(ctx context.Context, topic broker.Topic, k int) (rows []cla
 		return rows, 0, nil
 	}
 	var at sql.NullInt64
-	if err := b.stmts.readNextDue.QueryRowContext(ctx, string(topic)).Scan(&at); err != nil {
+	if err := b.stmts.readNextDue.QueryRowContext(ctx, string(topic), now).Scan(&at); err != nil {
 		return nil, 0, err
 	}
 	return rows, at.Int64, nil

@@ -53,7 +53,9 @@ ORDER BY available_at, id LIMIT +?3
 UPDATE broker_messages SET claimed = 1, deliveries = deliveries + 1 WHERE id IN (SELECT value FROM json_each(?1))
 
 -- name: next_due
-SELECT min(available_at) FROM broker_messages WHERE topic = ?1 AND claimed = 0
+-- ?1 topic, ?2 now: the earliest due time still to come (the rows due now
+-- were all read, or are being claimed by another consumer).
+SELECT min(available_at) FROM broker_messages WHERE topic = +?1 AND claimed = 0 AND available_at > +?2
 
 -- name: ack
 -- ?1 is a JSON array of row ids.

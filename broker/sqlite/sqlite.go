@@ -4,9 +4,10 @@
 // killed and are delivered after it restarts.
 //
 // One process owns the file (and one Broker the broker_ tables): consumers
-// claim rows through the file's single writer, and are woken in process when
-// a publish commits or a delayed message falls due; a short fallback poll
-// only covers what nothing announced. Every write goes through
+// read due rows on a reader connection and mark them claimed through the
+// file's single writer, and are woken in process when a publish commits or
+// a delayed message falls due; a fallback poll only covers what nothing
+// announced. Every write goes through
 // sqlitedb.DB.Write and is committed in a group with other callers' writes:
 // publishes are queued in order and inserted many rows per statement, acks
 // deleted many rows per statement.
@@ -82,8 +83,9 @@ type Broker struct {
 	stampMu sync.Mutex
 	stamp   int64
 
-	// claimLocks serialise the claims of each topic (consumer.claim).
-	claimLocks map[broker.Topic]*sync.Mutex
+	// claiming is, per topic, the rows read by a claim whose mark has not
+	// committed yet (consumer.claim).
+	claiming map[broker.Topic]*claiming
 
 	sigMu   sync.Mutex
 	signals map[broker.Topic]chan struct{}
@@ -139,9 +141,9 @@ func New(db *sqlitedb.DB, opts Options) (*Broker, error) {
 	for _, t := range opts.FollowOnly {
 		b.followOnly[t] = true
 	}
-	b.claimLocks = map[broker.Topic]*sync.Mutex{}
+	b.claiming = map[broker.Topic]*claiming{}
 	for _, t := range []broker.Topic{broker.Execution, broker.Status, broker.Completion, broker.Timeout, broker.DeadLetter} {
-		b.claimLocks[t] = new(sync.Mutex)
+		b.claiming[t] = &claiming{rows: map[int64]bool{}}
 	}
 	ctx := context.Background()
 	if _, err := db.W.ExecContext(ctx, queries["schema"]); err != nil {
