@@ -82,6 +82,13 @@ type Config struct {
 	// (with 8, RabbitMQ did about 1.6 times the work per node of the fused
 	// chain: docs/benchmarks.md, round 13).
 	Starters int
+	// Start, for Run, starts execution id with input in place of publishing
+	// its first messages (client.Start): a server's bench enqueues it in its
+	// store, for its dispatcher. Run follows id before calling it. Default
+	// nil: Run publishes them itself.
+	Start func(ctx context.Context, id string, input any) error
+	// IDs, for Run, names executions ("bench_<start>_<i>" by default).
+	IDs func(i int) string
 }
 
 // DefaultStarters is Config.Starters' default.
@@ -160,7 +167,10 @@ func Run(ctx context.Context, b broker.Broker, e *engine.Engine, wf *engine.Work
 				last = s.ExecutedAt
 			}
 			id := fmt.Sprintf("bench_%d_%d", start.UnixNano(), i)
-			comp, err := client.Run(ctx, b, e, wf, id, map[string]any{"seed": i}, onStatus)
+			if cfg.IDs != nil {
+				id = cfg.IDs(i)
+			}
+			comp, err := run(ctx, b, e, wf, id, map[string]any{"seed": i}, onStatus, cfg.Start)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -194,6 +204,24 @@ func Run(ctx context.Context, b broker.Broker, e *engine.Engine, wf *engine.Work
 		Failed:         int(failed.Load()),
 		GoMaxProc:      runtime.GOMAXPROCS(0),
 	}, nil
+}
+
+// run is client.Run, with start (when not nil) in place of client.Start.
+func run(ctx context.Context, b broker.Broker, e *engine.Engine, wf *engine.Workflow, id string, input any,
+	onStatus func(*message.NodeStatus), start func(context.Context, string, any) error) (*message.Completion, error) {
+	if start == nil {
+		return client.Run(ctx, b, e, wf, id, input, onStatus)
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events, err := b.Follow(fctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := start(ctx, id, input); err != nil {
+		return nil, err
+	}
+	return client.Wait(ctx, events, onStatus)
 }
 
 // RunWatching drives cfg.Executions executions of wf through b (whose

@@ -69,7 +69,8 @@ type DeadLetter struct {
 	Body                           []byte
 }
 
-// DeadLetters is the dead-letter queue of a distributed server's broker.
+// DeadLetters is the dead-letter queue of the server's broker (RabbitMQ's,
+// or the embedded default's in its runtime file).
 type DeadLetters interface {
 	// List returns up to limit dead letters, oldest first, and how many
 	// the queue holds. It takes nothing away.
@@ -94,8 +95,8 @@ type Config struct {
 	// or a workflow.Problems error). Defaults to nil: the workflow page then
 	// offers no check of an edited definition.
 	Validate func(def []byte) error
-	// DeadLetters is the broker's dead-letter queue. Defaults to nil (the
-	// embedded server has none): the page says so.
+	// DeadLetters is the broker's dead-letter queue. Defaults to nil (a
+	// runtime without one): the page says so.
 	DeadLetters DeadLetters
 	// Mode names the server's mode in the page header ("embedded",
 	// "distributed"). Defaults to "".

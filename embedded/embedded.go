@@ -1,10 +1,16 @@
 // Package embedded is Rune's single-process runtime: the same engine, nodes
-// and worker as the distributed runtime, on the in-process broker and
-// coordinator, so `rune run` and tests need no server.
+// and worker as the distributed runtime, in one process. By default it runs
+// on the in-process broker and coordinator (broker/memory, coord/memory),
+// so `rune run` and tests need no server, and nothing outlives the process.
+// With Options.DB it is durable: broker and coordination live in one SQLite
+// file (broker/sqlite, coord/sqlite), so that `rune server`'s queued,
+// running and waiting work survives a restart (docs/architecture.md, "The
+// durable embedded runtime").
 package embedded
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -12,8 +18,10 @@ import (
 	"github.com/rune-org/rune/broker"
 	"github.com/rune-org/rune/broker/memory"
 	"github.com/rune-org/rune/client"
+	"github.com/rune-org/rune/coord"
 	coordmem "github.com/rune-org/rune/coord/memory"
 	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/internal/sqlitedb"
 	"github.com/rune-org/rune/message"
 	"github.com/rune-org/rune/metrics"
 	"github.com/rune-org/rune/node"
@@ -45,17 +53,65 @@ type Options struct {
 	Metrics *metrics.Recorder
 	// Tracer makes a span of each node run; nil traces nothing.
 	Tracer *tracing.Tracer
+	// DB, when set, makes the runtime durable: its queues, coordination,
+	// timers, barriers and the records of sends live in this SQLite file,
+	// which the caller opened (sqlitedb.Open) and closes after Close. Nil
+	// (the default) keeps everything in memory.
+	DB *sqlitedb.DB
+	// DrainTimeout bounds how long Close lets the node executions in hand
+	// run on; what is still running then is handed back to the broker
+	// (with DB: delivered again after a restart). Default: the worker's
+	// (30s).
+	DrainTimeout time.Duration
 }
 
-// Runtime runs workflows in this process until Close.
+// Runtime runs workflows in this process until Close. Its fields are the
+// seams it runs on, in memory or on SQLite (Options.DB).
 type Runtime struct {
-	Broker *memory.Broker
-	Coord  *coordmem.Coordinator
-	Timers *coordmem.Timers
-	Engine *engine.Engine
+	Broker   broker.Broker
+	Coord    coord.Coordinator
+	Timers   coord.Timers
+	Barriers coord.Barriers
+	// Effects records the sends of email and sms nodes (unless
+	// Options.Nodes.Effects or Options.Registry replaced it).
+	Effects coord.Effects
+	Engine  *engine.Engine
+	// DeadLetters lists, replays and purges the messages the worker
+	// rejected; nil in memory, where dead letters are only logged.
+	DeadLetters DeadLetters
 
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	blobs coord.Blobs // large values and frozen definitions; nil in memory
+
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	closers []func() error // the seams' own, after the workers stopped
+}
+
+// DeadLetters is a durable broker's dead-letter queue.
+type DeadLetters interface {
+	// List returns up to limit dead letters, oldest first, and how many
+	// there are. It takes nothing away.
+	List(ctx context.Context, limit int) ([]DeadLetter, int, error)
+	// Replay publishes the dead letters ids again on the topic they came
+	// from and removes them; it returns the ids replayed.
+	Replay(ctx context.Context, ids []string) ([]string, error)
+	// Purge discards every dead letter and returns how many there were.
+	Purge(ctx context.Context) (int, error)
+}
+
+// DeadLetter is one rejected message.
+type DeadLetter struct {
+	// ID is the message id; Key the execution id.
+	ID  string
+	Key string
+	// Topic is where the message was consumed from, and Replay puts it.
+	Topic broker.Topic
+	// Reason is why it was rejected.
+	Reason string
+	// At is when the original was published.
+	At time.Time
+	// Body is the message as JSON.
+	Body []byte
 }
 
 // New starts a runtime with its workers.
@@ -63,25 +119,36 @@ func New(opts Options) (*Runtime, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	reg := opts.Registry
-	if reg == nil {
-		if opts.Nodes.Effects == nil {
-			opts.Nodes.Effects = coordmem.NewEffects(0)
-		}
-		reg = nodes.NewRegistry(opts.Nodes)
-	}
 	followOnly := []broker.Topic{broker.Status, broker.Completion}
 	if opts.ConsumeEvents {
 		followOnly = nil
 	}
-	r := &Runtime{
-		Broker: memory.New(memory.Options{Logger: opts.Logger, FollowOnly: followOnly}),
-		Coord:  coordmem.New(coordmem.Options{Retain: 5 * time.Second}), // one process: redeliveries come within a second
+	r := &Runtime{}
+	if opts.DB != nil {
+		if err := r.durable(opts, followOnly); err != nil {
+			return nil, err
+		}
+	} else {
+		mb := memory.New(memory.Options{Logger: opts.Logger, FollowOnly: followOnly})
+		mc := coordmem.New(coordmem.Options{Retain: 5 * time.Second}) // one process: redeliveries come within a second
+		r.Broker, r.Coord, r.Timers, r.Barriers, r.Effects = mb, mc, coordmem.NewTimers(), coordmem.NewBarriers(), coordmem.NewEffects(0)
+		r.closers = append(r.closers, mc.Close, mb.Close)
 	}
-	r.Timers = coordmem.NewTimers()
-	eng, err := engine.New(engine.Config{Registry: reg, Coord: r.Coord, Timers: r.Timers, Barriers: coordmem.NewBarriers(),
-		Secrets: opts.Secrets, Logger: opts.Logger, Metrics: opts.Metrics})
+	reg := opts.Registry
+	if reg == nil {
+		if opts.Nodes.Effects == nil {
+			opts.Nodes.Effects = r.Effects
+		}
+		reg = nodes.NewRegistry(opts.Nodes)
+	}
+	// In memory, values travel in the messages and frozen waits carry their
+	// definition: nothing to share them with. Durable, they are stored once,
+	// as on Redis (a frozen wait's definition outlives it: Blobs keep
+	// definitions until released).
+	eng, err := engine.New(engine.Config{Registry: reg, Coord: r.Coord, Timers: r.Timers, Barriers: r.Barriers,
+		Blobs: r.blobs, Definitions: r.blobs, Secrets: opts.Secrets, Logger: opts.Logger, Metrics: opts.Metrics})
 	if err != nil {
+		r.closeSeams()
 		return nil, err
 	}
 	r.Engine = eng
@@ -95,7 +162,8 @@ func New(opts Options) (*Runtime, error) {
 	}()
 	go func() {
 		defer r.wg.Done()
-		if err := worker.Run(ctx, worker.Config{Broker: r.Broker, Engine: eng, Concurrency: opts.Concurrency, Logger: opts.Logger, Metrics: opts.Metrics, Tracer: opts.Tracer}); err != nil {
+		if err := worker.Run(ctx, worker.Config{Broker: r.Broker, Engine: eng, Concurrency: opts.Concurrency, DrainTimeout: opts.DrainTimeout,
+			Logger: opts.Logger, Metrics: opts.Metrics, Tracer: opts.Tracer}); err != nil {
 			opts.Logger.Error("embedded worker stopped", "err", err)
 		}
 	}()
@@ -118,10 +186,19 @@ func (r *Runtime) RunCompiled(ctx context.Context, wf *engine.Workflow, input an
 	return client.Run(ctx, r.Broker, r.Engine, wf, engine.NewExecutionID(time.Now()), input, onStatus)
 }
 
-// Close stops the workers, lets the messages in hand finish, and releases the runtime.
+// Close stops the workers, lets the messages in hand finish (within
+// Options.DrainTimeout), and releases the runtime. With Options.DB, what
+// was not finished stays in the file for the next Runtime on it.
 func (r *Runtime) Close() error {
 	r.cancel()
 	r.wg.Wait()
-	r.Coord.Close()
-	return r.Broker.Close()
+	return r.closeSeams()
+}
+
+func (r *Runtime) closeSeams() error {
+	var errs []error
+	for _, c := range r.closers {
+		errs = append(errs, c())
+	}
+	return errors.Join(errs...)
 }

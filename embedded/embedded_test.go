@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rune-org/rune/embedded"
+	"github.com/rune-org/rune/internal/sqlitedb"
 	"github.com/rune-org/rune/internal/testinfra"
 	"github.com/rune-org/rune/runtimetest"
 	"github.com/rune-org/rune/workflow"
@@ -102,4 +104,40 @@ func TestSplitWithTwoPathsIsRefused(t *testing.T) {
 	if want := `nodes[1]: split "each" sends each item down 2 paths at once (edges "e2", "e3")`; !strings.HasPrefix(ps.Error()[strings.Index(ps.Error(), "nodes["):], want) {
 		t.Fatalf("Run: %v\nwant a problem starting %s", err, want)
 	}
+}
+
+// durable starts a runtime on a SQLite file of its own (Options.DB).
+func durable(t *testing.T, opts embedded.Options) *embedded.Runtime {
+	t.Helper()
+	db, err := sqlitedb.Open(context.Background(), filepath.Join(t.TempDir(), "runtime.db"), sqlitedb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.DB = db
+	rt, err := embedded.New(opts)
+	if err != nil {
+		db.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		rt.Close()
+		db.Close()
+	})
+	return rt
+}
+
+// The durable runtime passes the suite the in-memory one does.
+func TestDurableRuntimeConformance(t *testing.T) {
+	runtimetest.Run(t, func(t *testing.T) runtimetest.Runtime { return durable(t, embedded.Options{}) })
+}
+
+func TestDurableRetrySpacing(t *testing.T) {
+	rt := durable(t, embedded.Options{})
+	runtimetest.RetrySpacing(t, rt)
+}
+
+func TestDurableHaltFromOutside(t *testing.T) {
+	t.Parallel()
+	rt := durable(t, embedded.Options{})
+	runtimetest.HaltFromOutside(t, rt, rt.Engine)
 }

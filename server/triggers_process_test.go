@@ -113,14 +113,14 @@ const tickWorkflow = `{"id":"ticker","nodes":[{"id":"start","type":"trigger","tr
 	{"id":"s","type":"set","parameters":{"values":{"slot":"{{ $trigger.slot }}"}}}],"edges":[{"id":"e1","src":"start","dst":"s"}]}`
 
 // TestScheduleTwoServers: a schedule `@every 1s` with two server processes
-// sharing one store runs once per slot for 30 slots, on PostgreSQL and on
-// one SQLite file.
+// sharing one store runs once per slot for 30 slots, on PostgreSQL. (Two
+// servers on one SQLite data directory are refused: e2e/durable_test.go.)
 func TestScheduleTwoServers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("30 s of slots on real processes")
 	}
 	t.Parallel()
-	for _, kind := range []string{"postgres", "sqlite"} {
+	for _, kind := range []string{"postgres"} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			r := newScheduleRig(t, kind)

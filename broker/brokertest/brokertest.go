@@ -652,7 +652,9 @@ func testMany(t *testing.T, b broker.Broker) {
 	case <-done:
 	case <-time.After(patience):
 		mu.Lock()
-		t.Fatalf("%d of %d messages delivered", len(count), n)
+		got := len(count)
+		mu.Unlock() // handlers must be able to return: a broker's Close may wait for them
+		t.Fatalf("%d of %d messages delivered", got, n)
 	}
 	time.Sleep(200 * time.Millisecond) // duplicates would show up now
 	mu.Lock()

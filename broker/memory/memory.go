@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/rune-org/rune/broker"
+	"github.com/rune-org/rune/broker/internal/fanout"
 )
 
 // ErrClosed is returned by a Broker's methods after Close.
@@ -51,10 +52,7 @@ type Broker struct {
 	followOnly [numTopics]bool
 	timers     *timerHeap
 
-	followMu  sync.Mutex
-	followers map[string][]*follower
-	// nfollow lets publishers skip followMu when nobody follows.
-	nfollow atomic.Int32
+	hub *fanout.Hub
 
 	// closed is the cheap check for publishers; closeCtx is what consumers,
 	// followers and the timer goroutine watch.
@@ -100,7 +98,6 @@ func New(opts Options) *Broker {
 	b := &Broker{
 		log:       opts.Logger,
 		pause:     opts.RedeliveryPause,
-		followers: make(map[string][]*follower),
 		timers:    newTimerHeap(),
 		timerDone: make(chan struct{}),
 	}
@@ -113,6 +110,7 @@ func New(opts Options) *Broker {
 		}
 	}
 	b.closeCtx, b.closeFn = context.WithCancel(context.Background())
+	b.hub = fanout.New(b.closeCtx.Done())
 	go func() {
 		defer close(b.timerDone)
 		b.timers.run(b.closeCtx.Done())
@@ -141,9 +139,7 @@ func (b *Broker) Publish(ctx context.Context, msgs ...broker.Message) broker.Pen
 	var now time.Time
 	for i := range msgs {
 		m := &msgs[i]
-		if (m.Topic == broker.Status || m.Topic == broker.Completion) && b.nfollow.Load() > 0 {
-			b.notifyFollowers(*m)
-		}
+		b.hub.Notify(*m)
 		if b.followOnly[topicIndex(m.Topic)] {
 			continue
 		}

@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,6 +28,7 @@ import (
 	"github.com/rune-org/rune/broker/amqp"
 	coordredis "github.com/rune-org/rune/coord/redis"
 	"github.com/rune-org/rune/embedded"
+	"github.com/rune-org/rune/internal/sqlitedb"
 	"github.com/rune-org/rune/worker"
 )
 
@@ -54,7 +57,7 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) error {
 	base := fs.String("base", "", "with --chain all: first run this rune binary's bench (an earlier build) on the set chain with the same --executions, --inflight, --nodes, --concurrency, --prefetch and --spawn-workers, and report each chain's rate over it (× base); it starts executions as that build does (builds before --starters: 8 at once)")
 	noFuse := fs.Bool("no-fuse", false, "distributed, with --spawn-workers: start the workers with --no-fuse (every node a hop of its own)")
 	compareMetrics := fs.Int("compare-metrics", 0, "linear, embedded: run this many rounds with instrumentation off, metrics on, and metrics and spans on (no exporter), in turn, and report node rate and CPU per node of each (0: off)")
-	mode := fs.String("mode", "linear", "linear (executions of set nodes), fanout (one split over --items items), timers (distributed: --executions waiting --wait each, started --start-rate per second, then a backlog of --pending timers), server (rune server on --postgres: triggers accepted per second over HTTP, trigger → first node latency, statuses persisted per second), webhooks (rune server on --postgres: signed webhook requests accepted per second into executions, replays starting none), or chaos (distributed: --executions of an http, split, aggregator and wait workflow on --spawn-workers workers and a scheduler, with a fault of --faults every --fault-every)")
+	mode := fs.String("mode", "linear", "linear (executions of set nodes), embedded-server (the durable embedded `rune server`, in this process: node executions per second and the history's lag at the end), fanout (one split over --items items), timers (distributed: --executions waiting --wait each, started --start-rate per second, then a backlog of --pending timers), server (rune server on --postgres: triggers accepted per second over HTTP, trigger → first node latency, statuses persisted per second), webhooks (rune server on --postgres: signed webhook requests accepted per second into executions, replays starting none), or chaos (distributed: --executions of an http, split, aggregator and wait workflow on --spawn-workers workers and a scheduler, with a fault of --faults every --fault-every)")
 	postgresURL := fs.String("postgres", env.getenv("RUNE_POSTGRES_URL"), "server: PostgreSQL URL (env RUNE_POSTGRES_URL); the bench uses a fresh schema of its own")
 	clients := fs.Int("clients", 32, "server: HTTP clients triggering at once")
 	faults := fs.String("faults", strings.Join(chaosFaults, ","), "chaos: the faults to inject, in turn")
@@ -65,6 +68,10 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) error {
 	pending := fs.Int("pending", 1000000, "timers: pending timers in the backlog (0: skip the backlog)")
 	rate := fs.Int("rate", 5000, "timers: backlog timers coming due per second while lateness is measured")
 	httpProbe := fs.String("http-probe", "", "internal, for --chain http: make 200 GETs of this URL one at a time, 1 ms apart, and print their p50 in nanoseconds (the bench runs it in a process of its own)")
+	durable := fs.Bool("durable", false, "linear, embedded: run the embedded runtime on SQLite (a temporary runtime.db), as `rune server` does, without the server's store")
+	memoryRuntime := fs.Bool("memory-runtime", false, "embedded-server: run the runtime in memory (the store stays on SQLite), as `rune server` did before it was durable")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process's run to this file (the bench, and the embedded runtime or server when it runs in this process)")
+	benchData := fs.String("data", "", "embedded-server: the data directory (default: a temporary one, removed at the end)")
 	startRate := fs.Int("start-rate", 0, "timers: executions started per second, paced evenly, so that their waits come due at that rate (default 0: as fast as possible)")
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, `Usage: rune bench [flags]
@@ -110,8 +117,25 @@ the nodes).`)
 		fmt.Fprintln(env.stdout, int64(p50))
 		return nil
 	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	switch *mode {
 	case "linear":
+	case "embedded-server":
+		if *execs == 0 {
+			*execs = benchEmbeddedExecutions
+		}
+		return benchEmbeddedServer(ctx, env, embeddedServerBench{executions: *execs, inflight: *inflight, nodes: *nodes, concurrency: *concurrency,
+			data: *benchData, asJSON: *asJSON, memory: *memoryRuntime})
 	case "fanout":
 		return benchFanout(ctx, env, &srv, *items, *spawn, *concurrency, *asJSON)
 	case "server":
@@ -144,7 +168,7 @@ the nodes).`)
 		}
 		return benchChaos(ctx, env, &srv, chaosBench{executions: *execs, workers: *spawn, faults: list, every: *faultEvery, stopFor: *stopFor, asJSON: *asJSON})
 	default:
-		return usagef("--mode %q: want linear, fanout, timers, server, webhooks or chaos", *mode)
+		return usagef("--mode %q: want linear, embedded-server, fanout, timers, server, webhooks or chaos", *mode)
 	}
 	switch *chain {
 	case "set", "http":
@@ -180,7 +204,22 @@ the nodes).`)
 	if *compareMetrics > 0 {
 		return benchMetricsCompare(ctx, env, *compareMetrics, *execs, *inflight, *nodes, *concurrency, *asJSON)
 	}
-	rt, err := embedded.New(embedded.Options{Logger: cliLogger(env), Concurrency: *concurrency})
+	opts := embedded.Options{Logger: cliLogger(env), Concurrency: *concurrency}
+	what := "embedded runtime"
+	if *durable {
+		dir, err := os.MkdirTemp("", "rune-bench-runtime-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		db, err := sqlitedb.Open(ctx, filepath.Join(dir, runtimeDB), sqlitedb.Options{})
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		opts.DB, what = db, "durable embedded runtime (SQLite)"
+	}
+	rt, err := embedded.New(opts)
 	if err != nil {
 		return err
 	}
@@ -189,7 +228,7 @@ the nodes).`)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(env.stderr, "rune bench: %d executions of %d set nodes, %d in flight, embedded runtime\n", *execs, *nodes, *inflight)
+	fmt.Fprintf(env.stderr, "rune bench: %d executions of %d set nodes, %d in flight, %s\n", *execs, *nodes, *inflight, what)
 	res, err := bench.Run(ctx, rt.Broker, rt.Engine, wf, bench.Config{Executions: *execs, InFlight: *inflight, Progress: env.stderr})
 	if err != nil {
 		return err
@@ -197,7 +236,7 @@ the nodes).`)
 	if *asJSON {
 		return json.NewEncoder(env.stdout).Encode(res)
 	}
-	res.Print(env.stdout, "embedded runtime, linear workflow of set nodes")
+	res.Print(env.stdout, what+", linear workflow of set nodes")
 	return nil
 }
 

@@ -7,13 +7,14 @@ import (
 
 	"github.com/rune-org/rune/broker/amqp"
 	"github.com/rune-org/rune/console"
+	"github.com/rune-org/rune/embedded"
 	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/server"
 	"github.com/rune-org/rune/store"
 )
 
 // withConsole serves the web console at / next to s's API (issue 16).
-// dlq is nil for the embedded default, which has no dead-letter queue.
+// dlq is nil for a runtime without a dead-letter queue (the page says so).
 func withConsole(s *server.Server, st store.Store, eng *engine.Engine, dlq console.DeadLetters, mode string, log *slog.Logger) (http.Handler, error) {
 	c, err := console.New(console.Config{API: s.Handler(), Store: st, Tokens: s, DeadLetters: dlq, Mode: mode, Logger: log,
 		Validate: func(def []byte) error { _, err := eng.Compile(def); return err }})
@@ -67,3 +68,22 @@ func (q consoleDLQ) Purge(ctx context.Context) (n int, err error) {
 	})
 	return n, err
 }
+
+// embeddedDLQ is the embedded default's dead-letter queue, in its runtime
+// file, for the console.
+type embeddedDLQ struct{ q embedded.DeadLetters }
+
+func (q embeddedDLQ) List(ctx context.Context, limit int) ([]console.DeadLetter, int, error) {
+	dls, n, err := q.q.List(ctx, limit)
+	out := make([]console.DeadLetter, 0, len(dls))
+	for _, d := range dls {
+		out = append(out, console.DeadLetter{ID: d.ID, ExecutionID: d.Key, Topic: string(d.Topic), Reason: d.Reason, At: d.At, Body: d.Body})
+	}
+	return out, n, err
+}
+
+func (q embeddedDLQ) Replay(ctx context.Context, ids []string) ([]string, error) {
+	return q.q.Replay(ctx, ids)
+}
+
+func (q embeddedDLQ) Purge(ctx context.Context) (int, error) { return q.q.Purge(ctx) }

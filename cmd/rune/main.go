@@ -21,6 +21,15 @@ const (
 	exitInvalid = 2 // invalid workflow, input or usage
 )
 
+// exitErr is an error that ends the command with its own exit status.
+type exitErr struct {
+	code int
+	err  error
+}
+
+func (e exitErr) Error() string { return e.err.Error() }
+func (e exitErr) Unwrap() error { return e.err }
+
 // usageError is bad command-line input: exit status 2.
 type usageError struct{ msg string }
 
@@ -84,11 +93,15 @@ func runMain(ctx context.Context, env *cliEnv, args []string) int {
 		}
 		err := c.run(ctx, env, args[1:])
 		var ue usageError
+		var ee exitErr
 		switch {
 		case err == nil:
 			return env.exit
 		case errors.Is(err, flag.ErrHelp):
 			return exitOK
+		case errors.As(err, &ee):
+			fmt.Fprintf(env.stderr, "rune %s: %v\n", c.name, ee.err)
+			return ee.code
 		case errors.As(err, &ue):
 			fmt.Fprintf(env.stderr, "rune %s: %s\n", c.name, ue.msg)
 			return exitInvalid

@@ -23,7 +23,7 @@ func cmdRun(ctx context.Context, env *cliEnv, args []string) error {
 	quiet := fs.Bool("quiet", false, "do not show node progress on stderr")
 	creds := credentialsFlag(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "Usage: rune run WORKFLOW.json [--input '{\"k\":1}' | --input @payload.json] [--json] [--credentials FILE]\n\nRuns the workflow in this process and waits for it to complete.\nExit status: 0 completed, 1 failed (a node failed with the halt strategy) or halted (cancelled),\n2 invalid workflow, input or usage.")
+		fmt.Fprintln(env.stderr, "Usage: rune run WORKFLOW.json [--input '{\"k\":1}' | --input @payload.json] [--json] [--credentials FILE]\n\nRuns the workflow in this process and waits for it to complete.\nEverything is in memory: stopping the process (Ctrl-C) ends the execution,\nwaits included. For work that survives a restart, use `rune server`.\nExit status: 0 completed, 1 failed (a node failed with the halt strategy) or halted (cancelled),\n2 invalid workflow, input or usage.")
 		fs.PrintDefaults()
 	}
 	path, err := workflowArg(fs, args)

@@ -21,6 +21,8 @@ import (
 	"github.com/rune-org/rune/egress"
 	"github.com/rune-org/rune/embedded"
 	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/internal/dirlock"
+	"github.com/rune-org/rune/internal/sqlitedb"
 	"github.com/rune-org/rune/nodes"
 	"github.com/rune-org/rune/secrets"
 	"github.com/rune-org/rune/server"
@@ -28,6 +30,11 @@ import (
 	"github.com/rune-org/rune/store/postgres"
 	"github.com/rune-org/rune/store/sqlite"
 )
+
+// runtimeDB is the embedded default's runtime file under --data: queues,
+// coordination, timers, barriers and the records of sends (rune.db is the
+// store).
+const runtimeDB = "runtime.db"
 
 // storeFlags are the flags that choose the server's store: --postgres for
 // the distributed master, else SQLite under --data.
@@ -82,6 +89,7 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 	var srv servers
 	srv.flags(fs, env, true)
 	concurrency := fs.Int("concurrency", 0, "embedded default: node executions at once (default: the worker's)")
+	drain := fs.Duration("drain-timeout", 30*time.Second, "embedded default: on SIGTERM, how long the node executions in hand may run on; the rest stays queued under --data for the next start")
 	lease := fs.Duration("dispatch-lease", server.DispatchLeaseDefault, "how long a claimed execution is this server's to publish before another server may (after a crash)")
 	debugAddr := fs.String("debug-addr", "", "serve Go's profiler (net/http/pprof) on this address, e.g. 127.0.0.1:6061 (default: off)")
 	var logs opsFlags
@@ -91,7 +99,7 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 	eg.flags(fs, env)
 	poll := fs.Duration("dispatch-poll", server.DispatchPollDefault, "the dispatcher's pause when nothing is due (triggers through this server wake it at once)")
 	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "Usage: rune server [--addr 127.0.0.1:8080] [--data ./rune-data]\n       rune server --postgres URL --amqp URL --redis URL [--prefix P]\n\nThe master: HTTP API, dispatcher, history and live streams (docs/api.md).\nWith no URLs, the embedded default: API, dispatcher, a worker and a scheduler in\none process on SQLite under --data. With URLs, the distributed master (several may\nrun); start `rune worker` and `rune scheduler` processes too.\nRUNE_API_TOKEN is accepted as a bearer token besides `rune token create` ones.")
+		fmt.Fprintln(env.stderr, "Usage: rune server [--addr 127.0.0.1:8080] [--data ./rune-data]\n       rune server --postgres URL --amqp URL --redis URL [--prefix P]\n\nThe master: HTTP API, dispatcher, history and live streams (docs/api.md).\nWith no URLs, the embedded default: API, dispatcher, a worker and a scheduler in\none process on SQLite under --data (rune.db: history; runtime.db: queues, timers,\ncoordination), durable across restarts; one server per --data (rune.lock).\nWith URLs, the distributed master (several may run); start `rune worker` and `rune scheduler` processes too.\nRUNE_API_TOKEN is accepted as a bearer token besides `rune token create` ones.")
 		fs.PrintDefaults()
 	}
 	if _, err := parseInterspersed(fs, args); err != nil {
@@ -107,6 +115,19 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	if srv.egress, err = eg.policy(); err != nil {
 		return err
+	}
+	if !distributedMode {
+		// Before anything under --data is read or written: a second server
+		// on the directory would dispatch and consume the first's work.
+		lock, err := dirlock.Acquire(sf.data)
+		var held *dirlock.HeldError
+		if errors.As(err, &held) {
+			return exitErr{code: exitInvalid, err: err}
+		}
+		if err != nil {
+			return fmt.Errorf("--data: %w", err)
+		}
+		defer lock.Release()
 	}
 	if *debugAddr != "" {
 		stop, err := serveDebug(*debugAddr, log, srv.egress)
@@ -129,6 +150,7 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 		b     broker.Broker
 		eng   *engine.Engine
 		ready []server.ReadyCheck
+		dlq   console.DeadLetters
 	)
 	var closers []func()
 	defer func() {
@@ -152,31 +174,27 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 			ready = append(ready, server.ReadyCheck{Name: c.name, Check: c.check})
 		}
 	} else {
-		rt, err := embedded.New(embedded.Options{Logger: log, Concurrency: *concurrency, ConsumeEvents: true, Tracer: tr,
+		db, err := sqlitedb.Open(ctx, filepath.Join(sf.data, runtimeDB), sqlitedb.Options{})
+		if err != nil {
+			return fmt.Errorf("open the runtime's database under %s: %w", sf.data, err)
+		}
+		closers = append(closers, func() { db.Close() })
+		rt, err := embedded.New(embedded.Options{Logger: log, Concurrency: *concurrency, ConsumeEvents: true, Tracer: tr, DB: db, DrainTimeout: *drain,
 			Secrets: secrets.Store{Store: st, Keys: keys}, Nodes: nodes.Options{Logger: log, Egress: srv.egress}})
 		if err != nil {
 			return err
 		}
 		closers = append(closers, func() { rt.Close() })
 		b, eng = rt.Broker, rt.Engine
+		if rt.DeadLetters != nil {
+			dlq = embeddedDLQ{rt.DeadLetters}
+		}
 	}
 	s, err := server.New(server.Config{Store: st, Broker: b, Engine: eng, Keys: keys, APIToken: env.getenv("RUNE_API_TOKEN"), Logger: log,
 		DispatchLease: *lease, DispatchPoll: *poll, ReadyChecks: ready, Retention: *retention, Tracer: tr})
 	if err != nil {
 		return err
 	}
-	if !distributedMode {
-		// One process owns the SQLite file: what the previous process was
-		// running died with its in-process queues.
-		n, err := s.AbandonRunning(ctx)
-		if err != nil {
-			return err
-		}
-		if n > 0 {
-			log.Warn("executions left running by the previous server process were marked failed", "count", n)
-		}
-	}
-	var dlq console.DeadLetters
 	mode := "embedded"
 	if distributedMode {
 		dlq, mode = consoleDLQ{srv: &srv, log: log}, "distributed"

@@ -133,13 +133,30 @@ func (d *DB) Path() string { return d.path }
 func (d *DB) Write(ctx context.Context, fn func(*sql.Tx) error) error {
 	req := &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1)}
 	select {
+	case <-d.stop:
+		return ErrClosed
+	default:
+	}
+	select {
 	case d.reqs <- req:
 	case <-d.stop:
 		return ErrClosed
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	return <-req.done
+	// A request queued as Close stops the writer may be taken by no one:
+	// once the writer has stopped, what it did not answer is closed out.
+	select {
+	case err := <-req.done:
+		return err
+	case <-d.stopped:
+		select {
+		case err := <-req.done:
+			return err
+		default:
+			return ErrClosed
+		}
+	}
 }
 
 func (d *DB) writeLoop() {

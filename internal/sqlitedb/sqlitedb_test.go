@@ -58,13 +58,37 @@ func TestWriteGroups(t *testing.T) {
 	}
 }
 
-// TestWriteAfterClose returns ErrClosed.
+// TestWriteAfterClose returns ErrClosed, every time: the request queue has
+// room, and a Write that queued its request after the writer stopped used
+// to wait for ever.
 func TestWriteAfterClose(t *testing.T) {
 	d := open(t)
 	d.Close()
-	if err := d.Write(context.Background(), func(*sql.Tx) error { return nil }); !errors.Is(err, ErrClosed) {
-		t.Fatalf("Write after Close = %v, want ErrClosed", err)
+	for range 1000 {
+		if err := d.Write(context.Background(), func(*sql.Tx) error { return nil }); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Write after Close = %v, want ErrClosed", err)
+		}
 	}
+}
+
+// TestWriteDuringClose: writes racing Close either commit or return
+// ErrClosed; none waits for ever.
+func TestWriteDuringClose(t *testing.T) {
+	d := open(t)
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Go(func() {
+			err := d.Write(context.Background(), func(tx *sql.Tx) error {
+				_, err := tx.Exec("INSERT INTO kv VALUES (?, ?)", i, i)
+				return err
+			})
+			if err != nil && !errors.Is(err, ErrClosed) {
+				t.Errorf("write %d: %v", i, err)
+			}
+		})
+	}
+	d.Close()
+	wg.Wait()
 }
 
 // TestReopenKeeps: what committed is there after reopening the file.
