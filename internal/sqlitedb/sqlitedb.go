@@ -84,7 +84,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	}
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxIdleTime(0)
-	if err := ping(ctx, w, opts.BusyTimeout); err != nil {
+	if err := Ping(ctx, w, opts.BusyTimeout); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("sqlitedb: open %s: %w", path, err)
 	}
@@ -100,10 +100,10 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	return d, nil
 }
 
-// ping opens the writer connection. Turning a new file to WAL takes an
+// Ping opens db's first connection. Turning a new file to WAL takes an
 // exclusive lock and fails at once, without the busy timeout, when another
 // process is doing the same: that is retried for up to timeout.
-func ping(ctx context.Context, db *sql.DB, timeout time.Duration) error {
+func Ping(ctx context.Context, db *sql.DB, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		err := db.PingContext(ctx)

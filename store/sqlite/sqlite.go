@@ -18,12 +18,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rune-org/rune/internal/sqlitedb"
 	"github.com/rune-org/rune/store"
 	"github.com/rune-org/rune/store/migrate"
 	"github.com/rune-org/rune/store/sqlfile"
 
-	"modernc.org/sqlite" // registers the "sqlite" driver
-	sqlite3 "modernc.org/sqlite/lib"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
 
 //go:embed migrations/*.sql
@@ -72,7 +72,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxIdleTime(0)
 	s := &Store{w: w, path: path}
-	if err := ping(ctx, w); err != nil {
+	if err := sqlitedb.Ping(ctx, w, BusyTimeout); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
@@ -99,25 +99,6 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	}
 	s.r.SetMaxOpenConns(ReadConns)
 	return s, nil
-}
-
-// ping opens the writer connection. Turning a new file to WAL takes an
-// exclusive lock and fails at once, without the busy timeout, when another
-// process is doing the same: that is retried for up to BusyTimeout.
-func ping(ctx context.Context, db *sql.DB) error {
-	deadline := time.Now().Add(BusyTimeout)
-	for {
-		err := db.PingContext(ctx)
-		var se *sqlite.Error
-		if err == nil || !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }
 
 // Path is the database file's path.
