@@ -33,6 +33,23 @@ func TestStringRedactsEveryForm(t *testing.T) {
 	}
 }
 
+// A secret that begins with another, shorter one is masked whole: the
+// longest form is matched first, whatever order the secrets were added in.
+func TestStringRedactsLongestFirst(t *testing.T) {
+	var s Set
+	s.Add("abcd1234")
+	s.Add("abcd1234efgh5678")
+	for _, text := range []string{"abcd1234efgh5678", "key=abcd1234efgh5678;"} {
+		want := strings.ReplaceAll(text, "abcd1234efgh5678", Mask)
+		if got := s.String(text); got != want {
+			t.Errorf("String(%q) = %q, want %q", text, got, want)
+		}
+	}
+	if got := s.String("abcd1234 alone"); got != Mask+" alone" {
+		t.Errorf("the shorter secret alone: %q", got)
+	}
+}
+
 func TestValueRedactsWithoutModifying(t *testing.T) {
 	var s Set
 	s.Add(secret)
