@@ -52,6 +52,33 @@ func Run(t *testing.T, newCoord func(t *testing.T) coord.Coordinator) {
 	}
 }
 
+// errorList collects the errors of concurrent goroutines. add never blocks:
+// a goroutine reporting while it holds a lock the others wait on must not
+// wait for room (a full channel there hangs the test instead of failing it).
+type errorList struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+func (l *errorList) add(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.errs = append(l.errs, err)
+}
+
+// check fails t with the errors collected: the first ten, and how many.
+func (l *errorList) check(t *testing.T) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, err := range l.errs[:min(len(l.errs), 10)] {
+		t.Error(err)
+	}
+	if len(l.errs) > 0 {
+		t.Fatalf("%d error(s)", len(l.errs))
+	}
+}
+
 func ctxFor(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
