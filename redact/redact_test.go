@@ -50,6 +50,18 @@ func TestStringRedactsLongestFirst(t *testing.T) {
 	}
 }
 
+// MinLen is inclusive: a secret of exactly MinLen bytes is redacted, and
+// so is HTTP Basic's base64 of two shorter fields that make MinLen together.
+func TestMinLenIsInclusive(t *testing.T) {
+	var s Set
+	s.Add("k3y!")
+	s.Add("ab", "cd")
+	basic := base64.StdEncoding.EncodeToString([]byte("ab:cd"))
+	if got := s.String("x k3y! " + basic + " ab cd"); got != "x [redacted] [redacted] ab cd" {
+		t.Errorf("String = %q: want the 4-byte secret and the Basic form of ab:cd redacted, ab and cd alone not", got)
+	}
+}
+
 func TestValueRedactsWithoutModifying(t *testing.T) {
 	var s Set
 	s.Add(secret)
