@@ -187,9 +187,10 @@ func testTimersEarliestFirstAndMax(t *testing.T, ts coord.Timers) {
 		timersSchedule(t, ts, x.id, timersBase.Add(time.Duration(x.sec)*time.Second), nil)
 	}
 	now := timersBase.Add(10 * time.Second)
-	timersWant(t, "first Claim, max 3", timersClaim(t, ts, now, 3), 1, "a", "b", "c")
-	timersWant(t, "second Claim, max 10", timersClaim(t, ts, now, 10), 1, "d", "e")
-	timersWant(t, "third Claim", timersClaim(t, ts, now, 10), 1)
+	timersWant(t, "first Claim, max 1", timersClaim(t, ts, now, 1), 1, "a")
+	timersWant(t, "second Claim, max 2", timersClaim(t, ts, now, 2), 1, "b", "c")
+	timersWant(t, "third Claim, max 10", timersClaim(t, ts, now, 10), 1, "d", "e")
+	timersWant(t, "fourth Claim", timersClaim(t, ts, now, 10), 1)
 	for _, id := range []string{"a", "b", "c", "d", "e"} {
 		timersDone(t, ts, id)
 	}
