@@ -732,6 +732,10 @@ func testAfterEnd(t *testing.T, c coord.Coordinator) {
 		t.Fatalf("duplicate Finish a after a stray Finish: Duplicate not set")
 	}
 	completed(t, "duplicate Finish a", o, map[string]any{})
+	// A branch suspending after the end is told to wake: nothing waits for it.
+	if wake, err := c.Park(ctxFor(t), exec, "late-wait"); err != nil || !wake {
+		t.Fatalf("Park after the end: wake %v, %v; want wake (the execution ended)", wake, err)
+	}
 }
 
 // testInterleavedExecutions: many executions sharing message ids run through
