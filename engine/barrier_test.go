@@ -1,7 +1,10 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -58,5 +61,30 @@ func TestBarrierOutlivesItsTimeout(t *testing.T) {
 	}
 	if bs.minTTL <= timeout {
 		t.Fatalf("a barrier's TTL is %v, not beyond its aggregator's timeout of %v", bs.minTTL, timeout)
+	}
+}
+
+// A split delivered again after its Finish (its ack lost) replays: it
+// evaluates its array again and publishes the same branches, byte for byte,
+// so none is lost and the aggregator still gets every item.
+func TestSplitReplayPublishesTheSameBranches(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, `{"id":"splitreplay","nodes":[
+		{"id":"start","type":"trigger","trigger":true},
+		{"id":"each","type":"split","parameters":{"input_array":"{{ $trigger.n }}"}},
+		{"id":"x","type":"set","parameters":{"values":{"v":"{{ $item * 2 }}"}}},
+		{"id":"agg","type":"aggregator","parameters":{"value":"{{ $x.v }}"}}],
+		"edges":[{"id":"e1","src":"start","dst":"each"},{"id":"e2","src":"each","dst":"x"},{"id":"e3","src":"x","dst":"agg"}]}`)
+	h.start(map[string]any{"n": []any{1.0, 2.0, 3.0}})
+	split := h.queue[0].Msg
+	h.step(0)
+	first, _ := json.Marshal(h.queue)
+	again := handleAgain(t, h, split)
+	if got, _ := json.Marshal(again.Next); len(again.Next) != 3 || !bytes.Equal(got, first) {
+		t.Fatalf("the replayed split published %d branches, want the same 3:\n got %s\nwant %s", len(again.Next), got, first)
+	}
+	h.drain()
+	if items := h.completion().FinalContext["$agg"].(map[string]any)["items"]; fmt.Sprint(items) != "[2 4 6]" {
+		t.Fatalf("$agg.items = %v, want [2 4 6]", items)
 	}
 }
