@@ -27,6 +27,7 @@ import (
 	"github.com/rune-org/rune/bench"
 	"github.com/rune-org/rune/broker"
 	"github.com/rune-org/rune/client"
+	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/internal/testinfra"
 	"github.com/rune-org/rune/message"
 )
@@ -82,7 +83,11 @@ func runLinear(t *testing.T, c *cluster, disrupt func(workers []*proc)) {
 		}
 	}
 	cs.drain(c)
-	cs.checkLinear(ids, linearNodes)
+	var faulty []*proc // with no fault injected, no duplicate is allowed
+	if disrupt != nil {
+		faulty = workers
+	}
+	cs.checkLinear(ids, linearNodes, faulty)
 }
 
 func signalAll(t *testing.T, procs []*proc, sig syscall.Signal) {
@@ -201,7 +206,7 @@ func TestMalformedMessageDeadLettered(t *testing.T) {
 	}
 	w.terminate(t, 30*time.Second)
 	cs.drain(c)
-	cs.checkLinear(ids, linearNodes)
+	cs.checkLinear(ids, linearNodes, nil) // no fault: no duplicate allowed
 
 	// Nothing else was dead-lettered: what the consumer did not take is
 	// still in the queue once it stopped.
@@ -664,5 +669,45 @@ func TestBenchTimersSpawnWorkers(t *testing.T) {
 	}
 	if b.Pending != 2000 || b.Fired < 900 || b.Early != 0 || b.Duplicate != 0 || b.After <= 0 {
 		t.Errorf("part (b): %+v, want 2000 pending, about 1000 fired (100/s for 10 s), none early or twice", b)
+	}
+}
+
+// The duplicate check every end-to-end test makes is no formality: a
+// completion published twice, with no fault to explain it, is caught; one
+// a worker logged publishing again in the publish-to-record window is not.
+func TestDuplicateCompletionCaught(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, "")
+	cs := c.collect()
+	ids := linearIDs(c.prefix, 2)
+	publish := func(id string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		comp := &message.Completion{WorkflowID: "dup", ExecutionID: id, Status: message.CompletionCompleted,
+			FinalContext: map[string]any{}, CompletedAt: time.Unix(1_700_000_000, 0).UTC()}
+		// As the engine publishes a completion: the execution id as message id.
+		if err := c.master.Publish(ctx, broker.Message{Topic: broker.Completion, ID: id, Key: id, Body: comp}).Wait(ctx); err != nil {
+			t.Fatalf("publish the completion of %s: %v", id, err)
+		}
+	}
+	publish(ids[0])
+	publish(ids[1])
+	publish(ids[1]) // the same completion, published twice
+	cs.waitDistinct(2, 30*time.Second)
+	cs.drain(c)
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.dups != 1 || len(cs.mismatches) != 0 {
+		t.Fatalf("%d duplicates (%v), %d mismatches: want the second publish counted as one identical duplicate", cs.dups, cs.dupExecs, len(cs.mismatches))
+	}
+	p := cs.duplicateProblem(nil)
+	if !strings.Contains(p, "1 duplicate completion message") || !strings.Contains(p, ids[1]) {
+		t.Fatalf("no fault injected: the duplicate check says %q, want it to name the duplicate of %s", p, ids[1])
+	}
+	worker := &proc{name: "worker"}
+	fmt.Fprintf(&worker.stderr, "level=WARN msg=%q execution_id=%s\n", engine.RepublishLog, ids[1])
+	if p := cs.duplicateProblem([]*proc{worker}); p != "" {
+		t.Fatalf("a duplicate its worker logged publishing again in the window was refused: %s", p)
 	}
 }

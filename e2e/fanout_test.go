@@ -82,6 +82,9 @@ func fanoutSurvivesKill(t *testing.T, c *cluster, sharded bool) {
 	if len(cs.mismatches) > 0 {
 		t.Fatalf("completions differ: %v", cs.mismatches)
 	}
+	if p := cs.duplicateProblem(workers); p != "" {
+		t.Fatal(p)
+	}
 	comp := cs.first[id]
 	if comp == nil || comp.Status != "completed" {
 		t.Fatalf("completion %+v, want completed", comp)

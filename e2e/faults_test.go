@@ -245,19 +245,17 @@ func (r *faultRun) check() {
 	// A duplicate is a bug unless a worker or scheduler published it again
 	// in the one window left, between RabbitMQ accepting the completion
 	// and its record, and said so in its log.
-	window, routed := 0, 0
-	for _, p := range append(slices.Clone(r.workers), r.schedulers...) {
-		window += strings.Count(p.stderr.String(), engine.RepublishLog)
+	procs := append(slices.Clone(r.workers), r.schedulers...)
+	routed := 0
+	for _, p := range procs {
 		routed += strings.Count(p.stderr.String(), engine.RoutedLog)
 	}
 	if routed > 0 {
 		// Each a duplicate the receipts queue prevented (issue 10).
 		t.Logf("%d completion(s) whose confirm was lost found in RabbitMQ's receipts, not published again", routed)
 	}
-	if r.cs.dups > window {
-		problems = append(problems, fmt.Sprintf("%d duplicate completion message(s), %d of them from the window between publish and record (executions: %v)", r.cs.dups, window, r.cs.dupExecs))
-	} else if r.cs.dups > 0 {
-		t.Logf("%d duplicate completion(s), identical, each published again in the window between RabbitMQ accepting it and its record", r.cs.dups)
+	if p := r.cs.duplicateProblem(procs); p != "" {
+		problems = append(problems, p)
 	}
 	if r.cs.redelivered > 0 {
 		t.Logf("%d completion(s) delivered again to the test's consumer, which lost its connection before acking them", r.cs.redelivered)

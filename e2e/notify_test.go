@@ -86,6 +86,9 @@ func crashAt(t *testing.T, kind, point string, sends int, smtpCfg catcher.SMTPCo
 	cs.drain(c)
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
+	if p := cs.duplicateProblem([]*proc{victim, rescuer}); p != "" {
+		t.Fatal(p)
+	}
 	comp := cs.first[id]
 	if comp.Status != "completed" {
 		t.Fatalf("completion %+v, want completed", comp)
@@ -222,6 +225,9 @@ func TestWelcomeSeriesThousandWithKill(t *testing.T) {
 	defer cs.mu.Unlock()
 	if len(cs.mismatches) > 0 {
 		t.Fatalf("completions differ: %v", cs.mismatches[0])
+	}
+	if p := cs.duplicateProblem(workers); p != "" {
+		t.Fatal(p)
 	}
 	mailsTo := map[string][]catcher.Mail{}
 	for _, m := range svc.mail.Mails() {

@@ -5,9 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
-	"time"
 
+	"github.com/rune-org/rune/coord"
 	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/message"
 )
@@ -106,15 +107,37 @@ func TestCompletionRoutedIsNotPublishedAgain(t *testing.T) {
 	}
 }
 
+// recordOnFinish is a coordinator that, once armed, calls record right
+// after the first Finish that finds the completer finished before and its
+// completion not recorded as published: the first delivery's worker
+// recording the completion while the redelivery waits, at a known point
+// rather than after a sleep.
+type recordOnFinish struct {
+	coord.Coordinator
+	armed  atomic.Bool
+	record func()
+}
+
+func (c *recordOnFinish) Finish(ctx context.Context, exec, id string, f coord.Finish) (coord.Outcome, error) {
+	out, err := c.Coordinator.Finish(ctx, exec, id, f)
+	if err == nil && out.Duplicate && out.Last && !out.Published && c.armed.CompareAndSwap(true, false) {
+		c.record()
+	}
+	return out, err
+}
+
 // A redelivered completer waits a moment before asking the broker; when the
 // first delivery's worker records the completion as published meanwhile
 // (it was slow, not dead), it publishes none and does not ask.
 func TestCompletionRecordedWhileRedeliveryWaits(t *testing.T) {
 	t.Parallel()
-	asked := make(chan string, 1)
+	var asked []string
+	var co *recordOnFinish
 	h := newHarnessWith(t, twoEndsDef, func(c *engine.Config) {
+		co = &recordOnFinish{Coordinator: c.Coord}
+		c.Coord = co
 		c.CompletionRouted = func(_ context.Context, exec string) (bool, error) {
-			asked <- exec
+			asked = append(asked, exec)
 			return false, nil
 		}
 	})
@@ -122,23 +145,17 @@ func TestCompletionRecordedWhileRedeliveryWaits(t *testing.T) {
 	completer := h.queue[1].Msg
 	h.drain()
 	c := h.completion()
-	again := make(chan *engine.Effects, 1)
-	go func() {
-		var f engine.Effects
-		if err := h.eng.Handle(context.Background(), completer, &f); err != nil {
-			t.Errorf("redeliver: %v", err)
-		}
-		again <- &f
-	}()
-	// The redelivery's Finish comes at once; its wait lasts a second.
-	time.Sleep(200 * time.Millisecond)
-	h.eng.Completed(context.Background(), c)
-	if f := <-again; f.Completion != nil {
+	// The redelivery's Finish finds the completer done and unrecorded; the
+	// record comes right after it, while the redelivery waits.
+	co.record = func() { h.eng.Completed(context.Background(), c) }
+	co.armed.Store(true)
+	if f := handleAgain(t, h, completer); f.Completion != nil {
 		t.Fatal("the redelivered completer published the completion recorded while it waited")
 	}
-	select {
-	case exec := <-asked:
-		t.Fatalf("asked the broker about %s although the record came first", exec)
-	default:
+	if co.armed.Load() {
+		t.Fatal("the redelivery made no Finish: the record never came")
+	}
+	if len(asked) != 0 {
+		t.Fatalf("asked the broker about %v although the record came first", asked)
 	}
 }

@@ -272,17 +272,25 @@ func TestEmailReplies(t *testing.T) {
 func TestEmailInvalidAddresses(t *testing.T) {
 	t.Parallel()
 	s := startSMTP(t, catcher.SMTPConfig{})
-	for field, v := range map[string]any{
-		"to":  "ada@example.com, not an address",
-		"cc":  []any{"ok@example.com", "{{ $trigger.name }}"},
-		"bcc": "x@@y",
+	for _, c := range []struct {
+		field string
+		v     any
+		bad   string // the part named: the first that is no address
+	}{
+		{"to", "ada@example.com, not an address", "not an address"},
+		{"cc", []any{"ok@example.com", "{{ $trigger.name }}"}, "ada"},
+		{"bcc", "x@@y", "x@@y"},
+		{"reply_to", "ok@example.com, first@, , second@", "first@"},
 	} {
 		params := map[string]any{"from": "a@rune.test", "to": "z@example.com", "subject": "x", "text": "y"}
-		params[field] = v
+		params[c.field] = c.v
 		_, err := runEmail(t, Options{}, smtpCred(s, "none"), params, welcomeEnv, "k")
 		ne := nodeError(t, err, CodeInvalidAddress, false)
-		if !strings.Contains(ne.Message, "parameters."+field) {
-			t.Errorf("%s: %q does not name the parameter", field, ne.Message)
+		if !strings.Contains(ne.Message, "parameters."+c.field) {
+			t.Errorf("%s: %q does not name the parameter", c.field, ne.Message)
+		}
+		if ne.Details["address"] != c.bad {
+			t.Errorf("%s: the error names %q (%s), want %q", c.field, ne.Details["address"], ne.Message, c.bad)
 		}
 	}
 	if len(s.Mails()) != 0 {
@@ -561,4 +569,18 @@ func decodedBody(t *testing.T, m catcher.Mail) string {
 		t.Fatal(err)
 	}
 	return strings.TrimRight(string(b), "\r\n")
+}
+
+// The SMTP port is checked at the door, 1 to 65535 inclusive.
+func TestSMTPPortRange(t *testing.T) {
+	t.Parallel()
+	for port, ok := range map[string]bool{"0": false, "1": true, "65535": true, "65536": false, "-5": false, "x": false} {
+		c, err := parseSMTP("mail", map[string]string{"type": "smtp", "host": "127.0.0.1", "port": port})
+		if ok != (err == nil) || (ok && strconv.Itoa(c.port) != port) {
+			t.Errorf("port %q: %+v, %v; want accepted %v", port, c.port, err, ok)
+		}
+		if !ok && (err == nil || !strings.Contains(err.Error(), `field "port"`)) {
+			t.Errorf("port %q: error %v does not name the field", port, err)
+		}
+	}
 }

@@ -34,6 +34,35 @@ func TestStringRedactsEveryForm(t *testing.T) {
 	}
 }
 
+// A secret that begins with another, shorter one is masked whole: the
+// longest form is matched first, whatever order the secrets were added in.
+func TestStringRedactsLongestFirst(t *testing.T) {
+	var s Set
+	s.Add("abcd1234")
+	s.Add("abcd1234efgh5678")
+	for _, text := range []string{"abcd1234efgh5678", "key=abcd1234efgh5678;"} {
+		want := strings.ReplaceAll(text, "abcd1234efgh5678", Mask)
+		if got := s.String(text); got != want {
+			t.Errorf("String(%q) = %q, want %q", text, got, want)
+		}
+	}
+	if got := s.String("abcd1234 alone"); got != Mask+" alone" {
+		t.Errorf("the shorter secret alone: %q", got)
+	}
+}
+
+// MinLen is inclusive: a secret of exactly MinLen bytes is redacted, and
+// so is HTTP Basic's base64 of two shorter fields that make MinLen together.
+func TestMinLenIsInclusive(t *testing.T) {
+	var s Set
+	s.Add("k3y!")
+	s.Add("ab", "cd")
+	basic := base64.StdEncoding.EncodeToString([]byte("ab:cd"))
+	if got := s.String("x k3y! " + basic + " ab cd"); got != "x [redacted] [redacted] ab cd" {
+		t.Errorf("String = %q: want the 4-byte secret and the Basic form of ab:cd redacted, ab and cd alone not", got)
+	}
+}
+
 func TestValueRedactsWithoutModifying(t *testing.T) {
 	var s Set
 	s.Add(secret)

@@ -20,10 +20,22 @@ type Runtime interface {
 	Run(ctx context.Context, def []byte, input any, onStatus func(*message.NodeStatus)) (*message.Completion, error)
 }
 
-// Run runs every scenario on runtimes from newRuntime (one per scenario).
-func Run(t *testing.T, newRuntime func(t *testing.T) Runtime) {
+// KnownBug names a scenario a runtime is known to fail, and why: Run skips
+// it there, saying so. Each is a bug to fix, not a behaviour to keep.
+type KnownBug struct {
+	Scenario, Why string
+}
+
+// Run runs every scenario on runtimes from newRuntime (one per scenario),
+// but those of known.
+func Run(t *testing.T, newRuntime func(t *testing.T) Runtime, known ...KnownBug) {
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
+			for _, k := range known {
+				if k.Scenario == sc.name {
+					t.Skipf("KNOWN BUG on this runtime: %s", k.Why)
+				}
+			}
 			t.Parallel()
 			rt := newRuntime(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -373,6 +385,38 @@ var scenarios = []scenario{
 			r.equal("$agg.items", `[0,2,6,12,20]`)
 			if r.count("join", message.StatusSuccess) != 5 {
 				r.t.Fatalf("join fired %d times, want once per item (5)", r.count("join", message.StatusSuccess))
+			}
+		},
+	},
+	{
+		// Each item reaches agg by two paths (a and b): the first arrival
+		// fills its slot; the second comes from another message and must
+		// neither count nor fire agg again once the barrier is complete.
+		// The delay after agg holds the completion back, so a second firing
+		// reports its statuses before the run ends.
+		name: "OneItemByTwoPaths",
+		def: wf("twopaths", `
+			{"id":"each","type":"split","parameters":{"input_array":"{{ $trigger.n }}"}},
+			{"id":"x","type":"set","parameters":{"values":{"v":"{{ $item * 10 }}"}}},
+			{"id":"a","type":"set","parameters":{"values":{"path":"a"}}},
+			{"id":"b","type":"set","parameters":{"values":{"path":"b"}}},
+			{"id":"agg","type":"aggregator","parameters":{"value":"{{ $x.v }}"}},
+			{"id":"after","type":"set","parameters":{"values":{"total":"{{ $agg.total }}"}}},
+			{"id":"hold","type":"delay","parameters":{"delayMs":500}}`,
+			`{"id":"e1","src":"start","dst":"each"},{"id":"e2","src":"each","dst":"x"},{"id":"e3","src":"x","dst":"a"},{"id":"e4","src":"x","dst":"b"},
+			{"id":"e5","src":"a","dst":"agg"},{"id":"e6","src":"b","dst":"agg"},{"id":"e7","src":"agg","dst":"after"},{"id":"e8","src":"after","dst":"hold"}`),
+		input: `{"n":[1,2,3]}`,
+		check: func(r *result) {
+			r.status(message.CompletionCompleted)
+			r.equal("$agg.items", `[10,20,30]`)
+			r.equal("$after.total", `3`)
+			for _, n := range []string{"agg", "after", "hold"} {
+				if got := r.count(n, message.StatusSuccess); got != 1 {
+					r.t.Fatalf("%s succeeded %d times, want once: an item's second path fired the aggregator again", n, got)
+				}
+			}
+			if got := r.count("x", message.StatusSuccess); got != 3 {
+				r.t.Fatalf("x ran %d times, want once per item (3)", got)
 			}
 		},
 	},

@@ -423,6 +423,9 @@ type flakyCoord struct {
 	down atomic.Bool
 	// slow, in nanoseconds, delays every Begin: a resume that takes long.
 	slow atomic.Int64
+	// hold, when set (before the engine is used concurrently), makes every
+	// Begin wait until it is closed: a resume that ends when the test says.
+	hold chan struct{}
 }
 
 var errDown = errors.New("coordination store unreachable")
@@ -432,6 +435,13 @@ func (f *flakyCoord) Begin(ctx context.Context, exec, id string) (coord.Begin, e
 		return coord.Begin{}, errDown
 	}
 	time.Sleep(time.Duration(f.slow.Load()))
+	if f.hold != nil {
+		select {
+		case <-f.hold:
+		case <-ctx.Done():
+			return coord.Begin{}, ctx.Err()
+		}
+	}
 	return f.Coordinator.Begin(ctx, exec, id)
 }
 
@@ -659,23 +669,73 @@ func TestFrozenSchedulerPublishesNothingAfterTakeover(t *testing.T) {
 
 // TestLeaseRenewedWhileResuming: a resume that takes several leases (a slow
 // coordination store) keeps its timer: a second scheduler polling all along
-// never claims it, and the branch resumes once.
+// never claims it, and the branch resumes once. The schedulers' clock is
+// the test's: it moves a third of a lease only after the holder renewed,
+// and the resume ends when the test says, so no timing is assumed (a 300 ms
+// lease renewed every 100 ms of real time once failed under -race on two
+// loaded cores).
 func TestLeaseRenewedWhileResuming(t *testing.T) {
 	p := newPieces(t)
 	p.suspend(t, "exec_r")
 	out := p.resumed(t)
 	const lease = 300 * time.Millisecond
-	p.coord.slow.Store(int64(4 * lease))
+	release := make(chan struct{})
+	p.coord.hold = release // set before any scheduler runs
+	var now atomic.Int64
+	now.Store(time.Now().Add(2 * time.Second).UnixNano()) // the 1 s wait is due
+	ts := &countingTimers{Timers: p.timers}
 	var claims atomic.Int64
-	cfg := scheduler.Config{Timers: p.timers, Broker: p.broker, Engine: p.engine, Poll: 10 * time.Millisecond, Lease: lease, Logger: quiet,
+	cfg := scheduler.Config{Timers: ts, Broker: p.broker, Engine: p.engine, Poll: 10 * time.Millisecond, Lease: lease, Logger: quiet,
+		Now:        func() time.Time { return time.Unix(0, now.Load()) },
 		AfterClaim: func(ts []coord.Timer) { claims.Add(int64(len(ts))) }}
 	for range 2 {
 		background(t, func(ctx context.Context) { _ = scheduler.Run(ctx, cfg) })
 	}
-	// The wait is 1 s; resuming takes 1.2 s more.
+	// On failure the held resume is let go before the schedulers are
+	// stopped (cleanups run last first), or stopping them would wait on it.
+	var releaseOnce sync.Once
+	let := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(let)
+	waitUntil(t, 30*time.Second, "the timer claimed", func() bool { return claims.Load() > 0 })
+	// Four leases pass, a third at a time, each after a renewal.
+	for i := range 12 {
+		renewed := ts.extends.Load()
+		waitUntil(t, 30*time.Second, fmt.Sprintf("renewal %d", i+1), func() bool {
+			if n := claims.Load(); n > 1 {
+				t.Fatalf("after %d thirds of a lease, the timer was claimed %d times: its lease was not kept while it resumed", i, n)
+			}
+			return ts.extends.Load() > renewed
+		})
+		now.Add(int64(lease / 3))
+	}
+	let()
 	expectResumedWithin(t, out, 30*time.Second, "exec_r")
 	if n := claims.Load(); n != 1 {
 		t.Fatalf("the timer was claimed %d times, want once: its lease was not kept while it resumed", n)
+	}
+}
+
+// countingTimers counts Extend calls: lease renewals.
+type countingTimers struct {
+	coord.Timers
+	extends atomic.Int64
+}
+
+func (c *countingTimers) Extend(ctx context.Context, now time.Time, lease time.Duration, held ...coord.Timer) ([]string, error) {
+	lost, err := c.Timers.Extend(ctx, now, lease, held...)
+	c.extends.Add(1)
+	return lost, err
+}
+
+// waitUntil polls cond until it holds, or fails t after within.
+func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, within)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

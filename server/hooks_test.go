@@ -84,7 +84,7 @@ func (a *api) executionsOf(workflowID string) []execution {
 }
 
 // TestWebhooks: a signed hook starts one execution per valid delivery; a
-// replayed delivery id, a bad signature, a stale timestamp, an oversized
+// replayed delivery id, a bad signature, a stale or future timestamp, an oversized
 // body and a disabled hook start nothing (200 duplicate / 401 / 401 / 413
 // / 404); a burst over the rate limit gets 429 with Retry-After; rotation
 // retires the old URL; a reply hook answers the selected result.
@@ -148,6 +148,9 @@ func testWebhooks(t *testing.T, tg *target) {
 		{"bad signature", 401, body, append(bad, "X-Request-Id", "d-2")},
 		{"signed by another secret", 401, body, append(sign("whsec_not-the-secret", time.Now(), body), "X-Request-Id", "d-3")},
 		{"stale timestamp", 401, body, append(sign(hk.SigningSecret, time.Now().Add(-10*time.Minute), body), "X-Request-Id", "d-4")},
+		// Dated ahead: valid until then if only the past were bounded.
+		{"timestamp in the future", 401, body, append(sign(hk.SigningSecret, time.Now().Add(10*time.Minute), body), "X-Request-Id", "d-7")},
+		{"timestamp a year ahead", 401, body, append(sign(hk.SigningSecret, time.Now().AddDate(1, 0, 0), body), "X-Request-Id", "d-8")},
 		{"no signature", 401, body, []string{"X-Request-Id", "d-5"}},
 		{"oversized body", 413, `{"event":"` + strings.Repeat("x", 2000) + `"}`, nil},
 		{"unknown hook", 404, body, nil},

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -143,24 +142,50 @@ func TestRedeliveryPause(t *testing.T) {
 	}
 }
 
+// A dead letter its consumer rejects is dropped, not dead-lettered again in
+// a loop. The dead-letter queue is FIFO with one handler: by the time the
+// second sentinel (published once the first is in hand, so after any copy
+// of m pushed back while m was handled) arrives, any such copy would have
+// arrived before it. No sleep: the sentinels mark where to look.
 func TestDeadLetterRejectedAgainIsDropped(t *testing.T) {
 	t.Parallel()
 	b := newBroker(t, memory.Options{})
 	reject := func(ctx context.Context, d *broker.Delivery) error { return fmt.Errorf("no: %w", broker.ErrReject) }
-	var dlq atomic.Int64
+	var mu sync.Mutex
+	seen := map[string]int{}
+	done := make(chan struct{})
 	ctx, cancel := context.WithCancel(ctxBG)
 	defer cancel()
 	go b.Consume(ctx, broker.Execution, broker.ConsumeOptions{}, reject)
 	go b.Consume(ctx, broker.DeadLetter, broker.ConsumeOptions{}, func(ctx context.Context, d *broker.Delivery) error {
-		dlq.Add(1)
+		mu.Lock()
+		seen[d.ID]++
+		n := seen[d.ID]
+		mu.Unlock()
+		next := map[string]string{"m": "sentinel-1", "sentinel-1": "sentinel-2"}[d.ID]
+		switch {
+		case n > 1:
+		case next != "":
+			if err := b.Publish(ctx, execMsg(next, 0)).Wait(ctx); err != nil {
+				t.Errorf("publish %s: %v", next, err)
+			}
+		case d.ID == "sentinel-2":
+			close(done)
+		}
 		return reject(ctx, d)
 	})
 	if err := b.Publish(ctxBG, execMsg("m", 0)).Wait(ctxBG); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // a loop would show as many deliveries
-	if n := dlq.Load(); n != 1 {
-		t.Errorf("dead letter delivered %d times, want 1", n)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the dead letters did not arrive within 30s")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if seen["m"] != 1 || seen["sentinel-1"] != 1 {
+		t.Errorf("dead letters delivered %v, want m and the first sentinel once each", seen)
 	}
 }
 

@@ -68,6 +68,26 @@ func TestParseErrorsNeverShowTheSecret(t *testing.T) {
 	}
 }
 
+// Errors name the key by its position in the list and its id; the limits
+// are inclusive (an id of 32 characters, a secret of 16 bytes are fine).
+func TestParseNamesTheKeyAndKeepsTheLimits(t *testing.T) {
+	long := strings.Repeat("i", 33)
+	for spec, want := range map[string]string{
+		"k1:0123456789abcdef,k2":                                      `key 2: want "id:secret"`,
+		"k1:0123456789abcdef," + long + ":0123456789abcdef":           `key 2: id "` + long + `": want at most 32 characters`,
+		"k 1:0123456789abcdef":                                        `key 1: id "k 1": want at most 32 characters, no spaces`,
+		"k1:0123456789abcdef,k2:short":                                `key 2 (id "k2"): the secret is 5 bytes, want at least 16`,
+		"k1:0123456789abcdef,k2:0123456789abcdef,k1:0123456789abcdef": `key 3: id "k1" appears twice`,
+	} {
+		if _, err := Parse(spec); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%q) = %v, want %q", spec, err, want)
+		}
+	}
+	if _, err := Parse(strings.Repeat("i", 32) + ":0123456789abcdef"); err != nil {
+		t.Errorf("a 32-character id with a 16-byte secret: %v", err)
+	}
+}
+
 // BenchmarkSignVerify signs and verifies one message of the size of a
 // linear workflow's node message (about 2 KB).
 func BenchmarkSignVerify(b *testing.B) {

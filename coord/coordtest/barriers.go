@@ -157,7 +157,7 @@ func testAggregatorConcurrent(t *testing.T, b coord.Barriers) {
 		firsts    = map[int]int{} // slot -> Arrived reported on first arrival
 		dups      int
 		wg        sync.WaitGroup
-		errs      = make(chan error, workers)
+		errs      errorList
 	)
 	for w := range workers {
 		wg.Go(func() {
@@ -169,7 +169,7 @@ func testAggregatorConcurrent(t *testing.T, b coord.Barriers) {
 					if j.dup && errors.Is(err, coord.ErrBarrierClosed) {
 						continue
 					}
-					errs <- fmt.Errorf("arrive slot %d (duplicate %v): %v", j.slot, j.dup, err)
+					errs.add(fmt.Errorf("arrive slot %d (duplicate %v): %v", j.slot, j.dup, err))
 					return
 				}
 				mu.Lock()
@@ -179,12 +179,12 @@ func testAggregatorConcurrent(t *testing.T, b coord.Barriers) {
 				if j.dup {
 					dups++
 					if !a.Duplicate {
-						errs <- fmt.Errorf("repeated Arrive slot %d: %s, want Duplicate", j.slot, brief(a))
+						errs.add(fmt.Errorf("repeated Arrive slot %d: %s, want Duplicate", j.slot, brief(a)))
 					}
 				} else {
 					firsts[j.slot] = a.Arrived
 					if a.Duplicate {
-						errs <- fmt.Errorf("first Arrive slot %d: Duplicate set", j.slot)
+						errs.add(fmt.Errorf("first Arrive slot %d: Duplicate set", j.slot))
 					}
 				}
 				mu.Unlock()
@@ -192,10 +192,7 @@ func testAggregatorConcurrent(t *testing.T, b coord.Barriers) {
 		})
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	errs.check(t)
 	if len(completes) != 1 {
 		t.Fatalf("%d arrivals completed the barrier, want exactly 1", len(completes))
 	}
@@ -257,7 +254,7 @@ func testWaitForAny(t *testing.T, b coord.Barriers) {
 		wg      sync.WaitGroup
 		mu      sync.Mutex
 		winners []int
-		errs    = make(chan error, spec.Total)
+		errs    errorList
 	)
 	for slot := range spec.Total {
 		wg.Go(func() {
@@ -265,9 +262,9 @@ func testWaitForAny(t *testing.T, b coord.Barriers) {
 			switch {
 			case errors.Is(err, coord.ErrBarrierClosed):
 			case err != nil:
-				errs <- fmt.Errorf("arrive slot %d: %v", slot, err)
+				errs.add(fmt.Errorf("arrive slot %d: %v", slot, err))
 			case !a.Complete || a.Duplicate:
-				errs <- fmt.Errorf("arrive slot %d: %s, want Complete or ErrBarrierClosed", slot, brief(a))
+				errs.add(fmt.Errorf("arrive slot %d: %s, want Complete or ErrBarrierClosed", slot, brief(a)))
 			default:
 				mu.Lock()
 				winners = append(winners, slot)
@@ -276,10 +273,7 @@ func testWaitForAny(t *testing.T, b coord.Barriers) {
 		})
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	errs.check(t)
 	if len(winners) != 1 {
 		t.Fatalf("winners %v, want exactly one", winners)
 	}

@@ -52,6 +52,33 @@ func Run(t *testing.T, newCoord func(t *testing.T) coord.Coordinator) {
 	}
 }
 
+// errorList collects the errors of concurrent goroutines. add never blocks:
+// a goroutine reporting while it holds a lock the others wait on must not
+// wait for room (a full channel there hangs the test instead of failing it).
+type errorList struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+func (l *errorList) add(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.errs = append(l.errs, err)
+}
+
+// check fails t with the errors collected: the first ten, and how many.
+func (l *errorList) check(t *testing.T) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, err := range l.errs[:min(len(l.errs), 10)] {
+		t.Error(err)
+	}
+	if len(l.errs) > 0 {
+		t.Fatalf("%d error(s)", len(l.errs))
+	}
+}
+
 func ctxFor(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
@@ -709,6 +736,10 @@ func testAfterEnd(t *testing.T, c coord.Coordinator) {
 		t.Fatalf("duplicate Finish a after a stray Finish: Duplicate not set")
 	}
 	completed(t, "duplicate Finish a", o, map[string]any{})
+	// A branch suspending after the end is told to wake: nothing waits for it.
+	if wake, err := c.Park(ctxFor(t), exec, "late-wait"); err != nil || !wake {
+		t.Fatalf("Park after the end: wake %v, %v; want wake (the execution ended)", wake, err)
+	}
 }
 
 // testInterleavedExecutions: many executions sharing message ids run through

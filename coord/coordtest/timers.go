@@ -108,23 +108,20 @@ func timersScheduleMany(t *testing.T, ts coord.Timers, prefix string, n int, due
 	t.Helper()
 	ctx := ctxFor(t)
 	var wg sync.WaitGroup
-	errs := make(chan error, 16)
+	var errs errorList
 	for w := range 16 {
 		wg.Go(func() {
 			for i := w; i < n; i += 16 {
 				id := prefix + strconv.Itoa(i)
 				if err := ts.Schedule(ctx, id, due, []byte(id)); err != nil {
-					errs <- fmt.Errorf("schedule %q: %w", id, err)
+					errs.add(fmt.Errorf("schedule %q: %w", id, err))
 					return
 				}
 			}
 		})
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	errs.check(t)
 }
 
 // testTimersWake: Wake makes waiting timers due now (never later than they
@@ -190,9 +187,10 @@ func testTimersEarliestFirstAndMax(t *testing.T, ts coord.Timers) {
 		timersSchedule(t, ts, x.id, timersBase.Add(time.Duration(x.sec)*time.Second), nil)
 	}
 	now := timersBase.Add(10 * time.Second)
-	timersWant(t, "first Claim, max 3", timersClaim(t, ts, now, 3), 1, "a", "b", "c")
-	timersWant(t, "second Claim, max 10", timersClaim(t, ts, now, 10), 1, "d", "e")
-	timersWant(t, "third Claim", timersClaim(t, ts, now, 10), 1)
+	timersWant(t, "first Claim, max 1", timersClaim(t, ts, now, 1), 1, "a")
+	timersWant(t, "second Claim, max 2", timersClaim(t, ts, now, 2), 1, "b", "c")
+	timersWant(t, "third Claim, max 10", timersClaim(t, ts, now, 10), 1, "d", "e")
+	timersWant(t, "fourth Claim", timersClaim(t, ts, now, 10), 1)
 	for _, id := range []string{"a", "b", "c", "d", "e"} {
 		timersDone(t, ts, id)
 	}
@@ -392,13 +390,13 @@ func testTimersConcurrentClaimers(t *testing.T, ts coord.Timers) {
 	ctx := ctxFor(t)
 	counts := make([]atomic.Int32, n)
 	var wg sync.WaitGroup
-	errs := make(chan error, workers)
+	var errs errorList
 	for range workers {
 		wg.Go(func() {
 			for {
 				got, err := ts.Claim(ctx, timersBase, 100, time.Hour)
 				if err != nil {
-					errs <- fmt.Errorf("claim: %w", err)
+					errs.add(fmt.Errorf("claim: %w", err))
 					return
 				}
 				if len(got) == 0 {
@@ -407,12 +405,12 @@ func testTimersConcurrentClaimers(t *testing.T, ts coord.Timers) {
 				for _, tm := range got {
 					i, err := strconv.Atoi(tm.ID[1:])
 					if err != nil || i < 0 || i >= n || tm.ID[0] != 'c' {
-						errs <- fmt.Errorf("claimed unknown timer %q", tm.ID)
+						errs.add(fmt.Errorf("claimed unknown timer %q", tm.ID))
 						return
 					}
 					counts[i].Add(1)
 					if err := ts.Done(ctx, tm.ID); err != nil {
-						errs <- fmt.Errorf("done %q: %w", tm.ID, err)
+						errs.add(fmt.Errorf("done %q: %w", tm.ID, err))
 						return
 					}
 				}
@@ -420,10 +418,7 @@ func testTimersConcurrentClaimers(t *testing.T, ts coord.Timers) {
 		})
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	errs.check(t)
 	for i := range counts {
 		if c := counts[i].Load(); c != 1 {
 			t.Fatalf("timer c%d claimed %d times, want exactly 1", i, c)

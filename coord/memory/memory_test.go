@@ -25,14 +25,16 @@ func TestConformance(t *testing.T) {
 // then.
 func TestRetain(t *testing.T) {
 	t.Parallel()
+	const retain = 50 * time.Millisecond
 	ctx := context.Background()
-	c := newCoord(t, memory.Options{Retain: 50 * time.Millisecond})
+	c := newCoord(t, memory.Options{Retain: retain})
 	if err := c.Start(ctx, "e", 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Start(ctx, "live", 1); err != nil {
 		t.Fatal(err)
 	}
+	ending := time.Now() // the execution ends after this
 	if o, err := c.Finish(ctx, "e", "a", coord.Finish{Record: coord.Bytes("r")}); err != nil || !o.Last {
 		t.Fatalf("Finish: %+v, %v; want Last", o, err)
 	}
@@ -46,6 +48,9 @@ func TestRetain(t *testing.T) {
 			t.Fatal(err)
 		}
 		if b.State == coord.Drop {
+			if kept := time.Since(ending); kept < retain {
+				t.Fatalf("ended execution dropped %v after it ended, before Retain (%v)", kept, retain)
+			}
 			break
 		}
 		if time.Now().After(deadline) {
