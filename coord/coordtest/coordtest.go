@@ -737,7 +737,7 @@ func testAfterEnd(t *testing.T, c coord.Coordinator) {
 	}
 	completed(t, "duplicate Finish a", o, map[string]any{})
 	// A branch suspending after the end is told to wake: nothing waits for it.
-	if wake, err := c.Park(ctxFor(t), exec, "late-wait"); err != nil || !wake {
+	if wake, err := c.Park(ctxFor(t), exec, "late-wait", time.Now().Add(time.Hour)); err != nil || !wake {
 		t.Fatalf("Park after the end: wake %v, %v; want wake (the execution ended)", wake, err)
 	}
 }
