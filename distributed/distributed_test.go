@@ -93,10 +93,7 @@ func TestRuntimeConformance(t *testing.T) {
 func TestRuntimeConformanceCluster(t *testing.T) {
 	runtimetest.Run(t, func(t *testing.T) runtimetest.Runtime {
 		return newRuntimeWith(t, distributed.Config{RedisURL: testinfra.RedisClusterURL(t)})
-	}, runtimetest.KnownBug{Scenario: "OneItemByTwoPaths", Why: "with sharded barriers an item's two paths may " +
-		"both fire the aggregator (2 runs in 8). Likely cause: the value goes to its shard (HSETNX) before the slot is counted, so " +
-		"the path that counts the slot first may find the other's value kept, and engine.lateRepeat then takes the " +
-		"other path's late arrival for a redelivery of the completing one (docs/testing.md)"})
+	})
 }
 
 func TestDuplicateAggregatorArrival(t *testing.T) {

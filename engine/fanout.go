@@ -40,11 +40,17 @@ type slot struct {
 	At int64 `json:"at,omitempty"`
 }
 
-// lateRepeat reports an arrival that repeats the completing slot of a
-// barrier but comes from another message (a second path to the same item):
-// unlike a redelivery (same By, another At), it must not fire the node again.
+// lateRepeat reports an arrival at a completed barrier whose item's kept
+// value came from another message (a second path to the same item): only
+// the message whose value the barrier kept fires the node, and again on its
+// redeliveries (same By). Deciding by the kept value rather than by which
+// arrival counted the slot matters where the two are not one atomic step:
+// with sharded barriers the value is written to its shard before the slot
+// is counted, so the path that completes the barrier may find the other
+// path's value kept, and that other path's arrival then comes as a
+// duplicate; both would fire if the completer fired.
 func lateRepeat(arr coord.Arrival, slotIdx int, by string) bool {
-	if !arr.Duplicate || !arr.Complete || slotIdx >= len(arr.Values) {
+	if !arr.Complete || slotIdx >= len(arr.Values) {
 		return false
 	}
 	var stored struct {

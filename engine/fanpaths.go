@@ -9,12 +9,14 @@ import (
 )
 
 // An aggregator's barrier has one slot per item: whatever ends an item's
-// branch fills it, once. A branch that forks into paths running at once
-// (a split or a node with several outgoing edges) and does not join them
-// again at a merge before the aggregator would end twice: the first end
-// fills the slot, the second is dropped as a repeat, and one path's result
-// is lost without a word. forkedItems finds such splits when the workflow
-// is compiled, so that `rune validate` refuses them (dsl.md, "split").
+// branch fills it, once. A split with several outgoing edges whose paths do
+// not join again at a merge before the aggregator would end each item's
+// branch twice: the first end fills the slot, the second is dropped as a
+// repeat, and one path's result is lost without a word. forkedItems finds
+// such splits when the workflow is compiled, so that `rune validate`
+// refuses them (dsl.md, "split"). A node inside the split that forks is
+// allowed: the paths share what came before it (dsl.md says which path's
+// result the aggregator keeps).
 //
 // It follows every way a message can go from the split: all successors at
 // once for most nodes; one of them (or none) for a conditional, a switch or
@@ -59,19 +61,23 @@ func (wf *Workflow) forkedItems() workflow.Problems {
 		if ends < 2 || pc.work > pathBudget {
 			continue
 		}
+		// A fork further in (a node inside the split with several edges)
+		// stays valid: the item's first path to end fills its slot and the
+		// others' ends fire nothing (lateRepeat); dsl.md says to join paths
+		// whose results differ with a merge. The split's own edges are
+		// refused: there nothing is shared before the paths part.
 		fork := pc.fork(n.ID)
+		if fork != n.ID {
+			continue
+		}
 		edges := successIDs(pc.node(fork), wf.Graph)
 		quoted := make([]string, len(edges))
 		for j, e := range edges {
 			quoted[j] = fmt.Sprintf("%q", e)
 		}
-		who := fmt.Sprintf("split %q", n.ID)
-		if fork != n.ID {
-			who = fmt.Sprintf("node %q inside split %q", fork, n.ID)
-		}
 		ps = append(ps, workflow.Problem{Path: fmt.Sprintf("nodes[%d]", i), Message: fmt.Sprintf(
 			"%s sends each item down %d paths at once (edges %s) that end the item's branch separately, but aggregator %q takes one result per item, so one path's result would be lost: join the paths with a merge before the aggregator, or give %q one outgoing edge",
-			who, len(edges), strings.Join(quoted, ", "), agg, fork)})
+			fmt.Sprintf("split %q", n.ID), len(edges), strings.Join(quoted, ", "), agg, fork)})
 	}
 	return ps
 }

@@ -20,22 +20,10 @@ type Runtime interface {
 	Run(ctx context.Context, def []byte, input any, onStatus func(*message.NodeStatus)) (*message.Completion, error)
 }
 
-// KnownBug names a scenario a runtime is known to fail, and why: Run skips
-// it there, saying so. Each is a bug to fix, not a behaviour to keep.
-type KnownBug struct {
-	Scenario, Why string
-}
-
-// Run runs every scenario on runtimes from newRuntime (one per scenario),
-// but those of known.
-func Run(t *testing.T, newRuntime func(t *testing.T) Runtime, known ...KnownBug) {
+// Run runs every scenario on runtimes from newRuntime (one per scenario).
+func Run(t *testing.T, newRuntime func(t *testing.T) Runtime) {
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
-			for _, k := range known {
-				if k.Scenario == sc.name {
-					t.Skipf("KNOWN BUG on this runtime: %s", k.Why)
-				}
-			}
 			t.Parallel()
 			rt := newRuntime(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
