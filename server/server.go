@@ -230,8 +230,8 @@ type Server struct {
 	sessions tokenCache
 	// streams counts the open event streams of each token.
 	streams streamCounts
-	defs   defCache
-	vars   varCache
+	defs    defCache
+	vars    varCache
 	// hookLimits are the webhooks' rate limits on this replica.
 	hookLimits rateLimits
 }
