@@ -210,6 +210,9 @@ func serveHTTP(ctx context.Context, log *slog.Logger, addr string, tlsCfg *tls.C
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 		TLSConfig:         tlsCfg,
+		// Connection errors (TLS handshakes of scanners, plain HTTP to
+		// the HTTPS port) go to the server's log, not to stderr raw.
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
