@@ -6,7 +6,7 @@
 //
 // The console is a client of the server, like the CLI: it reads through the
 // store and performs every write (cancel, re-run, trigger) through the
-// server's own API handler with the user's token, so the API's rules
+// server's own API handler as the session's token, so the API's rules
 // (validation, limits, halting a run) exist once. It lives apart from
 // package server so the API stays free of HTML.
 package console
@@ -96,7 +96,7 @@ type DeadLetters interface {
 // Config configures a Console. API, Store and Tokens are required.
 type Config struct {
 	// API is the server's HTTP API (server.Server.Handler); the console's
-	// writes and live streams go through it with the user's token. Required.
+	// writes and live streams go through it as the session's token. Required.
 	API http.Handler
 	// Store is read for the pages. Required.
 	Store store.Store
@@ -290,7 +290,7 @@ func sameOrigin(r *http.Request) bool {
 }
 
 // csrfToken is the value a page sends with its writes: a hash of the
-// session token, which a page from another site can neither read nor compute.
+// session id, which a page from another site can neither read nor compute.
 func csrfToken(session string) string {
 	h := sha256.Sum256([]byte("rune-console-csrf\x00" + session))
 	return hex.EncodeToString(h[:16])
