@@ -152,6 +152,7 @@ func (s *Server) principal(ctx context.Context, token string, fresh bool) (*Prin
 	}
 	t, err := s.store.TokenByHash(ctx, h[:])
 	if errors.Is(err, store.ErrNotFound) {
+		s.tokens.drop(h) // revoked elsewhere: a fresh check tells the cache
 		return nil, unauthorized("invalid or revoked token")
 	}
 	if err != nil {
@@ -162,6 +163,7 @@ func (s *Server) principal(ctx context.Context, token string, fresh bool) (*Prin
 	}
 	p, err := tokenPrincipal(t, now)
 	if err != nil {
+		s.tokens.drop(h)
 		return nil, err
 	}
 	s.tokens.add(h, p, now, t.ExpiresAt)

@@ -103,40 +103,54 @@ func (s *Server) sessionPrincipal(ctx context.Context, session string, fresh boo
 	if p := s.sessions.get(h, now); p != nil && !fresh {
 		return p, nil
 	}
-	se, err := s.store.SessionByHash(ctx, h[:])
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, unauthorized("the session ended (logged out, or its token was revoked): log in again")
-	}
+	p, until, err := s.lookUpSession(ctx, session, h, now)
 	if err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) {
+			s.sessions.drop(h) // ended elsewhere: a fresh check tells the cache
+		}
 		return nil, err
 	}
+	s.sessions.add(h, p, now, &until)
+	return p, nil
+}
+
+// lookUpSession reads session (whose id hashes to h) and its token from
+// the store: who it acts as at now, and until when at most.
+func (s *Server) lookUpSession(ctx context.Context, session string, h [32]byte, now time.Time) (*Principal, time.Time, error) {
+	se, err := s.store.SessionByHash(ctx, h[:])
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, time.Time{}, unauthorized("the session ended (logged out, or its token was revoked): log in again")
+	}
+	if err != nil {
+		return nil, time.Time{}, err
+	}
 	if !now.Before(se.ExpiresAt) {
-		return nil, unauthorized("the session expired at %s: log in again", se.ExpiresAt.UTC().Format(time.RFC3339))
+		return nil, time.Time{}, unauthorized("the session expired at %s: log in again", se.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	until := se.ExpiresAt
 	var p *Principal
 	if strings.HasPrefix(se.TokenID, envBindingPrefix) {
 		if s.cfg.APIToken == "" || !hmac.Equal([]byte(envBinding(session, s.cfg.APIToken)), []byte(se.TokenID)) {
-			return nil, unauthorized("the session's token (RUNE_API_TOKEN) changed: log in again")
+			return nil, time.Time{}, unauthorized("the session's token (RUNE_API_TOKEN) changed: log in again")
 		}
 		p = envPrincipal
 	} else {
 		t, err := s.store.TokenByID(ctx, se.TokenID)
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, unauthorized("the session's token was revoked: log in again")
+			return nil, time.Time{}, unauthorized("the session's token was revoked: log in again")
 		}
 		if err != nil {
-			return nil, err
+			return nil, time.Time{}, err
 		}
 		if p, err = tokenPrincipal(t, now); err != nil {
-			return nil, err
+			return nil, time.Time{}, err
 		}
 		if t.ExpiresAt != nil && t.ExpiresAt.Before(until) {
 			until = *t.ExpiresAt
 		}
 	}
-	s.sessions.add(h, p, now, &until)
-	return p, nil
+	return p, until, nil
 }
 
 // consoleAccess is what p may do in the web console: its role's rights and

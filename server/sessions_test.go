@@ -142,8 +142,9 @@ func TestStreamsEndWithTheirToken(t *testing.T) {
 	all := mustStream(t, tg.url, "/v1/events", tok)
 	one := mustStream(t, tg.url, "/v1/executions/"+x+"/events", tok)
 	other := mustStream(t, tg.url, "/v1/events", tg.token)
+	minted := time.Now()
 	expiring := storeToken(t, st, "short-lived", store.RoleViewer, 6*time.Second)
-	expiresAt := time.Now().Add(6 * time.Second)
+	expiresBy := time.Now().Add(6 * time.Second) // the expiry is between minted+6s and this
 	short := mustStream(t, tg.url, "/v1/events", expiring)
 
 	revoked := time.Now()
@@ -163,7 +164,10 @@ func TestStreamsEndWithTheirToken(t *testing.T) {
 	if _, code, _ := openStream(t, tg.url, "/v1/events", tok); code != http.StatusUnauthorized {
 		t.Errorf("a revoked token opens a stream: %d, want 401", code)
 	}
-	short.endsWithin(t, "GET /v1/events of an expired token", expiresAt, revocationReach)
+	short.endsWithin(t, "GET /v1/events of an expired token", expiresBy, revocationReach)
+	if time.Now().Before(minted.Add(6 * time.Second)) {
+		t.Error("the expiring token's stream ended before its expiry")
+	}
 }
 
 // TestStreamsCapPerToken: a token may hold MaxStreams event streams on a
