@@ -25,14 +25,19 @@ import (
 //
 // RUNE_BENCH_STORE=postgres measures on PostgreSQL instead of SQLite.
 
+// benchTokens has one session, "bench", of an administrator.
 type benchTokens struct{}
 
-func (benchTokens) Access(_ context.Context, tok string) (console.Access, error) {
-	if tok != "bench" {
-		return console.Access{}, errors.New("invalid token")
+func (benchTokens) Login(context.Context, string) (string, error) { return "", errors.New("no logins") }
+
+func (benchTokens) Session(ctx context.Context, session string) (context.Context, console.Access, error) {
+	if session != "bench" {
+		return ctx, console.Access{}, errors.New("invalid session")
 	}
-	return console.Access{Operate: true, Edit: true, Replay: true, Purge: true}, nil
+	return ctx, console.Access{Operate: true, Edit: true, Replay: true, Purge: true}, nil
 }
+
+func (benchTokens) Logout(context.Context, string) error { return nil }
 
 // benchStore opens the store the benchmark measures.
 func benchStore(b *testing.B) store.Store {

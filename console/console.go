@@ -6,7 +6,7 @@
 //
 // The console is a client of the server, like the CLI: it reads through the
 // store and performs every write (cancel, re-run, trigger) through the
-// server's own API handler with the user's token, so the API's rules
+// server's own API handler as the session's token, so the API's rules
 // (validation, limits, halting a run) exist once. It lives apart from
 // package server so the API stays free of HTML.
 package console
@@ -19,11 +19,14 @@ import (
 	"embed"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -37,11 +40,21 @@ var templateFS embed.FS
 //go:embed assets
 var assetFS embed.FS
 
-// TokenChecker verifies an API token exactly as the API does.
+// TokenChecker opens, resolves and ends console sessions, authenticating
+// exactly as the API does (server.Server implements it). The cookie holds
+// only a session id; the checker keeps the session, bound to its token.
 type TokenChecker interface {
-	// Access returns what token may see and do when the API accepts it, an
-	// error (that may be shown to the user) when it does not.
-	Access(ctx context.Context, token string) (Access, error)
+	// Login checks token as the API does and opens a session acting as it;
+	// it returns the session's id, the cookie's value. Its error may be
+	// shown to the user.
+	Login(ctx context.Context, token string) (session string, err error)
+	// Session resolves a session id to what its token may see and do, and
+	// returns ctx carrying the session: requests to Config.API made with
+	// it act as the session's token (the console's proxy). An error when
+	// the session expired or ended (logout, its token revoked or expired).
+	Session(ctx context.Context, session string) (context.Context, Access, error)
+	// Logout ends a session: its id no longer resolves.
+	Logout(ctx context.Context, session string) error
 }
 
 // Access is what a session's token may see and do (its role and workflow
@@ -85,12 +98,24 @@ type DeadLetters interface {
 // Config configures a Console. API, Store and Tokens are required.
 type Config struct {
 	// API is the server's HTTP API (server.Server.Handler); the console's
-	// writes and live streams go through it with the user's token. Required.
+	// writes and live streams go through it as the session's token. Required.
 	API http.Handler
 	// Store is read for the pages. Required.
 	Store store.Store
-	// Tokens verifies the token a user logs in with. Required.
+	// Tokens checks the token a user logs in with and keeps the sessions.
+	// Required.
 	Tokens TokenChecker
+	// SecureCookie marks the session cookie Secure on every answer, for a
+	// server behind a proxy that terminates TLS (rune server --public-url
+	// https://…). Defaults to false: Secure when the request came over TLS.
+	SecureCookie bool
+	// LoginFailures is how many failed logins one client address may make
+	// within LoginWindow; further attempts get 429 until the window has
+	// room again. Defaults to LoginFailuresDefault.
+	LoginFailures int
+	// LoginWindow is the window of LoginFailures. Defaults to
+	// LoginWindowDefault.
+	LoginWindow time.Duration
 	// Validate checks a workflow definition as `rune validate` does (nil
 	// or a workflow.Problems error). Defaults to nil: the workflow page then
 	// offers no check of an edited definition.
@@ -107,19 +132,28 @@ type Config struct {
 	Now func() time.Time
 }
 
+// Defaults of Config.
+const (
+	LoginFailuresDefault = 5
+	LoginWindowDefault   = time.Minute
+)
+
 // Console serves the web console.
 type Console struct {
 	cfg  Config
 	log  *slog.Logger
 	tmpl *template.Template
 	mux  *http.ServeMux
+	// failures are the failed logins of each client address.
+	failures throttle
 }
 
-// cookieName holds the user's API token: HttpOnly, SameSite=Strict.
+// cookieName holds the user's session id (never the API token):
+// HttpOnly, SameSite=Strict, Secure over TLS.
 const cookieName = "rune_session"
 
 // csrfHeader carries, on every console write, a value only a page of this
-// console can know (derived from the session token the page cannot read).
+// console can know (derived from the session id the page cannot read).
 const csrfHeader = "X-Rune-CSRF"
 
 // New builds a console from cfg.
@@ -136,11 +170,17 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	cfg.LoginFailures = cmp.Or(cfg.LoginFailures, LoginFailuresDefault)
+	cfg.LoginWindow = cmp.Or(cfg.LoginWindow, LoginWindowDefault)
+	if cfg.LoginFailures < 0 || cfg.LoginWindow < 0 {
+		return nil, errors.New("console: Config.LoginFailures and Config.LoginWindow must be positive")
+	}
 	t, err := template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html")
 	if err != nil {
 		return nil, err
 	}
-	c := &Console{cfg: cfg, log: cfg.Logger, tmpl: t, mux: http.NewServeMux()}
+	c := &Console{cfg: cfg, log: cfg.Logger, tmpl: t, mux: http.NewServeMux(),
+		failures: throttle{max: cfg.LoginFailures, window: cfg.LoginWindow}}
 	assets, _ := fs.Sub(assetFS, "assets")
 	c.mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(assets)))
 	c.mux.HandleFunc("GET /login", c.loginPage)
@@ -191,7 +231,7 @@ func secureHeaders(h http.Handler) http.Handler {
 	})
 }
 
-// sessionKey is the request context key of the session token;
+// sessionKey is the request context key of the session id;
 // accessKey, of its Access.
 type (
 	sessionKey struct{}
@@ -206,8 +246,9 @@ func (c *Console) session(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ck, err := r.Cookie(cookieName)
 		var acc Access
+		ctx := r.Context()
 		if err == nil && ck.Value != "" {
-			acc, err = c.cfg.Tokens.Access(r.Context(), ck.Value)
+			ctx, acc, err = c.cfg.Tokens.Session(ctx, ck.Value)
 		} else {
 			err = errors.New("not logged in")
 		}
@@ -234,7 +275,7 @@ func (c *Console) session(h http.HandlerFunc) http.HandlerFunc {
 				return
 			}
 		}
-		ctx := context.WithValue(context.WithValue(r.Context(), sessionKey{}, ck.Value), accessKey{}, acc)
+		ctx = context.WithValue(context.WithValue(ctx, sessionKey{}, ck.Value), accessKey{}, acc)
 		h(w, r.WithContext(ctx))
 	}
 }
@@ -251,7 +292,7 @@ func sameOrigin(r *http.Request) bool {
 }
 
 // csrfToken is the value a page sends with its writes: a hash of the
-// session token, which a page from another site can neither read nor compute.
+// session id, which a page from another site can neither read nor compute.
 func csrfToken(session string) string {
 	h := sha256.Sum256([]byte("rune-console-csrf\x00" + session))
 	return hex.EncodeToString(h[:16])
@@ -272,29 +313,55 @@ func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, "login", map[string]any{"Next": safeNext(r.URL.Query().Get("next"))})
 }
 
-// login checks the token and stores it in the session cookie.
+// login checks the token and opens a session; the cookie holds its id.
+// Failed logins are throttled per client address (Config.LoginFailures).
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	if !sameOrigin(r) {
 		http.Error(w, "cross-origin request refused", http.StatusForbidden)
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
-	token := strings.TrimSpace(r.PostFormValue("token"))
 	next := safeNext(r.PostFormValue("next"))
-	if _, err := c.cfg.Tokens.Access(r.Context(), token); token == "" || err != nil {
+	addr := clientAddr(r)
+	if wait := c.failures.wait(addr, c.cfg.Now()); wait > 0 {
+		secs := int(math.Ceil(wait.Seconds()))
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		w.WriteHeader(http.StatusTooManyRequests)
+		c.render(w, r, "login", map[string]any{"Next": next, "Error": fmt.Sprintf("Too many failed logins from your address: try again in %d s.", secs)})
+		return
+	}
+	token := strings.TrimSpace(r.PostFormValue("token"))
+	session, err := c.cfg.Tokens.Login(r.Context(), token)
+	if token == "" || err != nil {
+		c.failures.fail(addr, c.cfg.Now())
 		w.WriteHeader(http.StatusUnauthorized)
 		c.render(w, r, "login", map[string]any{"Next": next, "Error": "That token is not valid (create one with `rune token create NAME`)."})
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: token, Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	c.setCookie(w, r, session)
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
+// logout ends the session where it is kept (the cookie's old value no
+// longer works) and clears the cookie.
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	if err := c.cfg.Tokens.Logout(r.Context(), sessionOf(r)); err != nil {
+		c.log.Error("console: logout", "err", err)
+		http.Error(w, "the session could not be ended: try again", http.StatusInternalServerError)
+		return
+	}
+	c.setCookie(w, r, "")
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// setCookie sets the session cookie to session, or clears it ("").
+func (c *Console) setCookie(w http.ResponseWriter, r *http.Request, session string) {
+	ck := &http.Cookie{Name: cookieName, Value: session, Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || c.cfg.SecureCookie}
+	if session == "" {
+		ck.MaxAge = -1
+	}
+	http.SetCookie(w, ck)
 }
 
 // safeNext keeps a post-login redirect on this server: a path of this
@@ -313,8 +380,9 @@ func safeNext(next string) string {
 	return next
 }
 
-// proxy forwards /ui/api/<path> to the API's /v1/<path> with the session's
-// token as the bearer token: the console's writes and live streams.
+// proxy forwards /ui/api/<path> to the API's /v1/<path> acting as the
+// session's token (its context carries the session; no token is sent):
+// the console's writes and live streams.
 func (c *Console) proxy(w http.ResponseWriter, r *http.Request) {
 	rest := strings.TrimPrefix(r.URL.Path, "/ui/api/")
 	if !strings.HasPrefix(rest, "v1/") {
@@ -327,6 +395,6 @@ func (c *Console) proxy(w http.ResponseWriter, r *http.Request) {
 	r2.RequestURI = r2.URL.RequestURI()
 	r2.Header.Del("Cookie")
 	r2.Header.Del(csrfHeader)
-	r2.Header.Set("Authorization", "Bearer "+sessionOf(r))
+	r2.Header.Del("Authorization")
 	c.cfg.API.ServeHTTP(w, r2)
 }

@@ -34,6 +34,12 @@ type target struct {
 // temporary directory, the in-process worker and scheduler, the API and the
 // console on an httptest server.
 func embeddedTarget(t *testing.T, opts ...func(*console.Config)) *target {
+	return embeddedTargetWith(t, func(*server.Config) {}, opts...)
+}
+
+// embeddedTargetWith is embeddedTarget with tweak adjusting the server's
+// config.
+func embeddedTargetWith(t *testing.T, tweak func(*server.Config), opts ...func(*console.Config)) *target {
 	ctx := context.Background()
 	dir := t.TempDir()
 	st, err := sqlite.Open(ctx, filepath.Join(dir, "rune.db"))
@@ -49,7 +55,9 @@ func embeddedTarget(t *testing.T, opts ...func(*console.Config)) *target {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := server.New(server.Config{Store: st, Broker: rt.Broker, Engine: rt.Engine, Keys: keys, Logger: log})
+	scfg := server.Config{Store: st, Broker: rt.Broker, Engine: rt.Engine, Keys: keys, Logger: log}
+	tweak(&scfg)
+	s, err := server.New(scfg)
 	if err != nil {
 		t.Fatal(err)
 	}

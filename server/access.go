@@ -64,6 +64,9 @@ type Principal struct {
 	Role string
 	// Workflows are the token's scope patterns; empty: every workflow.
 	Workflows []string
+	// tokenID is the stored token's id ("" for RUNE_API_TOKEN): what a
+	// console session is bound to.
+	tokenID string
 }
 
 // Sees reports whether the principal may see workflow id.
@@ -86,8 +89,10 @@ func (p *Principal) Scoped() bool { return len(p.Workflows) > 0 }
 
 type principalKey struct{}
 
-func withPrincipal(ctx context.Context, p *Principal) context.Context {
-	return context.WithValue(ctx, principalKey{}, p)
+// withPrincipal records who a request acts as, and the credential it
+// authenticated with (for the streams' re-checks).
+func withPrincipal(ctx context.Context, p *Principal, c credential) context.Context {
+	return context.WithValue(context.WithValue(ctx, principalKey{}, p), credentialKey{}, c)
 }
 
 // principalOf returns the request's principal: an unscoped admin when the

@@ -140,6 +140,7 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.tokens.forget()
+	s.sessions.forget()
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

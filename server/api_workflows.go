@@ -14,9 +14,9 @@ import (
 
 // workflowView is a workflow version as the API shows it.
 type workflowView struct {
-	ID         string          `json:"id"`
-	Version    int             `json:"version"`
-	Name       string          `json:"name,omitempty"`
+	ID      string `json:"id"`
+	Version int    `json:"version"`
+	Name    string `json:"name,omitempty"`
 	// Definition is left out of version lists.
 	Definition json.RawMessage `json:"definition,omitempty"`
 	CreatedAt  time.Time       `json:"created_at"`

@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rune-org/rune/console"
 	"github.com/rune-org/rune/store"
 )
 
@@ -83,30 +82,63 @@ func (c *tokenCache) add(h [32]byte, p *Principal, now time.Time, expires *time.
 // envPrincipal is who RUNE_API_TOKEN acts as.
 var envPrincipal = &Principal{Name: "RUNE_API_TOKEN", Role: store.RoleAdmin}
 
-// authenticate checks the request's bearer token against RUNE_API_TOKEN
-// and the stored tokens (comparisons are of hashes, in constant time) and
-// returns who it acts as.
-func (s *Server) authenticate(r *http.Request) (*Principal, error) {
-	unauthorized := func(msg string) error {
-		return errorf(http.StatusUnauthorized, CodeUnauthorized, "%s", msg)
+func unauthorized(format string, args ...any) error {
+	return errorf(http.StatusUnauthorized, CodeUnauthorized, format, args...)
+}
+
+// credential is what a request authenticated with: a bearer token, or a
+// console session (put in the context by Session, for the console's proxy
+// to the API). Resolving it again says whether it still holds: the live
+// streams do so every Config.StreamRecheck.
+type credential struct {
+	token   string
+	session string
+}
+
+type credentialKey struct{}
+
+// credentialOf returns the credential of an authenticated request, or of
+// a context a console session made.
+func credentialOf(ctx context.Context) (credential, bool) {
+	c, ok := ctx.Value(credentialKey{}).(credential)
+	return c, ok
+}
+
+// authenticate returns who the request acts as and the credential it came
+// with: the console session its context carries (the console's proxy), else
+// its bearer token, checked against RUNE_API_TOKEN and the stored tokens
+// (comparisons are of hashes, in constant time).
+func (s *Server) authenticate(r *http.Request) (*Principal, credential, error) {
+	if c, ok := credentialOf(r.Context()); ok {
+		p, err := s.resolve(r.Context(), c, false)
+		return p, c, err
 	}
 	auth := r.Header.Get("Authorization")
 	scheme, token, ok := strings.Cut(auth, " ")
 	if auth == "" {
-		return nil, unauthorized("missing bearer token: send Authorization: Bearer <token> (create one with `rune token create NAME`)")
+		return nil, credential{}, unauthorized("missing bearer token: send Authorization: Bearer <token> (create one with `rune token create NAME`)")
 	}
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
-		return nil, unauthorized("the Authorization header must be \"Bearer <token>\"")
+		return nil, credential{}, unauthorized("the Authorization header must be \"Bearer <token>\"")
 	}
-	return s.principal(r.Context(), strings.TrimSpace(token))
+	c := credential{token: strings.TrimSpace(token)}
+	p, err := s.resolve(r.Context(), c, false)
+	return p, c, err
+}
+
+// resolve returns who c acts as now, or a 401 naming why it no longer
+// does. fresh skips the caches (a stream's re-check: a revocation through
+// another process is seen at once).
+func (s *Server) resolve(ctx context.Context, c credential, fresh bool) (*Principal, error) {
+	if c.session != "" {
+		return s.sessionPrincipal(ctx, c.session, fresh)
+	}
+	return s.principal(ctx, c.token, fresh)
 }
 
 // principal returns who token acts as, or a 401 naming why it is refused
-// (never the token).
-func (s *Server) principal(ctx context.Context, token string) (*Principal, error) {
-	unauthorized := func(msg string) error {
-		return errorf(http.StatusUnauthorized, CodeUnauthorized, "%s", msg)
-	}
+// (never the token). fresh skips the token cache.
+func (s *Server) principal(ctx context.Context, token string, fresh bool) (*Principal, error) {
 	h := HashToken(token)
 	if s.cfg.APIToken != "" {
 		want := HashToken(s.cfg.APIToken)
@@ -115,11 +147,12 @@ func (s *Server) principal(ctx context.Context, token string) (*Principal, error
 		}
 	}
 	now := s.cfg.Now()
-	if p := s.tokens.get(h, now); p != nil {
+	if p := s.tokens.get(h, now); p != nil && !fresh {
 		return p, nil
 	}
 	t, err := s.store.TokenByHash(ctx, h[:])
 	if errors.Is(err, store.ErrNotFound) {
+		s.tokens.drop(h) // revoked elsewhere: a fresh check tells the cache
 		return nil, unauthorized("invalid or revoked token")
 	}
 	if err != nil {
@@ -128,23 +161,21 @@ func (s *Server) principal(ctx context.Context, token string) (*Principal, error
 	if subtle.ConstantTimeCompare(t.Hash, h[:]) != 1 {
 		return nil, unauthorized("invalid or revoked token")
 	}
-	if t.ExpiresAt != nil && !now.Before(*t.ExpiresAt) {
-		return nil, unauthorized(fmt.Sprintf("token %q expired at %s", t.Name, t.ExpiresAt.UTC().Format(time.RFC3339)))
+	p, err := tokenPrincipal(t, now)
+	if err != nil {
+		s.tokens.drop(h)
+		return nil, err
 	}
-	p := &Principal{Name: t.Name, Role: t.Role, Workflows: t.Workflows}
 	s.tokens.add(h, p, now, t.ExpiresAt)
 	return p, nil
 }
 
-// Access is what token may do in the web console: its role's rights and
-// its workflow scope (console.TokenChecker). The API refuses the rest anyway.
-func (s *Server) Access(ctx context.Context, token string) (console.Access, error) {
-	p, err := s.principal(ctx, token)
-	if err != nil {
-		return console.Access{}, err
+// tokenPrincipal is who stored token t acts as at now: a 401 once it expired.
+func tokenPrincipal(t *store.Token, now time.Time) (*Principal, error) {
+	if t.ExpiresAt != nil && !now.Before(*t.ExpiresAt) {
+		return nil, unauthorized("token %q expired at %s", t.Name, t.ExpiresAt.UTC().Format(time.RFC3339))
 	}
-	return console.Access{Sees: p.Sees, Scoped: p.Scoped(), Operate: Allows(p.Role, PermOperate),
-		Edit: Allows(p.Role, PermEdit), Replay: Allows(p.Role, PermReplay), Purge: Allows(p.Role, PermAdmin)}, nil
+	return &Principal{Name: t.Name, Role: t.Role, Workflows: t.Workflows, tokenID: t.ID}, nil
 }
 
 // forget drops every cached token: a revocation through this server takes
@@ -153,4 +184,11 @@ func (c *tokenCache) forget() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.ok = nil
+}
+
+// drop forgets the entry of hash h.
+func (c *tokenCache) drop(h [32]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.ok, h)
 }

@@ -40,6 +40,13 @@ func embeddedTargetTraced(t *testing.T, tr *tracing.Tracer) *target {
 // credential tests search. Everything stops when the test ends.
 func runTarget(t *testing.T, st store.Store, token string, tweak func(*server.Config)) *target {
 	t.Helper()
+	_, tg := runServer(t, st, token, tweak)
+	return tg
+}
+
+// runServer is runTarget that returns the server too.
+func runServer(t *testing.T, st store.Store, token string, tweak func(*server.Config)) (*server.Server, *target) {
+	t.Helper()
 	keys, err := secrets.LoadKeys("", filepath.Join(t.TempDir(), "secret.key"), true)
 	if err != nil {
 		t.Fatal(err)
@@ -70,7 +77,7 @@ func runTarget(t *testing.T, st store.Store, token string, tweak func(*server.Co
 		}
 		rt.Close()
 	})
-	return &target{url: hs.URL, token: newToken(t, st, token), store: st, output: logs.String}
+	return s, &target{url: hs.URL, token: newToken(t, st, token), store: st, output: logs.String}
 }
 
 func TestAPIEmbedded(t *testing.T) {

@@ -81,7 +81,7 @@ func (s *Server) routes() []Route {
 func (s *Server) endpoint(rt Route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !rt.Open {
-			p, err := s.authenticate(r)
+			p, cred, err := s.authenticate(r)
 			if err != nil {
 				s.writeError(w, r, err)
 				return
@@ -97,7 +97,7 @@ func (s *Server) endpoint(rt Route) http.Handler {
 				s.writeError(w, r, err)
 				return
 			}
-			r = r.WithContext(withPrincipal(r.Context(), p))
+			r = r.WithContext(withPrincipal(r.Context(), p, cred))
 		}
 		if r.Body != nil {
 			r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)

@@ -40,6 +40,9 @@ const (
 	StreamPollDefault     = 100 * time.Millisecond
 	HeartbeatDefault      = 10 * time.Second
 	TokenCacheTTLDefault  = 2 * time.Second
+	SessionTTLDefault     = 12 * time.Hour
+	StreamRecheckDefault  = 2 * time.Second
+	MaxStreamsDefault     = 16
 	SchedulePollDefault   = 200 * time.Millisecond
 	ScheduleGraceDefault  = time.Second
 	RetentionEveryDefault = time.Minute
@@ -103,6 +106,19 @@ type Config struct {
 	// asking the store again (a revoked token works at most this long).
 	// Defaults to TokenCacheTTLDefault.
 	TokenCacheTTL time.Duration
+	// SessionTTL is how long a console session lasts after its login (it
+	// ends sooner with its token's revocation or expiry, or at logout).
+	// Defaults to SessionTTLDefault.
+	SessionTTL time.Duration
+	// StreamRecheck is how often a live stream checks, in the store, that
+	// its token or console session still holds, and ends when it does not
+	// (a revocation through any process, an expiry). Defaults to
+	// StreamRecheckDefault.
+	StreamRecheck time.Duration
+	// MaxStreams bounds the event streams one token (its console sessions
+	// included) has open on this server at once; one more is refused with
+	// 429. Defaults to MaxStreamsDefault.
+	MaxStreams int
 	// SchedulePoll is how often the scheduler looks for due schedule slots.
 	// Defaults to SchedulePollDefault.
 	SchedulePoll time.Duration
@@ -147,6 +163,9 @@ func (c Config) withDefaults() Config {
 	c.StreamPoll = cmp.Or(c.StreamPoll, StreamPollDefault)
 	c.Heartbeat = cmp.Or(c.Heartbeat, HeartbeatDefault)
 	c.TokenCacheTTL = cmp.Or(c.TokenCacheTTL, TokenCacheTTLDefault)
+	c.SessionTTL = cmp.Or(c.SessionTTL, SessionTTLDefault)
+	c.StreamRecheck = cmp.Or(c.StreamRecheck, StreamRecheckDefault)
+	c.MaxStreams = cmp.Or(c.MaxStreams, MaxStreamsDefault)
 	c.SchedulePoll = cmp.Or(c.SchedulePoll, SchedulePollDefault)
 	c.ScheduleGrace = cmp.Or(c.ScheduleGrace, ScheduleGraceDefault)
 	c.RetentionEvery = cmp.Or(c.RetentionEvery, RetentionEveryDefault)
@@ -179,6 +198,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("server: Config.MaxTrigger is %d, want positive", c.MaxTrigger)
 	case c.Retention < 0:
 		return fmt.Errorf("server: Config.Retention is %v, want positive (or 0: keep history)", c.Retention)
+	case c.SessionTTL < 0 || c.StreamRecheck < 0:
+		return errors.New("server: Config.SessionTTL and Config.StreamRecheck must be positive")
+	case c.MaxStreams < 0:
+		return fmt.Errorf("server: Config.MaxStreams is %d, want positive", c.MaxStreams)
 	case c.DispatchBatch < 0 || c.HistoryBatch < 0:
 		return errors.New("server: Config.DispatchBatch and Config.HistoryBatch must be positive")
 	}
@@ -203,8 +226,12 @@ type Server struct {
 	metrics *serverMetrics
 
 	tokens tokenCache
-	defs   defCache
-	vars   varCache
+	// sessions caches console sessions as tokens caches tokens.
+	sessions tokenCache
+	// streams counts the open event streams of each token.
+	streams streamCounts
+	defs    defCache
+	vars    varCache
 	// hookLimits are the webhooks' rate limits on this replica.
 	hookLimits rateLimits
 }
@@ -225,6 +252,7 @@ func New(cfg Config) (*Server, error) {
 		metrics: m,
 	}
 	s.tokens.ttl = cfg.TokenCacheTTL
+	s.sessions.ttl = cfg.TokenCacheTTL
 	s.defs.s = s
 	s.mux = http.NewServeMux()
 	for _, rt := range s.routes() {

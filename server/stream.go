@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/rune-org/rune/message"
@@ -61,6 +62,13 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, execID string) e
 	if err != nil {
 		return err
 	}
+	ctx := r.Context()
+	p := principalOf(ctx)
+	if !s.streams.acquire(p.Name, s.cfg.MaxStreams) {
+		return errorf(http.StatusTooManyRequests, CodeRateLimited,
+			"token %q has %d event streams open on this server, the most one token may (rune server --max-streams): close one first", p.Name, s.cfg.MaxStreams)
+	}
+	defer s.streams.release(p.Name)
 	rc := http.NewResponseController(w)
 	// The server's WriteTimeout would cut a long stream; each write below
 	// is bounded by the client's reading instead.
@@ -78,8 +86,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, execID string) e
 	if err := rc.Flush(); err != nil {
 		return nil
 	}
-	ctx := r.Context()
-	p := principalOf(ctx)
+	// A stream outlives its request's authentication: it checks again,
+	// in the store, that its token or session still holds.
+	cred, authenticated := credentialOf(ctx)
+	recheck := time.NewTicker(s.cfg.StreamRecheck)
+	defer recheck.Stop()
 	poll := time.NewTicker(s.cfg.StreamPoll)
 	defer poll.Stop()
 	heartbeat := time.NewTicker(s.cfg.Heartbeat)
@@ -125,6 +136,23 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, execID string) e
 			return nil
 		case <-commit:
 		case <-poll.C:
+		case <-recheck.C:
+			if !authenticated {
+				continue
+			}
+			if _, err := s.resolve(ctx, cred, true); err != nil {
+				var ae *apiError
+				if !errors.As(err, &ae) || ae.Status != http.StatusUnauthorized {
+					// The store is unreachable: the next read ends the
+					// stream if it still is.
+					s.log.Warn("stream: re-check of its token failed", "err", err)
+					continue
+				}
+				s.log.Info("stream ended: its token or session no longer holds", "token", p.Name, "reason", ae.Message)
+				_, _ = fmt.Fprintf(w, ": ended: %s\n\n", ae.Message)
+				_ = rc.Flush()
+				return nil
+			}
 		case <-heartbeat.C:
 			if _, err := io.WriteString(w, ": heartbeat\n\n"); err != nil {
 				return nil
@@ -195,4 +223,34 @@ func writeEvent(w io.Writer, ev store.Event) error {
 	}
 	_, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ev.ID, ev.Kind, data)
 	return err
+}
+
+// streamCounts counts the open event streams of each token on this server
+// (Config.MaxStreams).
+type streamCounts struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// acquire counts one more stream of token name, unless it has limit open.
+func (c *streamCounts) acquire(name string, limit int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	if c.n[name] >= limit {
+		return false
+	}
+	c.n[name]++
+	return true
+}
+
+// release counts one stream of token name less.
+func (c *streamCounts) release(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n[name]--; c.n[name] <= 0 {
+		delete(c.n, name)
+	}
 }

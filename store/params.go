@@ -165,6 +165,23 @@ func CheckToken(t *Token) error {
 	return nil
 }
 
+// CheckSession validates a session to store and truncates its times to
+// the stores' precision.
+func CheckSession(s *Session) error {
+	switch {
+	case len(s.Hash) == 0:
+		return invalid("session: hash: missing")
+	case s.TokenID == "":
+		return invalid("session: token id: missing")
+	}
+	s.CreatedAt = Micro(orNow(s.CreatedAt))
+	s.ExpiresAt = Micro(s.ExpiresAt)
+	if !s.ExpiresAt.After(s.CreatedAt) {
+		return invalid("session: expires at %s, not after its creation at %s", s.ExpiresAt.Format(time.RFC3339), s.CreatedAt.Format(time.RFC3339))
+	}
+	return nil
+}
+
 // PageCursor is the position after the last item of a page, newest first:
 // its creation time and id.
 type PageCursor struct {

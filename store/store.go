@@ -297,6 +297,18 @@ type Token struct {
 	RevokedAt *time.Time
 }
 
+// Session is a console login (docs/api.md, "Sessions"): the SHA-256 hash
+// of its id (the browser's cookie, never stored itself), the token it acts
+// as, and when it ends.
+type Session struct {
+	Hash []byte
+	// TokenID is the id of the stored token the session acts as, or a
+	// binding to RUNE_API_TOKEN that the server checks ("env:…").
+	TokenID   string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
 // Token roles, from most to least powerful (docs/api.md, "Roles").
 const (
 	RoleAdmin    = "admin"
@@ -422,8 +434,24 @@ type Store interface {
 	TokenByHash(ctx context.Context, h []byte) (*Token, error)
 	// ListTokens returns every token (revoked ones too), without hashes.
 	ListTokens(ctx context.Context) ([]*Token, error)
-	// RevokeToken revokes token name.
+	// TokenByID returns token id when it is not revoked.
+	TokenByID(ctx context.Context, id string) (*Token, error)
+	// RevokeToken revokes token name and deletes its sessions.
 	RevokeToken(ctx context.Context, name string, at time.Time) error
+
+	// CreateSession stores a console session; its hash must be new
+	// (ErrConflict).
+	CreateSession(ctx context.Context, s *Session) error
+	// SessionByHash returns the session whose id hashes to h, expired or
+	// not (the caller checks ExpiresAt); ErrNotFound when there is none:
+	// never created, deleted, pruned, or its token revoked.
+	SessionByHash(ctx context.Context, h []byte) (*Session, error)
+	// DeleteSession deletes the session whose id hashes to h (logout);
+	// ErrNotFound when there is none.
+	DeleteSession(ctx context.Context, h []byte) error
+	// PruneSessions deletes the sessions that expired before before and
+	// returns how many.
+	PruneSessions(ctx context.Context, before time.Time) (int, error)
 
 	// AppendAudit records e and sets its ID.
 	AppendAudit(ctx context.Context, e *AuditEntry) error

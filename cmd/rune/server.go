@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -98,6 +99,8 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 	var eg egressFlags
 	eg.flags(fs, env)
 	poll := fs.Duration("dispatch-poll", server.DispatchPollDefault, "the dispatcher's pause when nothing is due (triggers through this server wake it at once)")
+	var web webFlags
+	web.flags(fs, env)
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, "Usage: rune server [--addr 127.0.0.1:8080] [--data ./rune-data]\n       rune server --postgres URL --amqp URL --redis URL [--prefix P]\n\nThe master: HTTP API, dispatcher, history and live streams (docs/api.md).\nWith no URLs, the embedded default: API, dispatcher, a worker and a scheduler in\none process on SQLite under --data (rune.db: history; runtime.db: queues, timers,\ncoordination), durable across restarts; one server per --data (rune.lock).\nWith URLs, the distributed master (several may run); start `rune worker` and `rune scheduler` processes too.\nRUNE_API_TOKEN is accepted as a bearer token besides `rune token create` ones.")
 		fs.PrintDefaults()
@@ -108,6 +111,10 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 	distributedMode := sf.postgresURL != "" || srv.amqpURL != "" || srv.redisURL != ""
 	if distributedMode && (sf.postgresURL == "" || srv.amqpURL == "" || srv.redisURL == "") {
 		return usagef("the distributed master needs --postgres, --amqp and --redis (or their RUNE_*_URL variables); give none for the embedded default")
+	}
+	tlsCfg, secureCookie, err := web.check()
+	if err != nil {
+		return err
 	}
 	log, err := logs.logger(env)
 	if err != nil {
@@ -191,7 +198,8 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 		}
 	}
 	s, err := server.New(server.Config{Store: st, Broker: b, Engine: eng, Keys: keys, APIToken: env.getenv("RUNE_API_TOKEN"), Logger: log,
-		DispatchLease: *lease, DispatchPoll: *poll, ReadyChecks: ready, Retention: *retention, Tracer: tr})
+		DispatchLease: *lease, DispatchPoll: *poll, ReadyChecks: ready, Retention: *retention, Tracer: tr,
+		SessionTTL: web.sessionTTL, MaxStreams: web.maxStreams})
 	if err != nil {
 		return err
 	}
@@ -199,17 +207,18 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 	if distributedMode {
 		dlq, mode = consoleDLQ{srv: &srv, log: log}, "distributed"
 	}
-	h, err := withConsole(s, st, eng, dlq, mode, log)
+	h, err := withConsole(s, st, eng, dlq, mode, secureCookie, log)
 	if err != nil {
 		return err
 	}
-	return serveHTTP(ctx, log, *addr, s, h, distributedMode, srv.egress)
+	return serveHTTP(ctx, log, *addr, tlsCfg, s, h, distributedMode, srv.egress)
 }
 
-// serveHTTP serves h (s's API and the console) on addr and runs its dispatcher and history
-// consumer until ctx is done, then shuts down gracefully.
-// Nodes may not call the API (pol, nil for none, learns the listener).
-func serveHTTP(ctx context.Context, log *slog.Logger, addr string, s *server.Server, h http.Handler, distributedMode bool, pol *egress.Policy) error {
+// serveHTTP serves h (s's API and the console) on addr, over TLS when
+// tlsCfg is set, and runs its dispatcher and history consumer until ctx is
+// done, then shuts down gracefully. Nodes may not call the API (pol, nil
+// for none, learns the listener).
+func serveHTTP(ctx context.Context, log *slog.Logger, addr string, tlsCfg *tls.Config, s *server.Server, h http.Handler, distributedMode bool, pol *egress.Policy) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("--addr: %w", err)
@@ -226,6 +235,10 @@ func serveHTTP(ctx context.Context, log *slog.Logger, addr string, s *server.Ser
 		WriteTimeout:      60 * time.Second, // streams clear theirs
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+		TLSConfig:         tlsCfg,
+		// Connection errors (TLS handshakes of scanners, plain HTTP to
+		// the HTTPS port) go to the server's log, not to stderr raw.
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
@@ -233,12 +246,19 @@ func serveHTTP(ctx context.Context, log *slog.Logger, addr string, s *server.Ser
 	runErr := make(chan error, 1)
 	wg.Go(func() { runErr <- s.Run(runCtx) })
 	serveErr := make(chan error, 1)
-	wg.Go(func() { serveErr <- hs.Serve(ln) })
+	scheme := "http"
+	if tlsCfg != nil {
+		// The certificate is in tlsCfg: ServeTLS takes no files.
+		scheme = "https"
+		wg.Go(func() { serveErr <- hs.ServeTLS(ln, "", "") })
+	} else {
+		wg.Go(func() { serveErr <- hs.Serve(ln) })
+	}
 	mode := "embedded"
 	if distributedMode {
 		mode = "distributed"
 	}
-	log.Info("server listening", "addr", ln.Addr().String(), "mode", mode)
+	log.Info("server listening", "addr", ln.Addr().String(), "mode", mode, "scheme", scheme)
 	var err2 error
 	select {
 	case <-ctx.Done():

@@ -7,8 +7,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"math/big"
 	"net"
+	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -43,4 +46,28 @@ func Certificate() (server *tls.Config, roots *x509.CertPool, err error) {
 	roots = x509.NewCertPool()
 	roots.AddCert(cert)
 	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key, Leaf: cert}}, MinVersion: tls.VersionTLS12}, roots, nil
+}
+
+// CertificateFiles writes a certificate made as Certificate does to
+// cert.pem and key.pem (PKCS #8) under dir, for a server that reads files
+// (rune server --tls-cert, --tls-key), and returns their paths and the
+// roots a client needs to trust it.
+func CertificateFiles(dir string) (certFile, keyFile string, roots *x509.CertPool, err error) {
+	cfg, roots, err := Certificate()
+	if err != nil {
+		return "", "", nil, err
+	}
+	c := cfg.Certificates[0]
+	key, err := x509.MarshalPKCS8PrivateKey(c.PrivateKey)
+	if err != nil {
+		return "", "", nil, err
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Certificate[0]}), 0o600); err != nil {
+		return "", "", nil, err
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key}), 0o600); err != nil {
+		return "", "", nil, err
+	}
+	return certFile, keyFile, roots, nil
 }

@@ -512,15 +512,78 @@ func (s *Store) ListTokens(ctx context.Context) ([]*store.Token, error) {
 	return ts, nil
 }
 
-func (s *Store) RevokeToken(ctx context.Context, name string, at time.Time) error {
-	tag, err := s.pool.Exec(ctx, queries["token_revoke"], orNow(at), name)
+func (s *Store) TokenByID(ctx context.Context, id string) (*store.Token, error) {
+	rows, _ := s.pool.Query(ctx, queries["token_by_id"], id)
+	t, err := pgx.CollectExactlyOneRow(rows, scanToken)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("token %s: %w", id, store.ErrNotFound)
+	}
 	if err != nil {
-		return fmt.Errorf("postgres: revoke token %s: %w", name, err)
+		return nil, fmt.Errorf("postgres: token by id: %w", err)
+	}
+	return t, nil
+}
+
+func (s *Store) RevokeToken(ctx context.Context, name string, at time.Time) error {
+	return s.tx(ctx, "revoke token "+name, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, queries["token_revoke"], orNow(at), name)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("token %s: %w", name, store.ErrNotFound)
+		}
+		_, err = tx.Exec(ctx, queries["token_sessions_delete"], name)
+		return err
+	})
+}
+
+// Console sessions.
+
+func (s *Store) CreateSession(ctx context.Context, se *store.Session) error {
+	if err := store.CheckSession(se); err != nil {
+		return err
+	}
+	tag, err := s.pool.Exec(ctx, queries["session_insert"], se.Hash, se.TokenID, se.CreatedAt, se.ExpiresAt)
+	if err != nil {
+		return fmt.Errorf("postgres: create session: %w", err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("token %s: %w", name, store.ErrNotFound)
+		return fmt.Errorf("session: %w: the hash exists", store.ErrConflict)
 	}
 	return nil
+}
+
+func (s *Store) SessionByHash(ctx context.Context, h []byte) (*store.Session, error) {
+	var se store.Session
+	err := s.pool.QueryRow(ctx, queries["session_by_hash"], h).Scan(&se.Hash, &se.TokenID, &se.CreatedAt, &se.ExpiresAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("session: %w", store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: session by hash: %w", err)
+	}
+	se.CreatedAt, se.ExpiresAt = se.CreatedAt.UTC(), se.ExpiresAt.UTC()
+	return &se, nil
+}
+
+func (s *Store) DeleteSession(ctx context.Context, h []byte) error {
+	tag, err := s.pool.Exec(ctx, queries["session_delete"], h)
+	if err != nil {
+		return fmt.Errorf("postgres: delete session: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("session: %w", store.ErrNotFound)
+	}
+	return nil
+}
+
+func (s *Store) PruneSessions(ctx context.Context, before time.Time) (int, error) {
+	tag, err := s.pool.Exec(ctx, queries["session_prune"], before)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: prune sessions: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
 }
 
 // Ping checks that the database answers (rune server's /readyz).

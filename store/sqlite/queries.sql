@@ -175,8 +175,26 @@ SELECT id, name, prefix, hash, created_at, revoked_at, role, workflows, expires_
 -- name: token_list
 SELECT id, name, prefix, NULL, created_at, revoked_at, role, workflows, expires_at FROM tokens ORDER BY name
 
+-- name: token_by_id
+SELECT id, name, prefix, hash, created_at, revoked_at, role, workflows, expires_at FROM tokens WHERE id = ? AND revoked_at IS NULL
+
 -- name: token_revoke
 UPDATE tokens SET revoked_at = COALESCE(revoked_at, ?) WHERE name = ?
+
+-- name: token_sessions_delete
+DELETE FROM sessions WHERE token_id IN (SELECT id FROM tokens WHERE name = ?)
+
+-- name: session_insert
+INSERT INTO sessions (hash, token_id, created_at, expires_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING
+
+-- name: session_by_hash
+SELECT hash, token_id, created_at, expires_at FROM sessions WHERE hash = ?
+
+-- name: session_delete
+DELETE FROM sessions WHERE hash = ?
+
+-- name: session_prune
+DELETE FROM sessions WHERE expires_at < ?
 
 -- name: prune_pick
 -- Retention: the oldest finished executions not pruned yet (executions_prunable).

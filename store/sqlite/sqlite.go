@@ -685,6 +685,17 @@ func (s *Store) ListTokens(ctx context.Context) ([]*store.Token, error) {
 	return ts, nil
 }
 
+func (s *Store) TokenByID(ctx context.Context, id string) (*store.Token, error) {
+	t, err := scanToken(s.r.QueryRowContext(ctx, queries["token_by_id"], id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("token %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: token by id: %w", err)
+	}
+	return t, nil
+}
+
 func (s *Store) RevokeToken(ctx context.Context, name string, at time.Time) error {
 	return s.tx(ctx, "revoke token", func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, queries["token_revoke"], micros(orNow(at)), name)
@@ -694,8 +705,67 @@ func (s *Store) RevokeToken(ctx context.Context, name string, at time.Time) erro
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("token %s: %w", name, store.ErrNotFound)
 		}
+		_, err = tx.ExecContext(ctx, queries["token_sessions_delete"], name)
+		return err
+	})
+}
+
+// Console sessions.
+
+func (s *Store) CreateSession(ctx context.Context, se *store.Session) error {
+	if err := store.CheckSession(se); err != nil {
+		return err
+	}
+	return s.tx(ctx, "create session", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, queries["session_insert"], se.Hash, se.TokenID, micros(se.CreatedAt), micros(se.ExpiresAt))
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("session: %w: the hash exists", store.ErrConflict)
+		}
 		return nil
 	})
+}
+
+func (s *Store) SessionByHash(ctx context.Context, h []byte) (*store.Session, error) {
+	var se store.Session
+	var created, expires int64
+	err := s.r.QueryRowContext(ctx, queries["session_by_hash"], h).Scan(&se.Hash, &se.TokenID, &created, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("session: %w", store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: session by hash: %w", err)
+	}
+	se.CreatedAt, se.ExpiresAt = timeOf(created), timeOf(expires)
+	return &se, nil
+}
+
+func (s *Store) DeleteSession(ctx context.Context, h []byte) error {
+	return s.tx(ctx, "delete session", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, queries["session_delete"], h)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("session: %w", store.ErrNotFound)
+		}
+		return nil
+	})
+}
+
+func (s *Store) PruneSessions(ctx context.Context, before time.Time) (int, error) {
+	var n int64
+	err := s.tx(ctx, "prune sessions", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, queries["session_prune"], micros(before))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), err
 }
 
 // Ping checks that the database answers (rune server's /readyz).

@@ -145,3 +145,55 @@ func testAudit(ctx context.Context, t *testing.T, h *harness) {
 		t.Fatalf("after pruning: %+v, %v", p, err)
 	}
 }
+
+// Sessions: found by hash until deleted, pruned once expired, or ended
+// with their token's revocation; TokenByID finds tokens not revoked.
+func testSessions(ctx context.Context, t *testing.T, h *harness) {
+	tok := &store.Token{Name: "console", Prefix: "rune_se", Hash: bytes.Repeat([]byte{7}, 32), CreatedAt: at(1)}
+	if err := h.s.CreateToken(ctx, tok); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := h.s.TokenByID(ctx, tok.ID); err != nil || got.Name != "console" || got.Role != store.RoleAdmin {
+		t.Fatalf("TokenByID = %+v, %v", got, err)
+	}
+	_, err := h.s.TokenByID(ctx, "tok_none")
+	wantErr(t, "TokenByID(unknown)", err, store.ErrNotFound, "tok_none")
+	s1, s2, s3 := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32), bytes.Repeat([]byte{3}, 32)
+	for _, s := range []*store.Session{
+		{Hash: s1, TokenID: tok.ID, CreatedAt: at(1), ExpiresAt: at(10)},
+		{Hash: s2, TokenID: tok.ID, CreatedAt: at(1), ExpiresAt: at(2)},
+		{Hash: s3, TokenID: "env:x", CreatedAt: at(1), ExpiresAt: at(10)},
+	} {
+		if err := h.s.CreateSession(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := h.s.SessionByHash(ctx, s1)
+	if err != nil || got.TokenID != tok.ID || !got.CreatedAt.Equal(at(1)) || !got.ExpiresAt.Equal(at(10)) || !bytes.Equal(got.Hash, s1) {
+		t.Fatalf("SessionByHash = %+v, %v", got, err)
+	}
+	wantErr(t, "CreateSession(same hash)", h.s.CreateSession(ctx, &store.Session{Hash: s1, TokenID: tok.ID, CreatedAt: at(1), ExpiresAt: at(10)}), store.ErrConflict, "")
+	wantErr(t, "CreateSession(no token)", h.s.CreateSession(ctx, &store.Session{Hash: s3, CreatedAt: at(1), ExpiresAt: at(10)}), store.ErrInvalid, "token")
+	wantErr(t, "CreateSession(expired)", h.s.CreateSession(ctx, &store.Session{Hash: bytes.Repeat([]byte{4}, 32), TokenID: tok.ID, CreatedAt: at(2), ExpiresAt: at(1)}), store.ErrInvalid, "expires")
+	// Pruning takes the expired session only.
+	if n, err := h.s.PruneSessions(ctx, at(3)); err != nil || n != 1 {
+		t.Fatalf("PruneSessions(at 3) = %d, %v, want 1", n, err)
+	}
+	_, err = h.s.SessionByHash(ctx, s2)
+	wantErr(t, "SessionByHash(pruned)", err, store.ErrNotFound, "")
+	// Logout deletes one session.
+	if err := h.s.DeleteSession(ctx, s3); err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.s.SessionByHash(ctx, s3)
+	wantErr(t, "SessionByHash(deleted)", err, store.ErrNotFound, "")
+	wantErr(t, "DeleteSession(deleted)", h.s.DeleteSession(ctx, s3), store.ErrNotFound, "")
+	// Revoking the token ends its sessions.
+	if err := h.s.RevokeToken(ctx, "console", at(4)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.s.SessionByHash(ctx, s1)
+	wantErr(t, "SessionByHash(token revoked)", err, store.ErrNotFound, "")
+	_, err = h.s.TokenByID(ctx, tok.ID)
+	wantErr(t, "TokenByID(revoked)", err, store.ErrNotFound, "")
+}

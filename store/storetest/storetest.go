@@ -70,6 +70,7 @@ func Exercise(ctx context.Context, t *testing.T, open func(t *testing.T) store.S
 		{"EventsConcurrent", testEventsConcurrent},
 		{"Credentials", testCredentials},
 		{"Tokens", testTokens},
+		{"Sessions", testSessions},
 		{"Audit", testAudit},
 		{"Hooks", testHooks},
 		{"Schedules", testSchedules},
