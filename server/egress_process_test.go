@@ -60,8 +60,8 @@ func wantDenied(t *testing.T, a *api, wf, target, rule string) {
 	done := a.waitStatus(x.ID, "completed", "failed", "halted")
 	code, msg := nodeError(t, a, done, "call")
 	u, _ := url.Parse(target)
-	if done.Status != "halted" || code != "EGRESS_DENIED" || !strings.Contains(msg, u.Host) || !strings.Contains(msg, `"`+rule+`"`) {
-		t.Fatalf("%s: %s, node error %s %q; want halted by EGRESS_DENIED naming %s and rule %q", wf, done.Status, code, msg, u.Host, rule)
+	if done.Status != "failed" || code != "EGRESS_DENIED" || !strings.Contains(msg, u.Host) || !strings.Contains(msg, `"`+rule+`"`) {
+		t.Fatalf("%s: %s, node error %s %q; want failed by EGRESS_DENIED naming %s and rule %q", wf, done.Status, code, msg, u.Host, rule)
 	}
 	if done.Attempts > 1 {
 		for _, n := range done.Nodes {
