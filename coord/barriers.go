@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -49,6 +50,27 @@ type BarrierSpec struct {
 	State []byte
 	// TTL bounds how long an open barrier lives without arrivals. Default 24h.
 	TTL time.Duration
+}
+
+// DefaultBarrierTTL is a BarrierSpec's TTL when it gives none.
+const DefaultBarrierTTL = 24 * time.Hour
+
+// Check validates s for Open and Arrive and returns its TTL
+// (DefaultBarrierTTL when 0).
+func (s BarrierSpec) Check() (time.Duration, error) {
+	if s.Total < 1 {
+		return 0, fmt.Errorf("spec.Total is %d, want at least 1", s.Total)
+	}
+	if s.Need < 1 || s.Need > s.Total {
+		return 0, fmt.Errorf("spec.Need is %d, want 1..Total (%d)", s.Need, s.Total)
+	}
+	if s.TTL < 0 {
+		return 0, fmt.Errorf("spec.TTL is negative (%v)", s.TTL)
+	}
+	if s.TTL == 0 {
+		return DefaultBarrierTTL, nil
+	}
+	return s.TTL, nil
 }
 
 // Arrival is the answer to Arrive.

@@ -17,7 +17,7 @@ const BarrierRetain = 10 * time.Minute
 
 // DefaultBarrierTTL is the TTL of a barrier whose spec gives none, and of
 // the closed marker that Cancel leaves for a barrier that did not exist.
-const DefaultBarrierTTL = 24 * time.Hour
+const DefaultBarrierTTL = coord.DefaultBarrierTTL
 
 // Barriers implements coord.Barriers in process, behind one mutex.
 //
@@ -73,23 +73,6 @@ func NewBarriers() *Barriers {
 	return &Barriers{bars: make(map[barrierID]*barrier), now: time.Now}
 }
 
-// checkSpec validates spec and returns its TTL with the default applied.
-func checkSpec(spec coord.BarrierSpec) (time.Duration, error) {
-	if spec.Total < 1 {
-		return 0, fmt.Errorf("spec.Total is %d, want at least 1", spec.Total)
-	}
-	if spec.Need < 1 || spec.Need > spec.Total {
-		return 0, fmt.Errorf("spec.Need is %d, want 1..Total (%d)", spec.Need, spec.Total)
-	}
-	if spec.TTL < 0 {
-		return 0, fmt.Errorf("spec.TTL is negative (%v)", spec.TTL)
-	}
-	if spec.TTL == 0 {
-		return DefaultBarrierTTL, nil
-	}
-	return spec.TTL, nil
-}
-
 // create adds an open barrier; mu is held.
 func (bs *Barriers) create(id barrierID, spec coord.BarrierSpec, ttl time.Duration, state []byte, now time.Time) *barrier {
 	b := &barrier{id: id, total: spec.Total, need: spec.Need, ttl: ttl, state: state, vals: map[int][]byte{}, expires: now.Add(ttl)}
@@ -100,7 +83,7 @@ func (bs *Barriers) create(id barrierID, spec coord.BarrierSpec, ttl time.Durati
 
 // Open implements coord.Barriers.
 func (bs *Barriers) Open(_ context.Context, exec, key string, spec coord.BarrierSpec) error {
-	ttl, err := checkSpec(spec)
+	ttl, err := spec.Check()
 	if err != nil {
 		return fmt.Errorf("coord/memory: Open barrier %q exec %q: %w", key, exec, err)
 	}
@@ -120,7 +103,7 @@ func (bs *Barriers) Arrive(_ context.Context, exec, key string, spec coord.Barri
 	where := func(err error) error {
 		return fmt.Errorf("coord/memory: Arrive barrier %q exec %q slot %d: %w", key, exec, slot, err)
 	}
-	ttl, err := checkSpec(spec)
+	ttl, err := spec.Check()
 	if err != nil {
 		return coord.Arrival{}, where(err)
 	}

@@ -16,7 +16,7 @@ import (
 
 // DefaultBarrierTTL is the TTL of a barrier whose spec gives none, and of
 // the closed marker that Cancel leaves for a barrier that did not exist.
-const DefaultBarrierTTL = 24 * time.Hour
+const DefaultBarrierTTL = coord.DefaultBarrierTTL
 
 // BarrierOptions configures Barriers. The zero value gives the defaults.
 type BarrierOptions struct {
@@ -141,29 +141,12 @@ func (b *Barriers) shardKey(exec, key string, i int) string {
 	return b.prefix + ":{" + exec + "/" + key + "/" + n + "}:bar:" + key + ":vals." + n
 }
 
-// checkSpec validates spec and returns its TTL (DefaultBarrierTTL when 0).
-func checkSpec(spec coord.BarrierSpec) (time.Duration, error) {
-	if spec.Total < 1 {
-		return 0, fmt.Errorf("spec.Total is %d, want at least 1", spec.Total)
-	}
-	if spec.Need < 1 || spec.Need > spec.Total {
-		return 0, fmt.Errorf("spec.Need is %d, want 1..Total (%d)", spec.Need, spec.Total)
-	}
-	if spec.TTL < 0 {
-		return 0, fmt.Errorf("spec.TTL is negative (%v)", spec.TTL)
-	}
-	if spec.TTL == 0 {
-		return DefaultBarrierTTL, nil
-	}
-	return spec.TTL, nil
-}
-
 // Open implements coord.Barriers.
 func (b *Barriers) Open(ctx context.Context, exec, key string, spec coord.BarrierSpec) error {
 	where := func(err error) error {
 		return fmt.Errorf("coord/redis: Open barrier %q exec %q: %w", key, exec, err)
 	}
-	ttl, err := checkSpec(spec)
+	ttl, err := spec.Check()
 	if err != nil {
 		return where(err)
 	}
@@ -195,7 +178,7 @@ func (b *Barriers) Arrive(ctx context.Context, exec, key string, spec coord.Barr
 	where := func(err error) error {
 		return fmt.Errorf("coord/redis: Arrive barrier %q exec %q slot %d: %w", key, exec, slot, err)
 	}
-	ttl, err := checkSpec(spec)
+	ttl, err := spec.Check()
 	if err != nil {
 		return coord.Arrival{}, where(err)
 	}

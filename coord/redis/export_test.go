@@ -19,7 +19,7 @@ func NewTimersBuckets(client goredis.UniversalClient, opts TimerOptions, n uint3
 // WriteValue is the first half of a sharded Arrive: slot's value written to
 // its shard, not counted (a worker that crashed between the two).
 func (b *Barriers) WriteValue(ctx context.Context, exec, key string, spec coord.BarrierSpec, slot int, value []byte) error {
-	ttl, err := checkSpec(spec)
+	ttl, err := spec.Check()
 	if err != nil {
 		return err
 	}

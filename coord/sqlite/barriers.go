@@ -37,23 +37,6 @@ const (
 	barCancelled = 2
 )
 
-// checkSpec validates spec and returns its TTL (DefaultBarrierTTL when 0).
-func checkSpec(spec coord.BarrierSpec) (time.Duration, error) {
-	if spec.Total < 1 {
-		return 0, fmt.Errorf("spec.Total is %d, want at least 1", spec.Total)
-	}
-	if spec.Need < 1 || spec.Need > spec.Total {
-		return 0, fmt.Errorf("spec.Need is %d, want 1..Total (%d)", spec.Need, spec.Total)
-	}
-	if spec.TTL < 0 {
-		return 0, fmt.Errorf("spec.TTL is negative (%v)", spec.TTL)
-	}
-	if spec.TTL == 0 {
-		return DefaultBarrierTTL, nil
-	}
-	return spec.TTL, nil
-}
-
 // barRow is a barrier's coord_bar row.
 type barRow struct {
 	status, total, n, need int
@@ -88,7 +71,7 @@ func (b *Barriers) create(tx *sql.Tx, exec, key string, status, total, need int,
 
 // Open implements coord.Barriers.
 func (b *Barriers) Open(ctx context.Context, exec, key string, spec coord.BarrierSpec) error {
-	ttl, err := checkSpec(spec)
+	ttl, err := spec.Check()
 	if err != nil {
 		return fmt.Errorf("coord/sqlite: Open barrier %q exec %q: %w", key, exec, err)
 	}
@@ -124,7 +107,7 @@ func (b *Barriers) Arrive(ctx context.Context, exec, key string, spec coord.Barr
 	where := func(err error) error {
 		return fmt.Errorf("coord/sqlite: Arrive barrier %q exec %q slot %d: %w", key, exec, slot, err)
 	}
-	ttl, err := checkSpec(spec)
+	ttl, err := spec.Check()
 	if err != nil {
 		return coord.Arrival{}, where(err)
 	}

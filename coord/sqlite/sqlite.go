@@ -41,6 +41,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rune-org/rune/coord"
 	"github.com/rune-org/rune/internal/sqlitedb"
 	"github.com/rune-org/rune/store/sqlfile"
 )
@@ -56,7 +57,7 @@ const (
 // DefaultBarrierTTL is the TTL of a barrier whose spec gives none, and of
 // the closed marker that Cancel leaves for a barrier that did not exist; it
 // only bounds barriers of executions the store does not know (see Barriers).
-const DefaultBarrierTTL = 24 * time.Hour
+const DefaultBarrierTTL = coord.DefaultBarrierTTL
 
 // Options configures a Store. The zero value gives the defaults.
 type Options struct {
