@@ -72,6 +72,25 @@ type Delivery struct {
 	Reason string
 }
 
+// DeadLettered is one dead-lettered message as an operator sees it
+// (brokers that can list their dead letters return them): why it was
+// rejected, where it came from and what it was.
+type DeadLettered struct {
+	// ID is the message id (a NodeExecution's message_id).
+	ID string
+	// Key is the execution id.
+	Key string
+	// Topic is the topic the message was consumed from; a replay publishes
+	// it there again.
+	Topic Topic
+	// Reason is why the message was dead-lettered (the consumer's error).
+	Reason string
+	// At is when the original was published.
+	At time.Time
+	// Body is the original message as it was published (its JSON).
+	Body []byte
+}
+
 // Handler processes one delivery. Returning nil acks it. Returning an error
 // wrapping ErrReject dead-letters it with the error text as reason. Any other
 // error returns it to its queue to be delivered again after a pause (never in

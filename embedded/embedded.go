@@ -100,19 +100,7 @@ type DeadLetters interface {
 }
 
 // DeadLetter is one rejected message.
-type DeadLetter struct {
-	// ID is the message id; Key the execution id.
-	ID  string
-	Key string
-	// Topic is where the message was consumed from, and Replay puts it.
-	Topic broker.Topic
-	// Reason is why it was rejected.
-	Reason string
-	// At is when the original was published.
-	At time.Time
-	// Body is the message as JSON.
-	Body []byte
-}
+type DeadLetter = broker.DeadLettered
 
 // New starts a runtime with its workers.
 func New(opts Options) (*Runtime, error) {

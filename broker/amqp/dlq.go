@@ -7,31 +7,16 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/rune-org/rune/broker"
 )
 
-// DeadLetter is one message of the dead-letter queue (workflow.dlq) as an
-// operator sees it: why it was rejected, where it came from and what it was.
-type DeadLetter struct {
-	// ID is the message id (a NodeExecution's message_id).
-	ID string
-	// Key is the execution id.
-	Key string
-	// Topic is the topic the message was consumed from; Replay publishes
-	// it there again.
-	Topic broker.Topic
-	// Reason is why the message was dead-lettered (the consumer's error, or
-	// RabbitMQ's own reason such as "expired in queue workflow.execution").
-	Reason string
-	// At is when the original was published (zero when unknown).
-	At time.Time
-	// Body is the original message as it was published.
-	Body []byte
-}
+// DeadLetter is one message of the dead-letter queue (workflow.dlq). Its
+// Reason may be RabbitMQ's own ("expired in queue workflow.execution"), and
+// its At zero when unknown.
+type DeadLetter = broker.DeadLettered
 
 // DeadLetters returns up to limit messages of the dead-letter queue (all
 // when limit ≤ 0), oldest first, and how many the queue held (a batch of

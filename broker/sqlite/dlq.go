@@ -13,23 +13,8 @@ import (
 	"github.com/rune-org/rune/broker"
 )
 
-// DeadLetter is one message of the dead-letter topic as an operator sees
-// it. Its fields are those of amqp.DeadLetter, so either converts to the other.
-type DeadLetter struct {
-	// ID is the message id (a NodeExecution's message_id).
-	ID string
-	// Key is the execution id.
-	Key string
-	// Topic is the topic the message was consumed from; Replay publishes
-	// it there again.
-	Topic broker.Topic
-	// Reason is why the message was dead-lettered (the consumer's error).
-	Reason string
-	// At is when the original was published.
-	At time.Time
-	// Body is the original message as it was published (its JSON).
-	Body []byte
-}
+// DeadLetter is one message of the dead-letter topic.
+type DeadLetter = broker.DeadLettered
 
 // DeadLetters returns up to limit dead letters (all when limit ≤ 0), oldest
 // first, and how many there are. It takes nothing away.
