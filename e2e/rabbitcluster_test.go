@@ -45,7 +45,7 @@ func TestFaultRabbitClusterNodeLost(t *testing.T) {
 	r := &faultRun{t: t, c: c, fx: newSideEffects(t), timers: coordredis.NewTimers(c.redis, coordredis.TimerOptions{Prefix: c.prefix})}
 	// The master and the scheduler connect to node 1 first, as does the
 	// first worker; the second worker to node 2.
-	r.workers = []*proc{c.startWorker("--amqp", rc.urls(0)), c.startWorker("--amqp", rc.urls(1))}
+	r.workers = []*proc{c.startWorker(append([]string{"--amqp", rc.urls(0)}, allowLoopback...)...), c.startWorker(append([]string{"--amqp", rc.urls(1)}, allowLoopback...)...)}
 	r.schedulers = []*proc{r.startScheduler()}
 	waitFor(t, 60*time.Second, "both workers consuming", func() bool {
 		return inspectQueue(t, c, c.prefix+".workflow.execution").Consumers == 2
