@@ -218,6 +218,10 @@ func TestEmailReplies(t *testing.T) {
 		{"RCPT", "", 550, CodeSMTP, false, `parameters.to: ada@example.com refused by 127.0.0.1:`},
 		{"RCPT", "bob@example.com", 451, CodeSMTP, true, `parameters.cc: bob@example.com refused`},
 		{"MAIL", "", 553, CodeSMTP, false, `parameters.from: a@rune.test refused`},
+		// The bounds of a permanent refusal, exactly: 500 and 599.
+		{"MAIL", "", 500, CodeSMTP, false, `parameters.from: a@rune.test refused`},
+		{"RCPT", "", 500, CodeSMTP, false, `parameters.to: ada@example.com refused by 127.0.0.1:`},
+		{"RCPT", "", 599, CodeSMTP, false, `parameters.to: ada@example.com refused by 127.0.0.1:`},
 		{"MAIL", "", 421, CodeSMTP, true, "421"},
 		{"DATA", "", 554, CodeSMTP, false, "554"},
 		{"DATA", "", 452, CodeSMTP, true, "452"},
@@ -242,29 +246,31 @@ func TestEmailReplies(t *testing.T) {
 			}
 		})
 	}
-	// One recipient refused with a 5xx: the others get the mail, and the
-	// output lists it as rejected.
-	s := startSMTP(t, catcher.SMTPConfig{Reply: func(stage, arg string) error {
-		if stage == "RCPT" && arg == "bob@example.com" {
-			return &smtp.SMTPError{Code: 550, Message: "no such user"}
+	// One recipient refused with a 5xx (500 to 599, the bounds included):
+	// the others get the mail, and the output lists it as rejected.
+	for _, code := range []int{500, 550, 599} {
+		s := startSMTP(t, catcher.SMTPConfig{Reply: func(stage, arg string) error {
+			if stage == "RCPT" && arg == "bob@example.com" {
+				return &smtp.SMTPError{Code: code, Message: "no such user"}
+			}
+			return nil
+		}})
+		res, err := runEmail(t, Options{}, smtpCred(s, "none", "from", "a@rune.test"),
+			map[string]any{"to": "ada@example.com", "cc": "bob@example.com", "bcc": "cy@example.com", "subject": "x", "text": "y"}, welcomeEnv, "k")
+		if err != nil {
+			t.Fatalf("bob refused with %d: %v", code, err)
 		}
-		return nil
-	}})
-	res, err := runEmail(t, Options{}, smtpCred(s, "none", "from", "a@rune.test"),
-		map[string]any{"to": "ada@example.com", "cc": "bob@example.com", "bcc": "cy@example.com", "subject": "x", "text": "y"}, welcomeEnv, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := res.Output.(map[string]any)
-	if fmt.Sprint(out["accepted"]) != "[ada@example.com cy@example.com]" || fmt.Sprint(out["rejected"]) != "[bob@example.com]" {
-		t.Errorf("output %v, want bob rejected, ada and cy accepted", out)
-	}
-	if mails := s.Mails(); len(mails) != 1 || fmt.Sprint(mails[0].To) != "[ada@example.com cy@example.com]" {
-		t.Errorf("mails %+v, want one to ada and cy", mails)
+		out := res.Output.(map[string]any)
+		if fmt.Sprint(out["accepted"]) != "[ada@example.com cy@example.com]" || fmt.Sprint(out["rejected"]) != "[bob@example.com]" {
+			t.Errorf("bob refused with %d: output %v, want bob rejected, ada and cy accepted", code, out)
+		}
+		if mails := s.Mails(); len(mails) != 1 || fmt.Sprint(mails[0].To) != "[ada@example.com cy@example.com]" {
+			t.Errorf("bob refused with %d: mails %+v, want one to ada and cy", code, mails)
+		}
 	}
 	// Nothing listening: a connection error, retryable.
 	cred := map[string]string{"type": "smtp", "host": "127.0.0.1", "port": "9", "tls": "none", "from": "a@rune.test"}
-	_, err = runEmail(t, Options{}, cred, map[string]any{"to": "ada@example.com", "subject": "x", "text": "y"}, welcomeEnv, "k")
+	_, err := runEmail(t, Options{}, cred, map[string]any{"to": "ada@example.com", "subject": "x", "text": "y"}, welcomeEnv, "k")
 	nodeError(t, err, CodeSMTPConnection, true)
 }
 
@@ -582,5 +588,19 @@ func TestSMTPPortRange(t *testing.T) {
 		if !ok && (err == nil || !strings.Contains(err.Error(), `field "port"`)) {
 			t.Errorf("port %q: error %v does not name the field", port, err)
 		}
+	}
+}
+
+// A Message-ID takes its domain from the sender, or rune.invalid when the
+// sender gives none; its local part is the send's idempotency key.
+func TestMessageIDDomain(t *testing.T) {
+	in := &node.Input{IdempotencyKey: "k1", ExecutionID: "e", NodeID: "n", Attempt: 2}
+	for from, want := range map[string]string{"a@rune.test": "k1@rune.test", "a@": "k1@rune.invalid", "nobody": "k1@rune.invalid"} {
+		if got := messageID(in, from); got != want {
+			t.Errorf("messageID(from %q) = %q, want %q", from, got, want)
+		}
+	}
+	if got := messageID(&node.Input{ExecutionID: "e", NodeID: "n", Attempt: 2}, "a@rune.test"); got != "e.n.2@rune.test" {
+		t.Errorf("messageID without a key = %q, want e.n.2@rune.test", got)
 	}
 }
