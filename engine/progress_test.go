@@ -56,3 +56,42 @@ func TestAggregatorProgressCadence(t *testing.T) {
 		}
 	}
 }
+
+// A split's branches are named under their parent's: the execution id for
+// a split at the top, the enclosing branch for a nested one, so the
+// branches of two outer items never share an id.
+func TestBranchIDsNest(t *testing.T) {
+	rt, err := embedded.New(embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	def := `{"id":"nest","nodes":[{"id":"start","type":"trigger","trigger":true},
+		{"id":"outer","type":"split","parameters":{"input_array":"{{ $trigger.n }}"}},
+		{"id":"inner","type":"split","parameters":{"input_array":"{{ $item }}"}},
+		{"id":"x","type":"set","parameters":{"values":{"v":"{{ $item }}"}}},
+		{"id":"iagg","type":"aggregator"},{"id":"oagg","type":"aggregator"}],
+		"edges":[{"id":"e1","src":"start","dst":"outer"},{"id":"e2","src":"outer","dst":"inner"},{"id":"e3","src":"inner","dst":"x"},
+		{"id":"e4","src":"x","dst":"iagg"},{"id":"e5","src":"iagg","dst":"oagg"}]}`
+	ids := map[string]bool{}
+	var exec string
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := rt.Run(ctx, []byte(def), map[string]any{"n": []any{[]any{1, 2}, []any{3, 4}}}, func(st *message.NodeStatus) {
+		if st.NodeID == "x" && st.Status == message.StatusSuccess && len(st.LineageStack) == 2 {
+			exec = st.ExecutionID
+			ids[st.LineageStack[0].BranchID+" "+st.LineageStack[1].BranchID] = true
+		}
+	})
+	if err != nil || c.Status != message.CompletionCompleted {
+		t.Fatalf("run: %v, %v", c, err)
+	}
+	for _, o := range []string{"0", "1"} {
+		for _, i := range []string{"0", "1"} {
+			want := exec + "/outer_" + o + " " + exec + "/outer_" + o + "/inner_" + i
+			if !ids[want] {
+				t.Errorf("no branch %q among %v", want, ids)
+			}
+		}
+	}
+}
