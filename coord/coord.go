@@ -7,6 +7,7 @@ package coord
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/rune-org/rune/message"
@@ -150,6 +151,26 @@ type Finish struct {
 	// asks so: as the completer it publishes them with its completion, and
 	// only otherwise must it publish them before its Finish.
 	IfLast bool
+}
+
+// Encode checks f for a Finish of exec and encodes its Record (nil when it
+// has none), for coordinators that serialise: a negative Spawned is an
+// error, an empty exec ErrUnknownExecution.
+func (f Finish) Encode(exec string) ([]byte, error) {
+	if f.Spawned < 0 {
+		return nil, fmt.Errorf("spawned is %d, want at least 0", f.Spawned)
+	}
+	if exec == "" {
+		return nil, ErrUnknownExecution
+	}
+	if f.Record == nil {
+		return nil, nil
+	}
+	rec, err := f.Record.MarshalBinary()
+	if err != nil {
+		return nil, fmt.Errorf("encode Record: %w", err)
+	}
+	return rec, nil
 }
 
 // Record is what Finish stores for Replay. Coordinators that serialise

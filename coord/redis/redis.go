@@ -208,18 +208,9 @@ func (c *Coordinator) Finish(ctx context.Context, exec, id string, f coord.Finis
 	where := func(format string, a ...any) error {
 		return fmt.Errorf("coord/redis: Finish exec %q id %q: "+format, append([]any{exec, id}, a...)...)
 	}
-	if f.Spawned < 0 {
-		return coord.Outcome{}, where("Spawned is %d, want at least 0", f.Spawned)
-	}
-	if exec == "" {
-		return coord.Outcome{}, where("%w", coord.ErrUnknownExecution)
-	}
-	var rec []byte
-	if f.Record != nil {
-		var err error
-		if rec, err = f.Record.MarshalBinary(); err != nil {
-			return coord.Outcome{}, where("encode Record: %w", err)
-		}
+	rec, err := f.Encode(exec)
+	if err != nil {
+		return coord.Outcome{}, where("%w", err)
 	}
 	args := make([]any, 9, 9+2*len(f.End))
 	args[0], args[1], args[2], args[4], args[5] = id, f.Spawned, rec, c.ttl, c.retain

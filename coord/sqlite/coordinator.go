@@ -77,18 +77,9 @@ func (c *Coordinator) Finish(ctx context.Context, exec, id string, f coord.Finis
 	where := func(format string, a ...any) error {
 		return fmt.Errorf("coord/sqlite: Finish exec %q id %q: "+format, append([]any{exec, id}, a...)...)
 	}
-	if f.Spawned < 0 {
-		return coord.Outcome{}, where("Spawned is %d, want at least 0", f.Spawned)
-	}
-	if exec == "" {
-		return coord.Outcome{}, where("%w", coord.ErrUnknownExecution)
-	}
-	var rec []byte
-	if f.Record != nil {
-		var err error
-		if rec, err = f.Record.MarshalBinary(); err != nil {
-			return coord.Outcome{}, where("encode Record: %w", err)
-		}
+	rec, err := f.Encode(exec)
+	if err != nil {
+		return coord.Outcome{}, where("%w", err)
 	}
 	var halt any // NULL unless halting
 	if f.Halt != nil {
@@ -112,7 +103,7 @@ func (c *Coordinator) Finish(ctx context.Context, exec, id string, f coord.Finis
 	}
 
 	var r finished
-	err := c.s.write(ctx, func(tx *sql.Tx) error {
+	err = c.s.write(ctx, func(tx *sql.Tx) error {
 		r = finished{}
 		return c.finish(tx, exec, id, f, rec, halt, end, &r)
 	})
