@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/rune-org/rune/broker"
 	"github.com/rune-org/rune/coord"
 )
 
@@ -235,13 +236,20 @@ func (r *Recorder) InFlight(topic string, delta int) {
 	g.(prometheus.Gauge).Add(float64(delta))
 }
 
-// WorkerLimits records a worker's configured concurrency and prefetch.
+// WorkerLimits records a worker's configured concurrency and prefetch, and
+// starts its per-topic dead-letter and redelivery counters at 0: a series
+// born at 1 has no earlier sample, and increase() or rate() over it (the
+// alerts of deploy/prometheus/rules.yml) would miss the first one.
 func (r *Recorder) WorkerLimits(concurrency, prefetch int) {
 	if r == nil {
 		return
 	}
 	r.concurrency.Set(float64(concurrency))
 	r.prefetch.Set(float64(prefetch))
+	for _, topic := range []broker.Topic{broker.Execution, broker.Timeout} {
+		r.deadLetters.WithLabelValues(string(topic))
+		r.failures.WithLabelValues(string(topic))
+	}
 }
 
 // TimerFired records a fired timer: result is "resumed", "dropped" (it can

@@ -194,3 +194,26 @@ func TestBarrierWait(t *testing.T) {
 		t.Errorf("merge waited %v s, want the slow parent's 0.3 s delay or a little more", s)
 	}
 }
+
+// A worker's dead-letter and redelivery counters are there at 0 from its
+// start, so that the first dead letter is an increase an alert sees.
+func TestWorkerCountersStartAtZero(t *testing.T) {
+	t.Parallel()
+	rec := metrics.New(metrics.Config{})
+	srv := httptest.NewServer(rec.Handler())
+	defer srv.Close()
+	rec.WorkerLimits(4, 8)
+	got := metricstest.Scrape(t, srv.URL)
+	for _, series := range []string{
+		`rune_dead_letters_total{topic="workflow.execution"}`, `rune_dead_letters_total{topic="workflow.timeout"}`,
+		`rune_worker_redeliveries_total{topic="workflow.execution"}`, `rune_worker_redeliveries_total{topic="workflow.timeout"}`,
+	} {
+		if v, ok := got[series]; !ok || v != 0 {
+			t.Errorf("%s = %v (present %v), want 0 before any message", series, v, ok)
+		}
+	}
+	rec.DeadLetter("workflow.execution")
+	if got := metricstest.Scrape(t, srv.URL)[`rune_dead_letters_total{topic="workflow.execution"}`]; got != 1 {
+		t.Errorf("after a dead letter: %v, want 1", got)
+	}
+}
