@@ -418,6 +418,13 @@ func containerPort(c corev1.Container, port string) int32 {
 // documents them.
 var envOnly = []string{"RUNE_SIGNING_KEY", "RUNE_SECRET_KEY"}
 
+// reads reports whether the command reads variable k: its --help names
+// it, or docs documents it as environment-only.
+func (h help) reads(k, docs string) bool {
+	return strings.Contains(h.text, "env "+k) || strings.Contains(h.text, k+" ") ||
+		slices.Contains(envOnly, k) && strings.Contains(docs, "`"+k+"`")
+}
+
 // checkEnv: every variable the container gets from a ConfigMap or Secret is
 // one the command reads (its --help names it), or documented as
 // environment-only.
@@ -443,10 +450,7 @@ func checkEnv(t *testing.T, m *manifests, deployment string, c corev1.Container,
 			keys = slices.Collect(maps.Keys(s.StringData))
 		}
 		for _, k := range keys {
-			if strings.Contains(h.text, "env "+k) || strings.Contains(h.text, k+" ") {
-				continue
-			}
-			if slices.Contains(envOnly, k) && strings.Contains(docs, "`"+k+"`") {
+			if h.reads(k, docs) {
 				continue
 			}
 			t.Errorf("%s: %s is neither read by its command (--help) nor a documented environment-only variable", deployment, k)
@@ -458,16 +462,7 @@ func checkEnv(t *testing.T, m *manifests, deployment string, c corev1.Container,
 // `rune permissions --role R` creates, in its vhost.
 func checkUsers(t *testing.T, m *manifests, deployment, role string, c corev1.Container) {
 	t.Helper()
-	out, err := exec.Command(runeBin, "permissions", "--role", role).Output()
-	if err != nil {
-		t.Fatalf("rune permissions --role %s: %v", role, err)
-	}
-	amqpUser := regexp.MustCompile(`rabbitmqctl add_user '?([^' ]+)`).FindSubmatch(out)
-	vhost := regexp.MustCompile(`set_permissions -p '?([^' ]+)`).FindSubmatch(out)
-	redisUser := regexp.MustCompile(`ACL SETUSER '?([^' ]+)`).FindSubmatch(out)
-	if amqpUser == nil || vhost == nil || redisUser == nil {
-		t.Fatalf("rune permissions --role %s: no user, vhost or ACL user in:\n%s", role, out)
-	}
+	p := permissionsOf(t, role)
 	var env map[string]string
 	for _, src := range c.EnvFrom {
 		if src.SecretRef != nil && m.secrets[src.SecretRef.Name] != nil {
@@ -475,8 +470,8 @@ func checkUsers(t *testing.T, m *manifests, deployment, role string, c corev1.Co
 		}
 	}
 	for _, v := range []struct{ key, user, path string }{
-		{"RUNE_AMQP_URL", string(amqpUser[1]), "/" + string(vhost[1])},
-		{"RUNE_REDIS_URL", string(redisUser[1]), ""},
+		{"RUNE_AMQP_URL", p.amqpUser, "/" + p.vhost},
+		{"RUNE_REDIS_URL", p.redisUser, ""},
 	} {
 		u, err := url.Parse(env[v.key])
 		if err != nil || u.User == nil {
@@ -490,6 +485,26 @@ func checkUsers(t *testing.T, m *manifests, deployment, role string, c corev1.Co
 			t.Errorf("%s: %s vhost %q, want %q", deployment, v.key, u.Path, v.path)
 		}
 	}
+}
+
+// permissions is what `rune permissions --role R` creates.
+type permissions struct{ amqpUser, vhost, redisUser string }
+
+func permissionsOf(t *testing.T, role string) permissions {
+	t.Helper()
+	out, err := exec.Command(runeBin, "permissions", "--role", role).Output()
+	if err != nil {
+		t.Fatalf("rune permissions --role %s: %v", role, err)
+	}
+	var got [3]string
+	for i, re := range []string{`rabbitmqctl add_user '?([^' ]+)`, `set_permissions -p '?([^' ]+)`, `ACL SETUSER '?([^' ]+)`} {
+		m := regexp.MustCompile(re).FindSubmatch(out)
+		if m == nil {
+			t.Fatalf("rune permissions --role %s: nothing matches %s in:\n%s", role, re, out)
+		}
+		got[i] = string(m[1])
+	}
+	return permissions{got[0], got[1], got[2]}
 }
 
 func coveredByPDB(m *manifests, d *appsv1.Deployment) bool {

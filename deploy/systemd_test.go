@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -77,6 +76,7 @@ func TestSystemdUnits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	docs := readDocs(t)
 	for _, r := range roles {
 		t.Run(r.command, func(t *testing.T) {
 			path := filepath.Join("systemd", r.deployment+".service")
@@ -114,13 +114,13 @@ func TestSystemdUnits(t *testing.T) {
 				example := filepath.Join("systemd", strings.TrimSuffix(filepath.Base(f), ".env")+".env.example")
 				for k, v := range envFile(t, example) {
 					env[k] = v
-					if !strings.Contains(h.text, "env "+k) && !strings.Contains(h.text, k+" ") && !(slices.Contains(envOnly, k) && strings.Contains(readDocs(t), "`"+k+"`")) {
+					if !h.reads(k, docs) {
 						t.Errorf("%s: %s is neither read by rune %s (--help) nor a documented environment-only variable", example, k, r.command)
 					}
 				}
 			}
-			want := permissionsUsers(t, r.permissionsRole)
-			for _, k := range []string{"RUNE_AMQP_URL", "RUNE_REDIS_URL"} {
+			p := permissionsOf(t, r.permissionsRole)
+			for k, want := range map[string]string{"RUNE_AMQP_URL": p.amqpUser, "RUNE_REDIS_URL": p.redisUser} {
 				pu, err := url.Parse(env[k])
 				if err != nil || pu.User == nil || pu.User.Username() != want {
 					t.Errorf("%s: %s %q, want user %s (rune permissions --role %s)", path, k, env[k], want, r.permissionsRole)
@@ -137,20 +137,6 @@ func TestSystemdUnits(t *testing.T) {
 			verify(t, path)
 		})
 	}
-}
-
-// permissionsUsers is the user `rune permissions --role role` creates.
-func permissionsUsers(t *testing.T, role string) string {
-	t.Helper()
-	out, err := exec.Command(runeBin, "permissions", "--role", role).Output()
-	if err != nil {
-		t.Fatalf("rune permissions --role %s: %v", role, err)
-	}
-	m := regexp.MustCompile(`rabbitmqctl add_user '?([^' ]+)`).FindSubmatch(out)
-	if m == nil {
-		t.Fatalf("rune permissions --role %s names no user:\n%s", role, out)
-	}
-	return string(m[1])
 }
 
 // verify runs systemd-analyze verify on the unit, its binary replaced by
