@@ -7,12 +7,15 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/rune-org/rune/internal/testinfra"
 	"github.com/rune-org/rune/metrics/metricstest"
@@ -256,5 +259,77 @@ func startDistributedServer(t *testing.T, env map[string]string, args ...string)
 			t.Fatalf("rune server not answering after a minute:\n%s", logs.String())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// KEDA's RabbitMQ user, made as docs/operations.md ("Deploying") says,
+// reads workflow.execution's depth with a passive declare and can take no
+// message: it has no permission at all.
+func TestKEDAUserReadsDepthOnly(t *testing.T) {
+	t.Parallel()
+	docs, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	perms := regexp.MustCompile(`rabbitmqctl set_permissions -p rune rune-keda '([^']*)' '([^']*)' '([^']*)'`).FindStringSubmatch(string(docs))
+	if perms == nil {
+		t.Fatal("docs/operations.md: no `rabbitmqctl set_permissions -p rune rune-keda …` for KEDA's user")
+	}
+	vhost := testinfra.Name(t)
+	adminURL := testinfra.OwnVhost(t, vhost)
+	user, password := "keda-"+vhost, testinfra.Name(t)
+	testinfra.Rabbitmqctl(t, "add_user", user, password)
+	t.Cleanup(func() { _ = exec.Command("rabbitmqctl", "-q", "delete_user", user).Run() })
+	testinfra.Rabbitmqctl(t, "set_permissions", "-p", vhost, user, perms[1], perms[2], perms[3])
+
+	admin, err := amqp091.Dial(adminURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	ch, err := admin.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare("workflow.execution", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := ch.Publish("", "workflow.execution", false, false, amqp091.Publishing{Body: []byte("{}")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	u, _ := url.Parse(adminURL)
+	u.User = url.UserPassword(user, password)
+	keda, err := amqp091.Dial(u.String())
+	if err != nil {
+		t.Fatalf("KEDA's user cannot connect: %v", err)
+	}
+	defer keda.Close()
+	kch, err := keda.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The publishes above are on another connection: wait until the
+	// queue holds them.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		q, err := kch.QueueDeclarePassive("workflow.execution", true, false, false, false, nil)
+		if err != nil {
+			t.Fatalf("KEDA's user cannot read the depth: %v", err)
+		}
+		if q.Messages == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("depth %d, want 3", q.Messages)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, _, err := kch.Get("workflow.execution", false); err == nil {
+		t.Error("KEDA's user took a message from workflow.execution")
+	} else if !strings.Contains(err.Error(), "ACCESS_REFUSED") {
+		t.Errorf("basic.get: %v, want ACCESS_REFUSED", err)
 	}
 }
