@@ -282,15 +282,7 @@ func TestKEDAUserReadsDepthOnly(t *testing.T) {
 	t.Cleanup(func() { _ = exec.Command("rabbitmqctl", "-q", "delete_user", user).Run() })
 	testinfra.Rabbitmqctl(t, "set_permissions", "-p", vhost, user, perms[1], perms[2], perms[3])
 
-	admin, err := amqp091.Dial(adminURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	ch, err := admin.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := channel(t, adminURL)
 	if _, err := ch.QueueDeclare("workflow.execution", true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -302,15 +294,7 @@ func TestKEDAUserReadsDepthOnly(t *testing.T) {
 
 	u, _ := url.Parse(adminURL)
 	u.User = url.UserPassword(user, password)
-	keda, err := amqp091.Dial(u.String())
-	if err != nil {
-		t.Fatalf("KEDA's user cannot connect: %v", err)
-	}
-	defer keda.Close()
-	kch, err := keda.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	kch := channel(t, u.String())
 	// The publishes above are on another connection: wait until the
 	// queue holds them.
 	deadline := time.Now().Add(30 * time.Second)
@@ -332,4 +316,20 @@ func TestKEDAUserReadsDepthOnly(t *testing.T) {
 	} else if !strings.Contains(err.Error(), "ACCESS_REFUSED") {
 		t.Errorf("basic.get: %v, want ACCESS_REFUSED", err)
 	}
+}
+
+// channel opens a connection to amqpURL and a channel on it, closed when
+// the test ends.
+func channel(t *testing.T, amqpURL string) *amqp091.Channel {
+	t.Helper()
+	conn, err := amqp091.Dial(amqpURL)
+	if err != nil {
+		t.Fatalf("connect to RabbitMQ: %v", err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch
 }
