@@ -357,6 +357,20 @@ func TestDeployments(t *testing.T) {
 			if c.Resources.Limits.Memory().IsZero() {
 				t.Errorf("%s: no memory limit", r.deployment)
 			}
+			// The Go collector's soft limit must sit below the container's
+			// hard one, or the kernel kills the worker before Go collects.
+			if soft, ok := h.flags["memory-limit-mib"]; ok {
+				if v, set := flags["memory-limit-mib"]; set {
+					soft = v
+				}
+				mib, err := strconv.ParseInt(soft, 10, 64)
+				if err != nil {
+					t.Fatalf("%s: --memory-limit-mib %q: %v", r.deployment, soft, err)
+				}
+				if hard := c.Resources.Limits.Memory().Value(); mib<<20 >= hard {
+					t.Errorf("%s: --memory-limit-mib %d is not below the memory limit %s", r.deployment, mib, c.Resources.Limits.Memory())
+				}
+			}
 			drain := workerDrain
 			if v, ok := flags["drain-timeout"]; ok {
 				drain = duration(t, r.deployment+" --drain-timeout", v)
@@ -578,6 +592,16 @@ func TestKEDAScaledObject(t *testing.T) {
 	}
 	if b := so.Spec.Advanced.HorizontalPodAutoscalerConfig.Behavior; b == nil || b.ScaleDown == nil || b.ScaleDown.StabilizationWindowSeconds == nil || *b.ScaleDown.StabilizationWindowSeconds < 60 {
 		t.Errorf("no scale-down stabilization window: a drained backlog reads as 0 and would drop workers at once")
+	}
+	// The target assumes a worker of one core (docs: "`cpu` request and limit 1").
+	if !strings.Contains(docs, "(`cpu` request and limit 1,") {
+		t.Error("docs/operations.md no longer says what worker the target assumes (`cpu` request and limit 1)")
+	}
+	if d := m.deployments["rune-worker"]; d != nil && len(d.Spec.Template.Spec.Containers) == 1 {
+		res := d.Spec.Template.Spec.Containers[0].Resources
+		if res.Requests.Cpu().String() != "1" || res.Limits.Cpu().String() != "1" {
+			t.Errorf("worker cpu request %s, limit %s: the autoscaling target assumes 1 and 1", res.Requests.Cpu(), res.Limits.Cpu())
+		}
 	}
 	auth := m.triggerAuths[tr.AuthenticationRef.Name]
 	if auth == nil {
