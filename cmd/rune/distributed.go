@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/rune-org/rune/broker/amqp"
 	"github.com/rune-org/rune/broker/sign"
 	"github.com/rune-org/rune/client"
@@ -101,15 +99,6 @@ func (s *servers) check(needRedis bool) error {
 		return usagef("--message-batch %d: want at least 1 (1: every message alone), or 0 for the default 32", s.messageBatch)
 	}
 	return nil
-}
-
-// redisClient opens a client of --redis, nil when the URL does not parse.
-func (s *servers) redisClient() goredis.UniversalClient {
-	conn, err := coordredis.Open(s.redisURL)
-	if err != nil {
-		return nil
-	}
-	return conn.Client
 }
 
 // connect connects to the servers in role; nodes resolve credentials from

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rune-org/rune/bench"
 	"github.com/rune-org/rune/embedded"
 	"github.com/rune-org/rune/internal/sqlitedb"
 	"github.com/rune-org/rune/server"
@@ -31,7 +30,7 @@ type embeddedServerBench struct {
 
 // EmbeddedServerResult is what `rune bench --mode embedded-server` reports.
 type EmbeddedServerResult struct {
-	Throughput *bench.Result `json:"throughput"`
+	Throughput *Result `json:"throughput"`
 	// HistoryLag is the time from the last completion (as a follower saw
 	// it) to the store showing every execution ended: the history consumer's
 	// backlog at the end.
@@ -39,7 +38,7 @@ type EmbeddedServerResult struct {
 	Data       string        `json:"data"`
 }
 
-func benchEmbeddedServer(ctx context.Context, env *cliEnv, b embeddedServerBench) (err error) {
+func benchEmbeddedServer(ctx context.Context, env *Env, b embeddedServerBench) (err error) {
 	dir := b.data
 	if dir == "" {
 		if dir, err = os.MkdirTemp("", "rune-bench-server-"); err != nil {
@@ -47,7 +46,7 @@ func benchEmbeddedServer(ctx context.Context, env *cliEnv, b embeddedServerBench
 		}
 		defer os.RemoveAll(dir)
 	}
-	log := cliLogger(env)
+	log := env.Logger
 	st, err := sqlite.Open(ctx, filepath.Join(dir, "rune.db"))
 	if err != nil {
 		return err
@@ -84,7 +83,7 @@ func benchEmbeddedServer(ctx context.Context, env *cliEnv, b embeddedServerBench
 			log.Error("bench server stopped", "err", err)
 		}
 	})
-	def := bench.LinearWorkflow(b.nodes)
+	def := LinearWorkflow(b.nodes)
 	stored, err := st.CreateWorkflow(ctx, store.WorkflowInput{Definition: def, At: time.Now()})
 	if err != nil {
 		return err
@@ -93,7 +92,7 @@ func benchEmbeddedServer(ctx context.Context, env *cliEnv, b embeddedServerBench
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(env.stderr, "rune bench: %d executions of %d set nodes, %d in flight, embedded server (%s) under %s\n", b.executions, b.nodes, b.inflight, what, dir)
+	fmt.Fprintf(env.Stderr, "rune bench: %d executions of %d set nodes, %d in flight, embedded server (%s) under %s\n", b.executions, b.nodes, b.inflight, what, dir)
 	t0 := time.Now()
 	start := func(ctx context.Context, id string, input any) error {
 		raw, err := json.Marshal(input)
@@ -104,7 +103,7 @@ func benchEmbeddedServer(ctx context.Context, env *cliEnv, b embeddedServerBench
 		return err
 	}
 	ids := func(i int) string { return fmt.Sprintf("exec_%s_bench%07d", t0.UTC().Format("20060102T150405"), i) }
-	res, err := bench.Run(ctx, rt.Broker, rt.Engine, wf, bench.Config{Executions: b.executions, InFlight: b.inflight, Progress: env.stderr, Start: start, IDs: ids})
+	res, err := Run(ctx, rt.Broker, rt.Engine, wf, Config{Executions: b.executions, InFlight: b.inflight, Progress: env.Stderr, Start: start, IDs: ids})
 	if err != nil {
 		return err
 	}
@@ -132,9 +131,9 @@ func benchEmbeddedServer(ctx context.Context, env *cliEnv, b embeddedServerBench
 	}
 	out := EmbeddedServerResult{Throughput: res, HistoryLag: time.Since(end), Data: dir}
 	if b.asJSON {
-		return json.NewEncoder(env.stdout).Encode(out)
+		return json.NewEncoder(env.Stdout).Encode(out)
 	}
-	res.Print(env.stdout, "embedded server ("+what+"), linear workflow of set nodes")
-	fmt.Fprintf(env.stdout, "history lag at the end: %v (last completion → every execution ended in the store)\n", out.HistoryLag.Round(time.Millisecond))
+	res.Print(env.Stdout, "embedded server ("+what+"), linear workflow of set nodes")
+	fmt.Fprintf(env.Stdout, "history lag at the end: %v (last completion → every execution ended in the store)\n", out.HistoryLag.Round(time.Millisecond))
 	return nil
 }
