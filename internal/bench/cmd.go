@@ -71,6 +71,7 @@ func Command(fs *flag.FlagSet, env *Env) func(ctx context.Context, srv Deploymen
 	memoryRuntime := fs.Bool("memory-runtime", false, "embedded-server: run the runtime in memory (the store stays on SQLite), as `rune server` did before it was durable")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process's run to this file (the bench, and the embedded runtime or server when it runs in this process)")
 	benchData := fs.String("data", "", "embedded-server: the data directory (default: a temporary one, removed at the end)")
+	taskSleep := fs.Duration("task-sleep", 0, "--chain http (linear distributed, embedded-server): the in-process endpoint sleeps this long per call, a task's work; with --inflight 1 the bench reports each execution's time and the overhead per step (time minus the sleeps, over the steps). Windmill's 400 tasks: --nodes 400 --task-sleep 10ms --executions 1 --inflight 1; the 3-step overhead: --nodes 3 --executions 200 --inflight 1")
 	startRate := fs.Int("start-rate", 0, "timers: executions started per second, paced evenly, so that their waits come due at that rate (default 0: as fast as possible)")
 	fs.Usage = func() {
 		fmt.Fprintln(env.Stderr, `Usage: rune bench [flags]
@@ -103,6 +104,9 @@ the nodes).`)
 		fs.PrintDefaults()
 	}
 	return func(ctx context.Context, srv Deployment) error {
+		if *taskSleep < 0 || (*taskSleep > 0 && *chain != "http") {
+			return usagef("--task-sleep %v: want a duration not negative, with --chain http", *taskSleep)
+		}
 		if *execs < 0 || *inflight <= 0 || *nodes <= 0 || *concurrency < 0 || *prefetch < 0 || *spawn < 0 || *idle < 0 || *startRate < 0 {
 			return usagef("--executions, --inflight and --nodes must be positive; --concurrency, --prefetch, --spawn-workers, --idle-executions and --start-rate not negative")
 		}
@@ -131,8 +135,11 @@ the nodes).`)
 			if *execs == 0 {
 				*execs = benchEmbeddedExecutions
 			}
+			if *chain != "set" && *chain != "http" {
+				return usagef("--chain %q: --mode embedded-server wants set or http", *chain)
+			}
 			return benchEmbeddedServer(ctx, env, embeddedServerBench{executions: *execs, inflight: *inflight, nodes: *nodes, concurrency: *concurrency,
-				data: *benchData, asJSON: *asJSON, memory: *memoryRuntime})
+				data: *benchData, asJSON: *asJSON, memory: *memoryRuntime, chain: *chain, taskSleep: *taskSleep})
 		case "fanout":
 			return benchFanout(ctx, env, &srv, *items, *spawn, *concurrency, *asJSON)
 		case "server":
@@ -185,7 +192,7 @@ the nodes).`)
 			}
 			o := distributedBench{
 				executions: *execs, inflight: *inflight, nodes: *nodes, concurrency: *concurrency, prefetch: *prefetch, noFuse: *noFuse, chain: *chain,
-				spawn: *spawn, idle: *idle, rawHops: *rawHops, asJSON: *asJSON, base: *base, starters: *starters,
+				spawn: *spawn, idle: *idle, rawHops: *rawHops, asJSON: *asJSON, base: *base, starters: *starters, taskSleep: *taskSleep,
 			}
 			if *chain == "all" {
 				return benchChains(ctx, env, srv, o)
@@ -249,6 +256,8 @@ type distributedBench struct {
 	noFuse bool
 	// chain is "set" or "http" ("all" is benchChains).
 	chain string
+	// taskSleep is how long the http chain's endpoint sleeps per call.
+	taskSleep time.Duration
 	// base is --base: the rune binary whose set chain benchChains measures
 	// first.
 	base string
@@ -294,6 +303,9 @@ type distributedReport struct {
 	Chain            string        `json:"chain"`
 	HTTPCallP50      time.Duration `json:"http_call_p50_ns,omitempty"`
 	HTTPCallOtherP50 time.Duration `json:"http_call_other_process_p50_ns,omitempty"`
+	// Sequence is, for executions run one at a time, each one's time and
+	// the overhead per step.
+	Sequence *Sequence `json:"sequence,omitempty"`
 }
 
 func benchDistributed(ctx context.Context, env *Env, srv *Deployment, o distributedBench) error {
@@ -356,7 +368,7 @@ func measureDistributed(ctx context.Context, env *Env, srv *Deployment, o distri
 	def := LinearWorkflow(o.nodes)
 	rep.Chain = "set"
 	if o.chain == "http" {
-		url, callP50, stop, err := benchHTTPServer(ctx)
+		url, callP50, stop, err := benchHTTPServer(ctx, o.taskSleep)
 		if err != nil {
 			return nil, err
 		}
@@ -378,6 +390,7 @@ func measureDistributed(ctx context.Context, env *Env, srv *Deployment, o distri
 		return nil, workers.explain(err)
 	}
 	rep.CPU = cpu.perNode(rep.Throughput.NodeExecutions)
+	rep.Sequence = sequenceOf(rep.Throughput, o.inflight, o.nodes, o.taskSleep, rep.HTTPCallP50)
 	rep.WorkerCPUPerNode = rep.CPU.Worker
 	if o.idle > 0 {
 		fmt.Fprintf(env.Stderr, "rune bench: %d executions one at a time (idle latency)\n", o.idle)
@@ -583,14 +596,18 @@ func orDash(d time.Duration) string {
 	return d.Round(time.Microsecond).String()
 }
 
-// benchHTTPServer serves the http chain's GETs on 127.0.0.1 and returns
-// its URL and the p50 of 200 GETs made directly: the call itself.
-func benchHTTPServer(ctx context.Context) (url string, callP50 time.Duration, stop func(), err error) {
+// benchHTTPServer serves the http chain's GETs on 127.0.0.1, each after
+// sleeping sleep (a task's work), and returns its URL and the p50 of 200
+// GETs made directly: the call itself.
+func benchHTTPServer(ctx context.Context, sleep time.Duration) (url string, callP50 time.Duration, stop func(), err error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", 0, nil, err
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if sleep > 0 {
+			time.Sleep(sleep)
+		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"ok":true}`))
 	}), ReadHeaderTimeout: 10 * time.Second}
@@ -674,6 +691,7 @@ func (r *distributedReport) printRun(w io.Writer, nodes int) {
 		fmt.Fprintf(w, "  worker peak RSS:  %.1f MiB\n", float64(r.WorkerPeakRSS)/(1<<20))
 	}
 	r.CPU.print(w)
+	r.Sequence.print(w)
 	if r.Idle != nil {
 		fmt.Fprintf(w, "idle system, one execution at a time (%d executions)\n", r.Idle.Executions)
 		fmt.Fprintf(w, "  per-node latency: p50 %s, p99 %s (%.0f node executions/s)\n",

@@ -26,6 +26,10 @@ type embeddedServerBench struct {
 	// memory runs the runtime in memory (the server's store on SQLite
 	// still), to tell the runtime's cost from the history's.
 	memory bool
+	// chain is "set" or "http" (a GET per node of an endpoint in this
+	// process that sleeps taskSleep).
+	chain     string
+	taskSleep time.Duration
 }
 
 // EmbeddedServerResult is what `rune bench --mode embedded-server` reports.
@@ -36,6 +40,9 @@ type EmbeddedServerResult struct {
 	// backlog at the end.
 	HistoryLag time.Duration `json:"history_lag_ns"`
 	Data       string        `json:"data"`
+	// Sequence is, for executions run one at a time, each one's time and
+	// the overhead per step.
+	Sequence *Sequence `json:"sequence,omitempty"`
 }
 
 func benchEmbeddedServer(ctx context.Context, env *Env, b embeddedServerBench) (err error) {
@@ -83,7 +90,15 @@ func benchEmbeddedServer(ctx context.Context, env *Env, b embeddedServerBench) (
 			log.Error("bench server stopped", "err", err)
 		}
 	})
-	def := LinearWorkflow(b.nodes)
+	def, kind, callP50 := LinearWorkflow(b.nodes), "set", time.Duration(0)
+	if b.chain == "http" {
+		url, p50, stop, err := benchHTTPServer(ctx, b.taskSleep)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		def, kind, callP50 = HTTPWorkflow(b.nodes, url), "http", p50
+	}
 	stored, err := st.CreateWorkflow(ctx, store.WorkflowInput{Definition: def, At: time.Now()})
 	if err != nil {
 		return err
@@ -92,7 +107,7 @@ func benchEmbeddedServer(ctx context.Context, env *Env, b embeddedServerBench) (
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(env.Stderr, "rune bench: %d executions of %d set nodes, %d in flight, embedded server (%s) under %s\n", b.executions, b.nodes, b.inflight, what, dir)
+	fmt.Fprintf(env.Stderr, "rune bench: %d executions of %d %s nodes, %d in flight, embedded server (%s) under %s\n", b.executions, b.nodes, kind, b.inflight, what, dir)
 	t0 := time.Now()
 	start := func(ctx context.Context, id string, input any) error {
 		raw, err := json.Marshal(input)
@@ -129,11 +144,12 @@ func benchEmbeddedServer(ctx context.Context, env *Env, b embeddedServerBench) (
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	out := EmbeddedServerResult{Throughput: res, HistoryLag: time.Since(end), Data: dir}
+	out := EmbeddedServerResult{Throughput: res, HistoryLag: time.Since(end), Data: dir, Sequence: sequenceOf(res, b.inflight, b.nodes, b.taskSleep, callP50)}
 	if b.asJSON {
 		return json.NewEncoder(env.Stdout).Encode(out)
 	}
-	res.Print(env.Stdout, "embedded server ("+what+"), linear workflow of set nodes")
+	res.Print(env.Stdout, "embedded server ("+what+"), linear workflow of "+kind+" nodes")
+	out.Sequence.print(env.Stdout)
 	fmt.Fprintf(env.Stdout, "history lag at the end: %v (last completion → every execution ended in the store)\n", out.HistoryLag.Round(time.Millisecond))
 	return nil
 }
