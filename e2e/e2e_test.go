@@ -24,10 +24,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rune-org/rune/bench"
 	"github.com/rune-org/rune/broker"
 	"github.com/rune-org/rune/client"
 	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/internal/bench"
 	"github.com/rune-org/rune/internal/testinfra"
 	"github.com/rune-org/rune/message"
 )

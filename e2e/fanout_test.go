@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rune-org/rune/bench"
 	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/internal/bench"
 	"github.com/rune-org/rune/internal/testinfra"
 	"github.com/rune-org/rune/message"
 )

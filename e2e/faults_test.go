@@ -37,11 +37,11 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/rune-org/rune/bench"
 	"github.com/rune-org/rune/broker"
 	"github.com/rune-org/rune/client"
 	coordredis "github.com/rune-org/rune/coord/redis"
 	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/internal/bench"
 	"github.com/rune-org/rune/internal/testinfra"
 	"github.com/rune-org/rune/message"
 )

@@ -4,9 +4,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/rune-org/rune/bench"
 	coordmem "github.com/rune-org/rune/coord/memory"
 	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/internal/bench"
 	"github.com/rune-org/rune/nodes"
 )
 

@@ -307,11 +307,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// buildRune builds the rune command into a temporary directory.
+// buildRune builds the rune command into a temporary directory, with the
+// build tag fault: RUNE_FAULT works only there (internal/fault).
 func buildRune(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "rune")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/rune-org/rune/cmd/rune").CombinedOutput()
+	out, err := exec.Command("go", "build", "-tags", "fault", "-o", bin, "github.com/rune-org/rune/cmd/rune").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build rune: %v\n%s", err, out)
 	}

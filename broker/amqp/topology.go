@@ -78,7 +78,6 @@ type names struct {
 	dlx            string
 	dlq            string
 	followPrefix   string // + random
-	benchPrefix    string // + random, RawHopBenchmark's queues
 	// execQueues are the execution queues: execution, then
 	// execution.shard.<i> (Config.ExecutionQueues).
 	execQueues []string
@@ -104,7 +103,6 @@ func newNames(prefix string) names {
 		dlx:            prefix + "workflow.execution.dlx",
 		dlq:            prefix + "workflow.dlq",
 		followPrefix:   prefix + "workflow.follow.",
-		benchPrefix:    prefix + "workflow.bench.",
 		execQueues:     []string{prefix + "workflow.execution"},
 	}
 }
@@ -193,6 +191,21 @@ func executionArgs(n names) amqp091.Table {
 		"x-max-priority":         int32(maxPriority),
 		"x-dead-letter-exchange": n.dlx,
 	}
+}
+
+func statusArgs() amqp091.Table {
+	return amqp091.Table{"x-message-ttl": statusTTL.Milliseconds(), "x-max-priority": int32(maxPriority)}
+}
+
+// QueueArgs returns the arguments that workflow.execution (classic, without
+// its dead-letter exchange) and workflow.node.status are declared with, and
+// the routing-key prefix of statuses: a benchmark of bare RabbitMQ that
+// mimics Rune's traffic (internal/bench's raw ceiling) declares its queues
+// with them, so that they follow this topology.
+func QueueArgs() (execution, status amqp091.Table, statusKeyPrefix string) {
+	execution = executionArgs(names{})
+	delete(execution, "x-dead-letter-exchange")
+	return versioned(execution), versioned(statusArgs()), statusRKPrefix
 }
 
 // queueFor is the queue Consume reads for topic.
@@ -421,7 +434,7 @@ func (n names) declare(d *declarer, role string) error {
 		{n.dlx, amqp091.ExchangeFanout},
 	}
 	queues := []queue{
-		{n.status, false, amqp091.Table{"x-message-ttl": statusTTL.Milliseconds(), "x-max-priority": int32(maxPriority)},
+		{n.status, false, statusArgs(),
 			[][2]string{{n.eventsX, statusRKPrefix + "#"}}},
 		{n.completion, true, amqp091.Table{"x-message-ttl": completionTTL.Milliseconds(), "x-max-priority": int32(maxPriority)},
 			[][2]string{{n.eventsX, complRKPrefix + "#"}}},

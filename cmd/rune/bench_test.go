@@ -18,6 +18,8 @@ func TestBenchChainAllUsage(t *testing.T) {
 		{"no-fuse", []string{"bench", "--chain", "all", "--amqp", "amqp://127.0.0.1:1/", "--redis", "redis://127.0.0.1:1/0", "--spawn-workers", "1", "--no-fuse"}, "and no --no-fuse"},
 		{"unknown chain", []string{"bench", "--chain", "grpc"}, `--chain "grpc": want set, http or all`},
 		{"base without all", []string{"bench", "--base", "/usr/bin/true"}, "--base needs --chain all"},
+		{"task sleep without http", []string{"bench", "--task-sleep", "10ms"}, "--task-sleep 10ms: want a duration not negative, with --chain http"},
+		{"embedded-server chain all", []string{"bench", "--mode", "embedded-server", "--chain", "all"}, `--chain "all": --mode embedded-server wants set or http`},
 	} {
 		code, _, stderr := runCLI(t, nil, c.args...)
 		if code != 2 || !strings.Contains(stderr, c.want) {

@@ -115,15 +115,6 @@ func TestRunCredentialsErrors(t *testing.T) {
 	}
 }
 
-func TestFaultHook(t *testing.T) {
-	t.Parallel()
-	for v, want := range map[string]bool{"": false, "sent": true, "recorded": true, "elsewhere": false} {
-		if got := faultHook(func(string) string { return v }) != nil; got != want {
-			t.Errorf("%s=%q: hook set %v, want %v", faultEnv, v, got, want)
-		}
-	}
-}
-
 // rune validate knows the notification nodes: the example is valid, and a
 // broken email node gets every problem with its path.
 func TestValidateNotificationNodes(t *testing.T) {

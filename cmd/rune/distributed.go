@@ -5,23 +5,19 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"os"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
-
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/rune-org/rune/broker/amqp"
 	"github.com/rune-org/rune/broker/sign"
 	"github.com/rune-org/rune/client"
-	"github.com/rune-org/rune/coord"
 	coordredis "github.com/rune-org/rune/coord/redis"
 	"github.com/rune-org/rune/distributed"
 	"github.com/rune-org/rune/egress"
 	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/internal/fault"
 	"github.com/rune-org/rune/metrics"
 	"github.com/rune-org/rune/node"
 	"github.com/rune-org/rune/nodes"
@@ -44,7 +40,7 @@ type servers struct {
 	// signingKeys is RUNE_SIGNING_KEY: from the environment only, since
 	// flags show in process listings.
 	signingKeys string
-	// fault, when set, is the test-only fault hook of notification nodes.
+	// fault, when set, is the notification nodes' fault hook (internal/fault).
 	fault func(point, key string)
 	// noFuse is the worker's --no-fuse.
 	noFuse bool
@@ -103,15 +99,6 @@ func (s *servers) check(needRedis bool) error {
 		return usagef("--message-batch %d: want at least 1 (1: every message alone), or 0 for the default 32", s.messageBatch)
 	}
 	return nil
-}
-
-// redisClient opens a client of --redis, nil when the URL does not parse.
-func (s *servers) redisClient() goredis.UniversalClient {
-	conn, err := coordredis.Open(s.redisURL)
-	if err != nil {
-		return nil
-	}
-	return conn.Client
 }
 
 // connect connects to the servers in role; nodes resolve credentials from
@@ -205,7 +192,11 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv.fault = faultHook(env.getenv)
+	faults, err := fault.FromEnv(env.getenv)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	srv.fault = faults.Notify
 	srv.effectsPool = *concurrency
 	log, err := ops.logger(env)
 	if err != nil {
@@ -324,19 +315,12 @@ func cmdScheduler(ctx context.Context, env *cliEnv, args []string) error {
 		sampleBroker(ctx, &wg, rec, rt)
 	}
 	cfg := scheduler.Config{Timers: rt.Timers, Broker: rt.Broker, Engine: rt.Engine, Poll: *poll, Batch: *batch, Lease: *lease, Logger: log, Metrics: rec, Tracer: tr}
-	// Fault injection for the crash tests: die between claim and publish,
-	// or hold the claimed timers a while first (so a test can kill or stop
-	// the process while it holds them).
-	switch fault := env.getenv("RUNE_FAULT"); {
-	case fault == "exit-after-claim":
-		cfg.AfterClaim = func([]coord.Timer) { os.Exit(137) }
-	case strings.HasPrefix(fault, "hold-after-claim="):
-		d, err := time.ParseDuration(strings.TrimPrefix(fault, "hold-after-claim="))
-		if err != nil {
-			return usagef("RUNE_FAULT %q: %v", fault, err)
-		}
-		cfg.AfterClaim = func([]coord.Timer) { time.Sleep(d) }
+	// The crash tests' faults (a build with -tags fault only).
+	faults, err := fault.FromEnv(env.getenv)
+	if err != nil {
+		return usagef("%v", err)
 	}
+	cfg.AfterClaim = faults.AfterClaim
 	log.Info("scheduler started", "poll", *poll, "batch", *batch, "lease", *lease)
 	err = scheduler.Run(ctx, cfg)
 	log.Info("scheduler stopped")

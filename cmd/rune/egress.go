@@ -28,7 +28,3 @@ func (e *egressFlags) policy() (*egress.Policy, error) {
 	}
 	return p, nil
 }
-
-// benchEgressAllow is what the workers the bench spawns are allowed: the
-// bench's own HTTP server on loopback (its http chain).
-var benchEgressAllow = []string{"--egress-allow", "127.0.0.0/8"}

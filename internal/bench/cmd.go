@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -24,7 +24,6 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
-	"github.com/rune-org/rune/bench"
 	"github.com/rune-org/rune/broker/amqp"
 	coordredis "github.com/rune-org/rune/coord/redis"
 	"github.com/rune-org/rune/embedded"
@@ -38,14 +37,14 @@ const (
 	benchDistributedExecutions = 3000
 )
 
-func cmdBench(ctx context.Context, env *cliEnv, args []string) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
-	var srv servers
-	srv.flags(fs, env, true)
+// Command adds the flags of `rune bench` to fs, which holds the rune
+// command's flags of a deployment already, and returns what runs the bench
+// once fs is parsed, on the deployment those flags name. An error it
+// returns is a UsageError when the flags are wrong.
+func Command(fs *flag.FlagSet, env *Env) func(ctx context.Context, srv Deployment) error {
 	execs := fs.Int("executions", 0, fmt.Sprintf("executions to run (default %d embedded, %d distributed)", benchEmbeddedExecutions, benchDistributedExecutions))
 	inflight := fs.Int("inflight", 1000, "executions running at once")
-	starters := fs.Int("starters", bench.DefaultStarters, "distributed: executions being started at once (each a Redis round trip and a confirmed publish), at most --inflight")
+	starters := fs.Int("starters", DefaultStarters, "distributed: executions being started at once (each a Redis round trip and a confirmed publish), at most --inflight")
 	nodes := fs.Int("nodes", 10, "set nodes per execution (a linear workflow)")
 	concurrency := fs.Int("concurrency", 0, "handlers per worker: the embedded worker's, the spawned workers' (their --concurrency), and the raw ceiling's per worker (default 128 × GOMAXPROCS, the worker default)")
 	prefetch := fs.Int("prefetch", 0, "distributed, with --spawn-workers: the workers' --prefetch (default: the worker default)")
@@ -58,7 +57,7 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) error {
 	noFuse := fs.Bool("no-fuse", false, "distributed, with --spawn-workers: start the workers with --no-fuse (every node a hop of its own)")
 	compareMetrics := fs.Int("compare-metrics", 0, "linear, embedded: run this many rounds with instrumentation off, metrics on, and metrics and spans on (no exporter), in turn, and report node rate and CPU per node of each (0: off)")
 	mode := fs.String("mode", "linear", "linear (executions of set nodes), embedded-server (the durable embedded `rune server`, in this process: node executions per second and the history's lag at the end), fanout (one split over --items items), timers (distributed: --executions waiting --wait each, started --start-rate per second, then a backlog of --pending timers), server (rune server on --postgres: triggers accepted per second over HTTP, trigger → first node latency, statuses persisted per second), webhooks (rune server on --postgres: signed webhook requests accepted per second into executions, replays starting none), or chaos (distributed: --executions of an http, split, aggregator and wait workflow on --spawn-workers workers and a scheduler, with a fault of --faults every --fault-every)")
-	postgresURL := fs.String("postgres", env.getenv("RUNE_POSTGRES_URL"), "server: PostgreSQL URL (env RUNE_POSTGRES_URL); the bench uses a fresh schema of its own")
+	postgresURL := fs.String("postgres", env.Getenv("RUNE_POSTGRES_URL"), "server: PostgreSQL URL (env RUNE_POSTGRES_URL); the bench uses a fresh schema of its own")
 	clients := fs.Int("clients", 32, "server: HTTP clients triggering at once")
 	faults := fs.String("faults", strings.Join(chaosFaults, ","), "chaos: the faults to inject, in turn")
 	faultEvery := fs.Duration("fault-every", 5*time.Second, "chaos: the pause between faults")
@@ -72,9 +71,10 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) error {
 	memoryRuntime := fs.Bool("memory-runtime", false, "embedded-server: run the runtime in memory (the store stays on SQLite), as `rune server` did before it was durable")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process's run to this file (the bench, and the embedded runtime or server when it runs in this process)")
 	benchData := fs.String("data", "", "embedded-server: the data directory (default: a temporary one, removed at the end)")
+	taskSleep := fs.Duration("task-sleep", 0, "--chain http (linear distributed, embedded-server): the in-process endpoint sleeps this long per call, a task's work; with --inflight 1 the bench reports each execution's time and the overhead per step (time minus the sleeps, over the steps). Windmill's 400 tasks: --nodes 400 --task-sleep 10ms --executions 1 --inflight 1; the 3-step overhead: --nodes 3 --executions 200 --inflight 1")
 	startRate := fs.Int("start-rate", 0, "timers: executions started per second, paced evenly, so that their waits come due at that rate (default 0: as fast as possible)")
 	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, `Usage: rune bench [flags]
+		fmt.Fprintln(env.Stderr, `Usage: rune bench [flags]
        rune bench --amqp URL --redis URL [--prefix P] [--spawn-workers N] [flags]
 
 Runs executions of a linear workflow of set nodes and reports node executions
@@ -103,141 +103,146 @@ what the node rate misses of it is the engine's own cost (Redis, encoding,
 the nodes).`)
 		fs.PrintDefaults()
 	}
-	if _, err := parseInterspersed(fs, args); err != nil {
-		return err
-	}
-	if *execs < 0 || *inflight <= 0 || *nodes <= 0 || *concurrency < 0 || *prefetch < 0 || *spawn < 0 || *idle < 0 || *startRate < 0 {
-		return usagef("--executions, --inflight and --nodes must be positive; --concurrency, --prefetch, --spawn-workers, --idle-executions and --start-rate not negative")
-	}
-	if *httpProbe != "" {
-		p50, err := timeGETs(ctx, *httpProbe, time.Millisecond)
-		if err != nil {
-			return err
+	return func(ctx context.Context, srv Deployment) error {
+		if *taskSleep < 0 || (*taskSleep > 0 && *chain != "http") {
+			return usagef("--task-sleep %v: want a duration not negative, with --chain http", *taskSleep)
 		}
-		fmt.Fprintln(env.stdout, int64(p50))
-		return nil
-	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
+		if *execs < 0 || *inflight <= 0 || *nodes <= 0 || *concurrency < 0 || *prefetch < 0 || *spawn < 0 || *idle < 0 || *startRate < 0 {
+			return usagef("--executions, --inflight and --nodes must be positive; --concurrency, --prefetch, --spawn-workers, --idle-executions and --start-rate not negative")
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
+		if *httpProbe != "" {
+			p50, err := timeGETs(ctx, *httpProbe, time.Millisecond)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(env.Stdout, int64(p50))
+			return nil
 		}
-		defer pprof.StopCPUProfile()
-	}
-	switch *mode {
-	case "linear":
-	case "embedded-server":
+		if *cpuProfile != "" {
+			f, err := os.Create(*cpuProfile)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return err
+			}
+			defer pprof.StopCPUProfile()
+		}
+		switch *mode {
+		case "linear":
+		case "embedded-server":
+			if *execs == 0 {
+				*execs = benchEmbeddedExecutions
+			}
+			if *chain != "set" && *chain != "http" {
+				return usagef("--chain %q: --mode embedded-server wants set or http", *chain)
+			}
+			return benchEmbeddedServer(ctx, env, embeddedServerBench{executions: *execs, inflight: *inflight, nodes: *nodes, concurrency: *concurrency,
+				data: *benchData, asJSON: *asJSON, memory: *memoryRuntime, chain: *chain, taskSleep: *taskSleep})
+		case "fanout":
+			return benchFanout(ctx, env, &srv, *items, *spawn, *concurrency, *asJSON)
+		case "server":
+			if *execs == 0 {
+				*execs = benchDistributedExecutions
+			}
+			return benchServer(ctx, env, &srv, serverBench{postgresURL: *postgresURL, executions: *execs, clients: max(*clients, 1),
+				idle: *idle, nodes: *nodes, concurrency: *concurrency, asJSON: *asJSON})
+		case "webhooks":
+			if *execs == 0 {
+				*execs = 5000
+			}
+			return benchWebhooks(ctx, env, &srv, serverBench{postgresURL: *postgresURL, executions: *execs, clients: max(*clients, 1),
+				nodes: *nodes, concurrency: *concurrency, asJSON: *asJSON})
+		case "timers":
+			if *execs == 0 {
+				*execs = 10000
+			}
+			return benchTimers(ctx, env, &srv, timerBench{executions: *execs, wait: *wait, startRate: *startRate, pending: *pending, rate: *rate, spawn: *spawn, concurrency: *concurrency, asJSON: *asJSON})
+		case "chaos":
+			if *execs == 0 {
+				*execs = 1000
+			}
+			if *faultEvery <= 0 || *stopFor <= 0 {
+				return usagef("--fault-every and --stop-for must be positive")
+			}
+			var list []string
+			if *faults != "" {
+				list = strings.Split(*faults, ",")
+			}
+			return benchChaos(ctx, env, &srv, chaosBench{executions: *execs, workers: *spawn, faults: list, every: *faultEvery, stopFor: *stopFor, asJSON: *asJSON})
+		default:
+			return usagef("--mode %q: want linear, embedded-server, fanout, timers, server, webhooks or chaos", *mode)
+		}
+		switch *chain {
+		case "set", "http":
+		case "all":
+			if srv.AMQPURL == "" || *spawn == 0 || *noFuse {
+				return usagef("--chain all needs --amqp, --redis and --spawn-workers (it starts the workers with and without --no-fuse itself), and no --no-fuse")
+			}
+		default:
+			return usagef("--chain %q: want set, http or all", *chain)
+		}
+		if *base != "" && *chain != "all" {
+			return usagef("--base needs --chain all")
+		}
+		if srv.AMQPURL != "" {
+			if *execs == 0 {
+				*execs = benchDistributedExecutions
+			}
+			o := distributedBench{
+				executions: *execs, inflight: *inflight, nodes: *nodes, concurrency: *concurrency, prefetch: *prefetch, noFuse: *noFuse, chain: *chain,
+				spawn: *spawn, idle: *idle, rawHops: *rawHops, asJSON: *asJSON, base: *base, starters: *starters, taskSleep: *taskSleep,
+			}
+			if *chain == "all" {
+				return benchChains(ctx, env, srv, o)
+			}
+			return benchDistributed(ctx, env, &srv, o)
+		}
+		if *spawn > 0 || *prefetch > 0 {
+			return usagef("--spawn-workers and --prefetch need --amqp and --redis (the distributed runtime)")
+		}
 		if *execs == 0 {
 			*execs = benchEmbeddedExecutions
 		}
-		return benchEmbeddedServer(ctx, env, embeddedServerBench{executions: *execs, inflight: *inflight, nodes: *nodes, concurrency: *concurrency,
-			data: *benchData, asJSON: *asJSON, memory: *memoryRuntime})
-	case "fanout":
-		return benchFanout(ctx, env, &srv, *items, *spawn, *concurrency, *asJSON)
-	case "server":
-		if *execs == 0 {
-			*execs = benchDistributedExecutions
+		if *compareMetrics > 0 {
+			return benchMetricsCompare(ctx, env, *compareMetrics, *execs, *inflight, *nodes, *concurrency, *asJSON)
 		}
-		return benchServer(ctx, env, &srv, serverBench{postgresURL: *postgresURL, executions: *execs, clients: max(*clients, 1),
-			idle: *idle, nodes: *nodes, concurrency: *concurrency, asJSON: *asJSON})
-	case "webhooks":
-		if *execs == 0 {
-			*execs = 5000
+		opts := embedded.Options{Logger: env.Logger, Concurrency: *concurrency}
+		what := "embedded runtime"
+		if *durable {
+			dir, err := os.MkdirTemp("", "rune-bench-runtime-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			db, err := sqlitedb.Open(ctx, filepath.Join(dir, runtimeDB), sqlitedb.Options{})
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			opts.DB, what = db, "durable embedded runtime (SQLite)"
 		}
-		return benchWebhooks(ctx, env, &srv, serverBench{postgresURL: *postgresURL, executions: *execs, clients: max(*clients, 1),
-			nodes: *nodes, concurrency: *concurrency, asJSON: *asJSON})
-	case "timers":
-		if *execs == 0 {
-			*execs = 10000
-		}
-		return benchTimers(ctx, env, &srv, timerBench{executions: *execs, wait: *wait, startRate: *startRate, pending: *pending, rate: *rate, spawn: *spawn, concurrency: *concurrency, asJSON: *asJSON})
-	case "chaos":
-		if *execs == 0 {
-			*execs = 1000
-		}
-		if *faultEvery <= 0 || *stopFor <= 0 {
-			return usagef("--fault-every and --stop-for must be positive")
-		}
-		var list []string
-		if *faults != "" {
-			list = strings.Split(*faults, ",")
-		}
-		return benchChaos(ctx, env, &srv, chaosBench{executions: *execs, workers: *spawn, faults: list, every: *faultEvery, stopFor: *stopFor, asJSON: *asJSON})
-	default:
-		return usagef("--mode %q: want linear, embedded-server, fanout, timers, server, webhooks or chaos", *mode)
-	}
-	switch *chain {
-	case "set", "http":
-	case "all":
-		if srv.amqpURL == "" || *spawn == 0 || *noFuse {
-			return usagef("--chain all needs --amqp, --redis and --spawn-workers (it starts the workers with and without --no-fuse itself), and no --no-fuse")
-		}
-	default:
-		return usagef("--chain %q: want set, http or all", *chain)
-	}
-	if *base != "" && *chain != "all" {
-		return usagef("--base needs --chain all")
-	}
-	if srv.amqpURL != "" {
-		if *execs == 0 {
-			*execs = benchDistributedExecutions
-		}
-		o := distributedBench{
-			executions: *execs, inflight: *inflight, nodes: *nodes, concurrency: *concurrency, prefetch: *prefetch, noFuse: *noFuse, chain: *chain,
-			spawn: *spawn, idle: *idle, rawHops: *rawHops, asJSON: *asJSON, base: *base, starters: *starters,
-		}
-		if *chain == "all" {
-			return benchChains(ctx, env, srv, o)
-		}
-		return benchDistributed(ctx, env, &srv, o)
-	}
-	if *spawn > 0 || *prefetch > 0 {
-		return usagef("--spawn-workers and --prefetch need --amqp and --redis (the distributed runtime)")
-	}
-	if *execs == 0 {
-		*execs = benchEmbeddedExecutions
-	}
-	if *compareMetrics > 0 {
-		return benchMetricsCompare(ctx, env, *compareMetrics, *execs, *inflight, *nodes, *concurrency, *asJSON)
-	}
-	opts := embedded.Options{Logger: cliLogger(env), Concurrency: *concurrency}
-	what := "embedded runtime"
-	if *durable {
-		dir, err := os.MkdirTemp("", "rune-bench-runtime-")
+		rt, err := embedded.New(opts)
 		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(dir)
-		db, err := sqlitedb.Open(ctx, filepath.Join(dir, runtimeDB), sqlitedb.Options{})
+		defer rt.Close()
+		wf, err := rt.Engine.Compile(LinearWorkflow(*nodes))
 		if err != nil {
 			return err
 		}
-		defer db.Close()
-		opts.DB, what = db, "durable embedded runtime (SQLite)"
+		fmt.Fprintf(env.Stderr, "rune bench: %d executions of %d set nodes, %d in flight, %s\n", *execs, *nodes, *inflight, what)
+		res, err := Run(ctx, rt.Broker, rt.Engine, wf, Config{Executions: *execs, InFlight: *inflight, Progress: env.Stderr})
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return json.NewEncoder(env.Stdout).Encode(res)
+		}
+		res.Print(env.Stdout, what+", linear workflow of set nodes")
+		return nil
 	}
-	rt, err := embedded.New(opts)
-	if err != nil {
-		return err
-	}
-	defer rt.Close()
-	wf, err := rt.Engine.Compile(bench.LinearWorkflow(*nodes))
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(env.stderr, "rune bench: %d executions of %d set nodes, %d in flight, %s\n", *execs, *nodes, *inflight, what)
-	res, err := bench.Run(ctx, rt.Broker, rt.Engine, wf, bench.Config{Executions: *execs, InFlight: *inflight, Progress: env.stderr})
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return json.NewEncoder(env.stdout).Encode(res)
-	}
-	res.Print(env.stdout, what+", linear workflow of set nodes")
-	return nil
 }
 
 // distributedBench is the parsed flags of a distributed rune bench.
@@ -251,6 +256,8 @@ type distributedBench struct {
 	noFuse bool
 	// chain is "set" or "http" ("all" is benchChains).
 	chain string
+	// taskSleep is how long the http chain's endpoint sleeps per call.
+	taskSleep time.Duration
 	// base is --base: the rune binary whose set chain benchChains measures
 	// first.
 	base string
@@ -272,18 +279,18 @@ type distributedReport struct {
 	WorkerCPUPerNode time.Duration `json:"worker_cpu_per_node_ns,omitempty"`
 	// CPU is the CPU time per node execution of every process of the
 	// throughput run that this machine can see (Worker is WorkerCPUPerNode).
-	CPU        cpuPerNode      `json:"cpu_per_node"`
-	Throughput *bench.Result   `json:"throughput"`
-	Idle       *bench.Result   `json:"idle,omitempty"`
-	Raw        *amqp.HopResult `json:"raw_ceiling,omitempty"`
+	CPU        cpuPerNode `json:"cpu_per_node"`
+	Throughput *Result    `json:"throughput"`
+	Idle       *Result    `json:"idle,omitempty"`
+	Raw        *HopResult `json:"raw_ceiling,omitempty"`
 	// Ratio is the node execution rate over the raw hop rate.
 	Ratio float64 `json:"ratio_to_raw_ceiling,omitempty"`
 	// Sizes are the workflow's messages; RawSame is the raw ceiling for
 	// hops that move the same bytes and as many status messages, and
 	// RatioSame the node rate over it: what is left is the engine's cost.
-	Sizes     *bench.Sizes    `json:"message_sizes,omitempty"`
-	RawSame   *amqp.HopResult `json:"raw_ceiling_same_messages,omitempty"`
-	RatioSame float64         `json:"ratio_to_raw_ceiling_same_messages,omitempty"`
+	Sizes     *Sizes     `json:"message_sizes,omitempty"`
+	RawSame   *HopResult `json:"raw_ceiling_same_messages,omitempty"`
+	RatioSame float64    `json:"ratio_to_raw_ceiling_same_messages,omitempty"`
 	// NoFuse is whether the spawned workers ran with --no-fuse.
 	NoFuse bool `json:"no_fuse"`
 	// TimesBase is the set chain's node rate over --base's (--chain all).
@@ -296,23 +303,26 @@ type distributedReport struct {
 	Chain            string        `json:"chain"`
 	HTTPCallP50      time.Duration `json:"http_call_p50_ns,omitempty"`
 	HTTPCallOtherP50 time.Duration `json:"http_call_other_process_p50_ns,omitempty"`
+	// Sequence is, for executions run one at a time, each one's time and
+	// the overhead per step.
+	Sequence *Sequence `json:"sequence,omitempty"`
 }
 
-func benchDistributed(ctx context.Context, env *cliEnv, srv *servers, o distributedBench) error {
+func benchDistributed(ctx context.Context, env *Env, srv *Deployment, o distributedBench) error {
 	rep, err := measureDistributed(ctx, env, srv, o)
 	if err != nil {
 		return err
 	}
 	if o.asJSON {
-		return json.NewEncoder(env.stdout).Encode(rep)
+		return json.NewEncoder(env.Stdout).Encode(rep)
 	}
-	rep.print(env.stdout, o.nodes)
+	rep.print(env.Stdout, o.nodes)
 	return nil
 }
 
 // measureDistributed runs one distributed bench (workers, throughput, idle
 // latency, raw ceilings) and returns what it measured.
-func measureDistributed(ctx context.Context, env *cliEnv, srv *servers, o distributedBench) (*distributedReport, error) {
+func measureDistributed(ctx context.Context, env *Env, srv *Deployment, o distributedBench) (*distributedReport, error) {
 	if err := srv.check(true); err != nil {
 		return nil, err
 	}
@@ -321,12 +331,12 @@ func measureDistributed(ctx context.Context, env *cliEnv, srv *servers, o distri
 		conc = worker.DefaultConcurrency()
 	}
 	rep := &distributedReport{Runtime: "distributed", Workers: o.spawn, Concurrency: conc, Prefetch: o.prefetch, InFlight: o.inflight, NoFuse: o.noFuse}
-	log := cliLogger(env)
+	log := env.Logger
 	defer ownPrefix(env, srv, o.spawn)()
-	if srv.prefix == "" {
-		fmt.Fprintln(env.stderr, "rune bench: warning: no --prefix: the bench consumes the production workflow.node.status and workflow.completion queues")
+	if srv.Prefix == "" {
+		fmt.Fprintln(env.Stderr, "rune bench: warning: no --prefix: the bench consumes the production workflow.node.status and workflow.completion queues")
 	}
-	rep.Prefix = srv.prefix
+	rep.Prefix = srv.Prefix
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -345,8 +355,8 @@ func measureDistributed(ctx context.Context, env *cliEnv, srv *servers, o distri
 			return nil, err
 		}
 		defer workers.stop(env)
-		fmt.Fprintf(env.stderr, "rune bench: %d worker(s) started (concurrency %d, prefetch %s), prefix %q\n",
-			o.spawn, conc, orDefault(o.prefetch), srv.prefix)
+		fmt.Fprintf(env.Stderr, "rune bench: %d worker(s) started (concurrency %d, prefetch %s), prefix %q\n",
+			o.spawn, conc, orDefault(o.prefetch), srv.Prefix)
 	}
 
 	rt, err := srv.connect(ctx, log, amqp.RoleMaster)
@@ -355,15 +365,15 @@ func measureDistributed(ctx context.Context, env *cliEnv, srv *servers, o distri
 	}
 	defer rt.Close()
 	b, eng := rt.Broker, rt.Engine
-	def := bench.LinearWorkflow(o.nodes)
+	def := LinearWorkflow(o.nodes)
 	rep.Chain = "set"
 	if o.chain == "http" {
-		url, callP50, stop, err := benchHTTPServer(ctx)
+		url, callP50, stop, err := benchHTTPServer(ctx, o.taskSleep)
 		if err != nil {
 			return nil, err
 		}
 		defer stop()
-		def, rep.Chain, rep.HTTPCallP50 = bench.HTTPWorkflow(o.nodes, url), "http", callP50
+		def, rep.Chain, rep.HTTPCallP50 = HTTPWorkflow(o.nodes, url), "http", callP50
 		if rep.HTTPCallOtherP50, err = probeFromProcess(ctx, url); err != nil {
 			return nil, err
 		}
@@ -373,17 +383,18 @@ func measureDistributed(ctx context.Context, env *cliEnv, srv *servers, o distri
 		return nil, err
 	}
 
-	fmt.Fprintf(env.stderr, "rune bench: %d executions of %d %s nodes, %d in flight, distributed runtime\n", o.executions, o.nodes, rep.Chain, o.inflight)
+	fmt.Fprintf(env.Stderr, "rune bench: %d executions of %d %s nodes, %d in flight, distributed runtime\n", o.executions, o.nodes, rep.Chain, o.inflight)
 	cpu := newCPUMeter(workers, srv)
-	rep.Throughput, err = bench.RunWatching(ctx, b, eng, wf, bench.Config{Executions: o.executions, InFlight: o.inflight, Starters: o.starters, Progress: env.stderr})
+	rep.Throughput, err = RunWatching(ctx, b, eng, wf, Config{Executions: o.executions, InFlight: o.inflight, Starters: o.starters, Progress: env.Stderr})
 	if err != nil {
 		return nil, workers.explain(err)
 	}
 	rep.CPU = cpu.perNode(rep.Throughput.NodeExecutions)
+	rep.Sequence = sequenceOf(rep.Throughput, o.inflight, o.nodes, o.taskSleep, rep.HTTPCallP50)
 	rep.WorkerCPUPerNode = rep.CPU.Worker
 	if o.idle > 0 {
-		fmt.Fprintf(env.stderr, "rune bench: %d executions one at a time (idle latency)\n", o.idle)
-		rep.Idle, err = bench.RunWatching(ctx, b, eng, wf, bench.Config{Executions: o.idle, InFlight: 1})
+		fmt.Fprintf(env.Stderr, "rune bench: %d executions one at a time (idle latency)\n", o.idle)
+		rep.Idle, err = RunWatching(ctx, b, eng, wf, Config{Executions: o.idle, InFlight: 1})
 		if err != nil {
 			return nil, workers.explain(err)
 		}
@@ -398,23 +409,23 @@ func measureDistributed(ctx context.Context, env *cliEnv, srv *servers, o distri
 			hops = rep.Throughput.NodeExecutions
 		}
 		handlers := conc * max(o.spawn, 1)
-		prefix := srv.prefix
+		prefix := srv.Prefix
 		if prefix != "" {
 			prefix += "."
 		}
-		sizes, err := bench.LinearSizes(o.nodes)
+		sizes, err := LinearSizes(o.nodes)
 		if err != nil {
 			return nil, err
 		}
 		rep.Sizes = &sizes
-		same := amqp.HopPattern{Body: sizes.Execution, Statuses: int(sizes.StatusesPerNode + 0.5), StatusBody: sizes.Status, InFlight: o.inflight}
+		same := HopPattern{Body: sizes.Execution, Statuses: int(sizes.StatusesPerNode + 0.5), StatusBody: sizes.Status, InFlight: o.inflight}
 		for _, c := range []struct {
-			pattern amqp.HopPattern
-			result  **amqp.HopResult
+			pattern HopPattern
+			result  **HopResult
 			ratio   *float64
-		}{{amqp.HopPattern{}, &rep.Raw, &rep.Ratio}, {same, &rep.RawSame, &rep.RatioSame}} {
-			fmt.Fprintf(env.stderr, "rune bench: raw RabbitMQ ceiling, %d hops, %d handlers: %s\n", hops, handlers, c.pattern)
-			raw, err := amqp.RawHopBenchmark(ctx, amqp.Config{URL: srv.amqpURL, Prefix: prefix, Logger: log, Name: "rune bench"}, hops, handlers, c.pattern)
+		}{{HopPattern{}, &rep.Raw, &rep.Ratio}, {same, &rep.RawSame, &rep.RatioSame}} {
+			fmt.Fprintf(env.Stderr, "rune bench: raw RabbitMQ ceiling, %d hops, %d handlers: %s\n", hops, handlers, c.pattern)
+			raw, err := RawHopBenchmark(ctx, RawConfig{URL: srv.AMQPURL, Prefix: prefix, Name: "rune bench"}, hops, handlers, c.pattern)
 			if err != nil {
 				return nil, err
 			}
@@ -442,8 +453,8 @@ type baseRun struct {
 // benchBase runs bin's bench on the set chain, with spawned workers and the
 // flags every build since the distributed bench understands, and returns its
 // node rate. Its progress goes to stderr.
-func benchBase(ctx context.Context, env *cliEnv, srv servers, o distributedBench, bin string) (*baseRun, error) {
-	args := []string{"bench", "--amqp", srv.amqpURL, "--redis", srv.redisURL, "--spawn-workers", strconv.Itoa(o.spawn),
+func benchBase(ctx context.Context, env *Env, srv Deployment, o distributedBench, bin string) (*baseRun, error) {
+	args := []string{"bench", "--amqp", srv.AMQPURL, "--redis", srv.RedisURL, "--spawn-workers", strconv.Itoa(o.spawn),
 		"--executions", strconv.Itoa(o.executions), "--inflight", strconv.Itoa(o.inflight), "--nodes", strconv.Itoa(o.nodes),
 		"--idle-executions", "0", "--raw-hops", "-1", "--json"}
 	if o.concurrency > 0 {
@@ -453,7 +464,7 @@ func benchBase(ctx context.Context, env *cliEnv, srv servers, o distributedBench
 		args = append(args, "--prefetch", strconv.Itoa(o.prefetch))
 	}
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Stderr = env.stderr
+	cmd.Stderr = env.Stderr
 	out, err := cmd.Output()
 	if err != nil {
 		return nil, fmt.Errorf("--base %s: %w", bin, err)
@@ -473,10 +484,10 @@ func benchBase(ctx context.Context, env *cliEnv, srv servers, o distributedBench
 // chain one after another, each with workers of its own, and measures the
 // raw ceilings once, after the last (every run's ratios are over them):
 // issue 11's rows in one run.
-func benchChains(ctx context.Context, env *cliEnv, srv servers, o distributedBench) error {
+func benchChains(ctx context.Context, env *Env, srv Deployment, o distributedBench) error {
 	var all chainsReport
 	if o.base != "" {
-		fmt.Fprintf(env.stderr, "rune bench: the base, %s, on the set chain\n", o.base)
+		fmt.Fprintf(env.Stderr, "rune bench: the base, %s, on the set chain\n", o.base)
 		var err error
 		if all.Base, err = benchBase(ctx, env, srv, o, o.base); err != nil {
 			return err
@@ -492,10 +503,10 @@ func benchChains(ctx context.Context, env *cliEnv, srv servers, o distributedBen
 		if i < len(runs)-1 {
 			run.rawHops = -1
 		}
-		if s.prefix != "" {
-			s.prefix += "-" + strconv.Itoa(i+1)
+		if s.Prefix != "" {
+			s.Prefix += "-" + strconv.Itoa(i+1)
 		}
-		fmt.Fprintf(env.stderr, "rune bench: chain %d of %d: %s\n", i+1, len(runs), chainLabel(r.chain, r.noFuse))
+		fmt.Fprintf(env.Stderr, "rune bench: chain %d of %d: %s\n", i+1, len(runs), chainLabel(r.chain, r.noFuse))
 		rep, err := measureDistributed(ctx, env, &s, run)
 		if err != nil {
 			return err
@@ -518,17 +529,17 @@ func benchChains(ctx context.Context, env *cliEnv, srv servers, o distributedBen
 		}
 	}
 	if o.asJSON {
-		return json.NewEncoder(env.stdout).Encode(all)
+		return json.NewEncoder(env.Stdout).Encode(all)
 	}
 	for i, rep := range all.Runs {
-		fmt.Fprintf(env.stdout, "== %s\n", chainLabel(rep.Chain, rep.NoFuse))
+		fmt.Fprintf(env.Stdout, "== %s\n", chainLabel(rep.Chain, rep.NoFuse))
 		if i < len(all.Runs)-1 {
-			rep.printRun(env.stdout, o.nodes) // the ceilings once, below
+			rep.printRun(env.Stdout, o.nodes) // the ceilings once, below
 		} else {
-			rep.print(env.stdout, o.nodes)
+			rep.print(env.Stdout, o.nodes)
 		}
 	}
-	all.print(env.stdout)
+	all.print(env.Stdout)
 	return nil
 }
 
@@ -585,14 +596,18 @@ func orDash(d time.Duration) string {
 	return d.Round(time.Microsecond).String()
 }
 
-// benchHTTPServer serves the http chain's GETs on 127.0.0.1 and returns
-// its URL and the p50 of 200 GETs made directly: the call itself.
-func benchHTTPServer(ctx context.Context) (url string, callP50 time.Duration, stop func(), err error) {
+// benchHTTPServer serves the http chain's GETs on 127.0.0.1, each after
+// sleeping sleep (a task's work), and returns its URL and the p50 of 200
+// GETs made directly: the call itself.
+func benchHTTPServer(ctx context.Context, sleep time.Duration) (url string, callP50 time.Duration, stop func(), err error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", 0, nil, err
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if sleep > 0 {
+			time.Sleep(sleep)
+		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"ok":true}`))
 	}), ReadHeaderTimeout: 10 * time.Second}
@@ -626,7 +641,7 @@ func timeGETs(ctx context.Context, url string, gap time.Duration) (time.Duration
 		time.Sleep(gap)
 	}
 	sort.Slice(calls, func(i, j int) bool { return calls[i] < calls[j] })
-	return bench.Percentile(calls, 0.5), nil
+	return Percentile(calls, 0.5), nil
 }
 
 // probeFromProcess times the GETs of url from a process of its own (this
@@ -676,6 +691,7 @@ func (r *distributedReport) printRun(w io.Writer, nodes int) {
 		fmt.Fprintf(w, "  worker peak RSS:  %.1f MiB\n", float64(r.WorkerPeakRSS)/(1<<20))
 	}
 	r.CPU.print(w)
+	r.Sequence.print(w)
 	if r.Idle != nil {
 		fmt.Fprintf(w, "idle system, one execution at a time (%d executions)\n", r.Idle.Executions)
 		fmt.Fprintf(w, "  per-node latency: p50 %s, p99 %s (%.0f node executions/s)\n",
@@ -692,7 +708,7 @@ func (r *distributedReport) printCeilings(w io.Writer) {
 	}
 	for _, c := range []struct {
 		what  string
-		raw   *amqp.HopResult
+		raw   *HopResult
 		ratio float64
 	}{{"raw RabbitMQ ceiling", r.Raw, r.Ratio}, {"raw RabbitMQ ceiling for the same messages", r.RawSame, r.RatioSame}} {
 		if c.raw == nil {
@@ -731,7 +747,7 @@ func spawnWorkers(n int, args []string, cancel context.CancelCauseFunc) (*worker
 	g := &workerGroup{}
 	for i := range n {
 		p := &workerProc{n: i + 1, log: newLogTail("worker started"), done: make(chan struct{})}
-		p.cmd = exec.Command(exe, append(args, benchEgressAllow...)...)
+		p.cmd = exec.Command(exe, append(args, egressAllow...)...)
 		p.cmd.Stderr = p.log
 		if err := p.cmd.Start(); err != nil {
 			g.kill()
@@ -784,7 +800,7 @@ func (g *workerGroup) kill() {
 
 // stop sends every worker SIGTERM and waits for it to drain and exit (a
 // minute at most, then it is killed). It is idempotent.
-func (g *workerGroup) stop(env *cliEnv) {
+func (g *workerGroup) stop(env *Env) {
 	if g == nil || g.stopping() && g.allDone() {
 		return
 	}
@@ -797,10 +813,10 @@ func (g *workerGroup) stop(env *cliEnv) {
 		select {
 		case <-p.done:
 			if p.err != nil {
-				fmt.Fprintf(env.stderr, "rune bench: worker %d: %v; its log:\n%s", p.n, p.err, p.log.String())
+				fmt.Fprintf(env.Stderr, "rune bench: worker %d: %v; its log:\n%s", p.n, p.err, p.log.String())
 			}
 		case <-deadline:
-			fmt.Fprintf(env.stderr, "rune bench: worker %d did not stop within a minute after SIGTERM; killing it\n", p.n)
+			fmt.Fprintf(env.Stderr, "rune bench: worker %d did not stop within a minute after SIGTERM; killing it\n", p.n)
 			_ = p.cmd.Process.Kill()
 			<-p.done
 		}
@@ -906,23 +922,23 @@ func (l *logTail) String() string {
 
 // purgeDeployment deletes the queues, exchanges (the names of
 // broker/amqp/topology.go) and Redis keys of a prefix the bench made up.
-func purgeDeployment(env *cliEnv, srv *servers) {
+func purgeDeployment(env *Env, srv *Deployment) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var errs []error
 	if rc := srv.redisClient(); rc != nil {
-		if err := coordredis.DeleteKeys(ctx, rc, srv.prefix+":*"); err != nil {
+		if err := coordredis.DeleteKeys(ctx, rc, srv.Prefix+":*"); err != nil {
 			errs = append(errs, err)
 		}
 		rc.Close()
 	}
-	conn, err := amqp091.Dial(strings.Split(srv.amqpURL, ",")[0]) // a cluster: its first node
+	conn, err := amqp091.Dial(strings.Split(srv.AMQPURL, ",")[0]) // a cluster: its first node
 	if err != nil {
 		errs = append(errs, err)
 	} else {
-		p := srv.prefix + "."
+		p := srv.Prefix + "."
 		queues := []string{"workflow.execution", "workflow.node.status", "workflow.completion", "workflow.completion.receipts", "workflow.timeout.process", "workflow.dlq"}
-		for i := 1; i < srv.executionQueues; i++ {
+		for i := 1; i < srv.ExecutionQueues; i++ {
 			queues = append(queues, "workflow.execution.shard."+strconv.Itoa(i))
 		}
 		for _, q := range queues {
@@ -944,6 +960,6 @@ func purgeDeployment(env *cliEnv, srv *servers) {
 		_ = conn.Close()
 	}
 	if err := errors.Join(errs...); err != nil {
-		fmt.Fprintf(env.stderr, "rune bench: cleaning up prefix %q: %v\n", srv.prefix, err)
+		fmt.Fprintf(env.Stderr, "rune bench: cleaning up prefix %q: %v\n", srv.Prefix, err)
 	}
 }

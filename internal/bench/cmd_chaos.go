@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rune-org/rune/bench"
 	"github.com/rune-org/rune/broker"
 	"github.com/rune-org/rune/broker/amqp"
 	"github.com/rune-org/rune/client"
@@ -93,11 +92,11 @@ func (p *chaosProc) end(sig syscall.Signal) {
 	}
 }
 
-// benchChaos runs executions of bench.FaultWorkflow on spawned workers and
+// benchChaos runs executions of FaultWorkflow on spawned workers and
 // a scheduler while killing, stopping and replacing them, and checks that
 // every execution completed once with its side effects under one key each.
-func benchChaos(ctx context.Context, env *cliEnv, srv *servers, o chaosBench) error {
-	if srv.amqpURL == "" {
+func benchChaos(ctx context.Context, env *Env, srv *Deployment, o chaosBench) error {
+	if srv.AMQPURL == "" {
 		return usagef("--mode chaos runs the distributed runtime: give --amqp and --redis")
 	}
 	if err := srv.check(true); err != nil {
@@ -115,7 +114,7 @@ func benchChaos(ctx context.Context, env *cliEnv, srv *servers, o chaosBench) er
 	args := func(role string) []string {
 		a := append([]string{role}, srv.args()...)
 		if role == "worker" {
-			a = append(a, benchEgressAllow...)
+			a = append(a, egressAllow...)
 		}
 		return a
 	}
@@ -158,14 +157,14 @@ func benchChaos(ctx context.Context, env *cliEnv, srv *servers, o chaosBench) er
 	if err := start("scheduler"); err != nil {
 		return err
 	}
-	rt, err := srv.connect(ctx, cliLogger(env), amqp.RoleMaster)
+	rt, err := srv.connect(ctx, env.Logger, amqp.RoleMaster)
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
-	fx := bench.NewSideEffects()
+	fx := NewSideEffects()
 	defer fx.Close()
-	wf, err := rt.Engine.Compile(bench.FaultWorkflow(fx.URL))
+	wf, err := rt.Engine.Compile(FaultWorkflow(fx.URL))
 	if err != nil {
 		return err
 	}
@@ -201,20 +200,20 @@ func benchChaos(ctx context.Context, env *cliEnv, srv *servers, o chaosBench) er
 		return len(first)
 	}
 
-	fmt.Fprintf(env.stderr, "rune bench: chaos: %d executions on %d workers and a scheduler, prefix %q; a fault (%s) every %v\n",
-		o.executions, o.workers, srv.prefix, strings.Join(o.faults, ", "), o.every)
+	fmt.Fprintf(env.Stderr, "rune bench: chaos: %d executions on %d workers and a scheduler, prefix %q; a fault (%s) every %v\n",
+		o.executions, o.workers, srv.Prefix, strings.Join(o.faults, ", "), o.every)
 	began := time.Now()
 	ids := make([]string, o.executions)
 	for i := range ids {
-		ids[i] = fmt.Sprintf("chaos_%s_%06d", srv.prefix, i)
+		ids[i] = fmt.Sprintf("chaos_%s_%06d", srv.Prefix, i)
 	}
 	go func() {
 		for _, id := range ids {
 			if cctx.Err() != nil {
 				return
 			}
-			if err := client.Start(cctx, rt.Broker, rt.Engine, wf, id, bench.FaultInput()); err != nil {
-				fmt.Fprintf(env.stderr, "rune bench: start %s: %v\n", id, err)
+			if err := client.Start(cctx, rt.Broker, rt.Engine, wf, id, FaultInput()); err != nil {
+				fmt.Fprintf(env.Stderr, "rune bench: start %s: %v\n", id, err)
 			}
 		}
 	}()
@@ -229,7 +228,7 @@ func benchChaos(ctx context.Context, env *cliEnv, srv *servers, o chaosBench) er
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-progress.C:
-			fmt.Fprintf(env.stderr, "rune bench: %d of %d completed\n", completed(), o.executions)
+			fmt.Fprintf(env.Stderr, "rune bench: %d of %d completed\n", completed(), o.executions)
 			continue
 		case <-tick.C:
 		}
@@ -260,9 +259,9 @@ func benchChaos(ctx context.Context, env *cliEnv, srv *servers, o chaosBench) er
 	rep.Problems, rep.Repeats, rep.Calls = fx.Check(ids)
 	sort.Strings(rep.Problems)
 	if o.asJSON {
-		return json.NewEncoder(env.stdout).Encode(rep)
+		return json.NewEncoder(env.Stdout).Encode(rep)
 	}
-	rep.print(env.stdout)
+	rep.print(env.Stdout)
 	if len(rep.Problems) > 0 || rep.Differing > 0 || rep.Completed != rep.Executions {
 		return errors.New("chaos: the run had problems (above)")
 	}
@@ -271,7 +270,7 @@ func benchChaos(ctx context.Context, env *cliEnv, srv *servers, o chaosBench) er
 
 // injectChaos applies one fault and starts a replacement for a process it
 // ended.
-func injectChaos(env *cliEnv, fault string, stopFor time.Duration, mu *sync.Mutex, workers, schedulers *[]*chaosProc, start func(string) error) error {
+func injectChaos(env *Env, fault string, stopFor time.Duration, mu *sync.Mutex, workers, schedulers *[]*chaosProc, start func(string) error) error {
 	mu.Lock()
 	pool, role := workers, "worker"
 	if strings.HasSuffix(fault, "scheduler") {
@@ -284,7 +283,7 @@ func injectChaos(env *cliEnv, fault string, stopFor time.Duration, mu *sync.Mute
 	victim := (*pool)[0]
 	*pool = (*pool)[1:]
 	mu.Unlock()
-	fmt.Fprintf(env.stderr, "rune bench: %s: %s\n", fault, victim.name)
+	fmt.Fprintf(env.Stderr, "rune bench: %s: %s\n", fault, victim.name)
 	switch fault {
 	case "kill-worker", "kill-scheduler":
 		victim.end(syscall.SIGKILL)

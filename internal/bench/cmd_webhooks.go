@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -17,7 +17,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rune-org/rune/bench"
 	"github.com/rune-org/rune/secrets"
 	"github.com/rune-org/rune/store"
 )
@@ -42,7 +41,7 @@ type WebhookBenchResult struct {
 // accepted per second into executions by b.clients senders, each with its
 // own delivery id, then a replay of every tenth delivery (none may start
 // an execution), then until every execution completed.
-func benchWebhooks(ctx context.Context, env *cliEnv, srv *servers, b serverBench) error {
+func benchWebhooks(ctx context.Context, env *Env, srv *Deployment, b serverBench) error {
 	b.mode = "webhooks"
 	dir, err := os.MkdirTemp("", "rune-bench-keys")
 	if err != nil {
@@ -58,7 +57,7 @@ func benchWebhooks(ctx context.Context, env *cliEnv, srv *servers, b serverBench
 	}
 	defer stop()
 	// The linear workflow reads $trigger.seed: a hook's body is $trigger.body.
-	def := bytes.ReplaceAll(bench.LinearWorkflow(b.nodes), []byte("$trigger.seed"), []byte("$trigger.body.seed"))
+	def := bytes.ReplaceAll(LinearWorkflow(b.nodes), []byte("$trigger.seed"), []byte("$trigger.body.seed"))
 	if _, err := rig.post(ctx, "/v1/workflows", def, http.StatusCreated); err != nil {
 		return err
 	}
@@ -69,7 +68,7 @@ func benchWebhooks(ctx context.Context, env *cliEnv, srv *servers, b serverBench
 	if _, err := rig.send(ctx, "/v1/workflows/bench_linear/hooks", []byte(`{"name":"bench","signature":{}}`), true, &hook, http.StatusCreated); err != nil {
 		return err
 	}
-	fmt.Fprintf(env.stderr, "rune bench: webhooks on rune server, PostgreSQL schema %s, a worker and a scheduler in this process; signed hook into a %d-node linear workflow\n", rig.tag, b.nodes)
+	fmt.Fprintf(env.Stderr, "rune bench: webhooks on rune server, PostgreSQL schema %s, a worker and a scheduler in this process; signed hook into a %d-node linear workflow\n", rig.tag, b.nodes)
 	body := []byte(`{"event":"push","ref":"main","seed":1}`)
 	deliver := func(id int) (time.Duration, error) {
 		ts := strconv.FormatInt(time.Now().Unix(), 10)
@@ -116,8 +115,8 @@ func benchWebhooks(ctx context.Context, env *cliEnv, srv *servers, b serverBench
 	res.AllocPerRequestKB = float64(after.TotalAlloc-before.TotalAlloc) / float64(b.executions) / 1024
 	slices.Sort(lat)
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	res.AcceptP50MS, res.AcceptP99MS = ms(bench.Percentile(lat, 0.5)), ms(bench.Percentile(lat, 0.99))
-	fmt.Fprintf(env.stderr, "load: %d signed deliveries accepted (202) in %s by %d clients: %.0f/s, p50 %.1f ms, p99 %.1f ms; %.0f KB allocated per request (whole process)\n",
+	res.AcceptP50MS, res.AcceptP99MS = ms(Percentile(lat, 0.5)), ms(Percentile(lat, 0.99))
+	fmt.Fprintf(env.Stderr, "load: %d signed deliveries accepted (202) in %s by %d clients: %.0f/s, p50 %.1f ms, p99 %.1f ms; %.0f KB allocated per request (whole process)\n",
 		b.executions, took.Round(time.Millisecond), b.clients, res.AcceptedPerSec, res.AcceptP50MS, res.AcceptP99MS, res.AllocPerRequestKB)
 
 	// Replays: a sender retrying every tenth delivery starts nothing.
@@ -137,7 +136,7 @@ func benchWebhooks(ctx context.Context, env *cliEnv, srv *servers, b serverBench
 	}
 	res.ReplayExecutions = total - b.executions
 	res.CompletedPerSec = float64(b.executions) / all.Seconds()
-	fmt.Fprintf(env.stderr, "replays: %d repeated delivery ids started %d executions; all %d executions completed in %s: %.0f/s\n",
+	fmt.Fprintf(env.Stderr, "replays: %d repeated delivery ids started %d executions; all %d executions completed in %s: %.0f/s\n",
 		res.Replays, res.ReplayExecutions, b.executions, all.Round(time.Millisecond), res.CompletedPerSec)
 	if res.ReplayExecutions != 0 {
 		return fmt.Errorf("replayed deliveries started %d executions, want 0", res.ReplayExecutions)

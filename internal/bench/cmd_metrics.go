@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/rune-org/rune/bench"
 	"github.com/rune-org/rune/embedded"
 	"github.com/rune-org/rune/metrics"
 	"github.com/rune-org/rune/tracing"
@@ -39,13 +38,13 @@ type instrumentation struct {
 // tracing as a worker runs it without an OTLP endpoint (no Tracer); and
 // metrics on with every span made and dropped (a TracerProvider with no
 // exporter: what tracing costs before the export).
-func benchMetricsCompare(ctx context.Context, env *cliEnv, rounds, execs, inflight, nodes, concurrency int, asJSON bool) error {
+func benchMetricsCompare(ctx context.Context, env *Env, rounds, execs, inflight, nodes, concurrency int, asJSON bool) error {
 	confs := []*instrumentation{
 		{Name: "off"},
 		{Name: "metrics on, tracing without endpoint", metrics: true},
 		{Name: "metrics on, spans made, no exporter", metrics: true, spans: true},
 	}
-	fmt.Fprintf(env.stderr, "rune bench: %d rounds of %d executions of %d set nodes in %d configurations, embedded runtime\n", rounds, execs, nodes, len(confs))
+	fmt.Fprintf(env.Stderr, "rune bench: %d rounds of %d executions of %d set nodes in %d configurations, embedded runtime\n", rounds, execs, nodes, len(confs))
 	for r := range rounds {
 		for _, c := range confs {
 			opts := embedded.Options{Logger: slog.New(slog.DiscardHandler), Concurrency: concurrency}
@@ -59,13 +58,13 @@ func benchMetricsCompare(ctx context.Context, env *cliEnv, rounds, execs, inflig
 			if err != nil {
 				return err
 			}
-			wf, err := rt.Engine.Compile(bench.LinearWorkflow(nodes))
+			wf, err := rt.Engine.Compile(LinearWorkflow(nodes))
 			if err != nil {
 				rt.Close()
 				return err
 			}
 			cpu0 := cpuTime()
-			res, err := bench.Run(ctx, rt.Broker, rt.Engine, wf, bench.Config{Executions: execs, InFlight: inflight, Progress: io.Discard})
+			res, err := Run(ctx, rt.Broker, rt.Engine, wf, Config{Executions: execs, InFlight: inflight, Progress: io.Discard})
 			cpu := float64((cpuTime() - cpu0).Microseconds())
 			rt.Close()
 			if err != nil {
@@ -73,7 +72,7 @@ func benchMetricsCompare(ctx context.Context, env *cliEnv, rounds, execs, inflig
 			}
 			perNode := cpu / float64(max(res.NodeExecutions, 1))
 			c.Rates, c.CPU = append(c.Rates, res.NodesPerSecond), append(c.CPU, perNode)
-			fmt.Fprintf(env.stderr, "round %d, %s: %.0f node executions/s, %.1f µs CPU per node\n", r+1, c.Name, res.NodesPerSecond, perNode)
+			fmt.Fprintf(env.Stderr, "round %d, %s: %.0f node executions/s, %.1f µs CPU per node\n", r+1, c.Name, res.NodesPerSecond, perNode)
 		}
 	}
 	base := confs[0]
@@ -82,13 +81,13 @@ func benchMetricsCompare(ctx context.Context, env *cliEnv, rounds, execs, inflig
 		c.CPUChange = median(c.CPU)/median(base.CPU) - 1
 	}
 	if asJSON {
-		return json.NewEncoder(env.stdout).Encode(confs)
+		return json.NewEncoder(env.Stdout).Encode(confs)
 	}
 	for _, c := range confs {
-		fmt.Fprintf(env.stdout, "%-38s %7.0f node executions/s (%+5.1f %%), %5.1f µs CPU per node (%+5.1f %%)\n",
+		fmt.Fprintf(env.Stdout, "%-38s %7.0f node executions/s (%+5.1f %%), %5.1f µs CPU per node (%+5.1f %%)\n",
 			c.Name+":", median(c.Rates), 100*c.Change, median(c.CPU), 100*c.CPUChange)
 	}
-	fmt.Fprintf(env.stdout, "(medians of %d rounds)\n", rounds)
+	fmt.Fprintf(env.Stdout, "(medians of %d rounds)\n", rounds)
 	return nil
 }
 

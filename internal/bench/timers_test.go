@@ -13,7 +13,6 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/rune-org/rune/bench"
 	"github.com/rune-org/rune/broker"
 	"github.com/rune-org/rune/broker/amqp"
 	"github.com/rune-org/rune/broker/memory"
@@ -23,6 +22,7 @@ import (
 	"github.com/rune-org/rune/distributed"
 	"github.com/rune-org/rune/embedded"
 	"github.com/rune-org/rune/engine"
+	"github.com/rune-org/rune/internal/bench"
 	"github.com/rune-org/rune/internal/testinfra"
 	"github.com/rune-org/rune/nodes"
 	"github.com/rune-org/rune/scheduler"

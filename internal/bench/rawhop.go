@@ -1,17 +1,35 @@
-package amqp
+package bench
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/rune-org/rune/broker/amqp"
 )
+
+// RawConfig is where RawHopBenchmark runs.
+type RawConfig struct {
+	// URL is RabbitMQ's (of a cluster, comma-separated: the first node).
+	URL string
+	// Prefix starts the names of its queue and exchange.
+	Prefix string
+	// Name is in its connections' names.
+	Name string
+	// PublishChannels is how many confirm-mode channels it publishes on,
+	// as amqp.Config.PublishChannels. Default 1.
+	PublishChannels int
+}
 
 // HopPattern is the work of one hop in RawHopBenchmark.
 type HopPattern struct {
@@ -85,29 +103,25 @@ func (r HopResult) String() string {
 // circulate until hops messages have been consumed. `rune bench` compares
 // the engine's node rate with this figure.
 //
-// It uses cfg.URL, cfg.Prefix (its queues are <prefix>workflow.bench.<random>
-// and its exchange, deleted at the end), cfg.PublishChannels, cfg.Heartbeat
-// and cfg.DialTimeout; ctx bounds the whole run.
-func RawHopBenchmark(ctx context.Context, cfg Config, hops, concurrency int, pattern HopPattern) (HopResult, error) {
-	cfg, err := cfg.withDefaults()
-	if err != nil {
-		return HopResult{}, err
-	}
+// Its queues are <cfg.Prefix>workflow.bench.<random> and its exchange,
+// deleted at the end; ctx bounds the whole run.
+func RawHopBenchmark(ctx context.Context, cfg RawConfig, hops, concurrency int, pattern HopPattern) (HopResult, error) {
+	cfg.PublishChannels = max(cfg.PublishChannels, 1)
 	pattern = pattern.withDefaults()
 	if hops <= 0 || concurrency <= 0 {
-		return HopResult{}, fmt.Errorf("amqp broker: bench: hops (%d) and concurrency (%d) must be positive", hops, concurrency)
+		return HopResult{}, fmt.Errorf("raw hop benchmark: hops (%d) and concurrency (%d) must be positive", hops, concurrency)
 	}
 	dial := func(name string) (*amqp091.Connection, error) {
 		props := amqp091.NewConnectionProperties()
 		props.SetClientConnectionName(cfg.Name + " bench " + name)
-		urls, _ := splitURLs(cfg.URL)                            // withDefaults checked them
-		conn, err := amqp091.DialConfig(urls[0], amqp091.Config{ // a benchmark measures one node
-			Heartbeat:  cfg.Heartbeat,
+		url := strings.TrimSpace(strings.Split(cfg.URL, ",")[0]) // a cluster: a benchmark measures one node
+		conn, err := amqp091.DialConfig(url, amqp091.Config{
+			Heartbeat:  10 * time.Second,
 			Properties: props,
-			Dial:       amqp091.DefaultDial(cfg.DialTimeout),
+			Dial:       amqp091.DefaultDial(10 * time.Second),
 		})
 		if err != nil {
-			return nil, fmt.Errorf("amqp broker: bench: connect: %w", err)
+			return nil, fmt.Errorf("raw hop benchmark: connect: %w", err)
 		}
 		return conn, nil
 	}
@@ -122,16 +136,16 @@ func RawHopBenchmark(ctx context.Context, cfg Config, hops, concurrency int, pat
 	}
 	defer subConn.Close()
 
-	n := newNames(cfg.Prefix)
-	queue := n.benchPrefix + randomHex()
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	queue := cfg.Prefix + "workflow.bench." + hex.EncodeToString(rnd[:])
+	execArgs, statusArgs, statusRKPrefix := amqp.QueueArgs()
 	admin, err := pubConn.Channel()
 	if err != nil {
-		return HopResult{}, fmt.Errorf("amqp broker: bench: open channel: %w", err)
+		return HopResult{}, fmt.Errorf("raw hop benchmark: open channel: %w", err)
 	}
-	args := executionArgs(n)
-	delete(args, "x-dead-letter-exchange")
-	if _, err := admin.QueueDeclare(queue, true, false, false, false, versioned(args)); err != nil {
-		return HopResult{}, fmt.Errorf("amqp broker: bench: declare queue %s: %w", queue, err)
+	if _, err := admin.QueueDeclare(queue, true, false, false, false, execArgs); err != nil {
+		return HopResult{}, fmt.Errorf("raw hop benchmark: declare queue %s: %w", queue, err)
 	}
 	statusX, statusQ := queue+".events", queue+".status"
 	defer func() {
@@ -147,7 +161,7 @@ func RawHopBenchmark(ctx context.Context, cfg Config, hops, concurrency int, pat
 		// bench drains the real one.
 		err := admin.ExchangeDeclare(statusX, amqp091.ExchangeTopic, false, true, false, false, nil)
 		if err == nil {
-			_, err = admin.QueueDeclare(statusQ, false, false, false, false, versioned(amqp091.Table{"x-message-ttl": statusTTL.Milliseconds(), "x-max-priority": int32(maxPriority)}))
+			_, err = admin.QueueDeclare(statusQ, false, false, false, false, statusArgs)
 		}
 		if err == nil {
 			err = admin.QueueBind(statusQ, statusRKPrefix+"#", statusX, false, nil)
@@ -161,7 +175,7 @@ func RawHopBenchmark(ctx context.Context, cfg Config, hops, concurrency int, pat
 			statuses, err = drain.Consume(statusQ, "", true, false, false, false, nil)
 		}
 		if err != nil {
-			return HopResult{}, fmt.Errorf("amqp broker: bench: declare status queue: %w", err)
+			return HopResult{}, fmt.Errorf("raw hop benchmark: declare status queue: %w", err)
 		}
 		go func() {
 			for range statuses {
@@ -175,13 +189,13 @@ func RawHopBenchmark(ctx context.Context, cfg Config, hops, concurrency int, pat
 			err = pubs[i].Confirm(false)
 		}
 		if err != nil {
-			return HopResult{}, fmt.Errorf("amqp broker: bench: open confirm channel: %w", err)
+			return HopResult{}, fmt.Errorf("raw hop benchmark: open confirm channel: %w", err)
 		}
 	}
 	statusBody := make([]byte, pattern.StatusBody)
 	send := func(ctx context.Context, ch *amqp091.Channel, exchange, key string, mode uint8, body []byte) (*amqp091.DeferredConfirmation, error) {
 		return ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, true, false, amqp091.Publishing{
-			ContentType:  contentType,
+			ContentType:  "application/json",
 			DeliveryMode: mode,
 			Body:         body,
 		})
@@ -225,7 +239,7 @@ func RawHopBenchmark(ctx context.Context, cfg Config, hops, concurrency int, pat
 		deliveries, err = sub.Consume(queue, "", false, false, false, false, nil)
 	}
 	if err != nil {
-		return HopResult{}, fmt.Errorf("amqp broker: bench: consume %s: %w", queue, err)
+		return HopResult{}, fmt.Errorf("raw hop benchmark: consume %s: %w", queue, err)
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -246,7 +260,7 @@ func RawHopBenchmark(ctx context.Context, cfg Config, hops, concurrency int, pat
 	issued.Store(int64(inflight))
 	for i := range inflight {
 		if err := publish(ctx, pubs[i%len(pubs)], 0); err != nil {
-			return HopResult{}, fmt.Errorf("amqp broker: bench: seed: %w", err)
+			return HopResult{}, fmt.Errorf("raw hop benchmark: seed: %w", err)
 		}
 	}
 	var wg sync.WaitGroup
@@ -271,12 +285,12 @@ func RawHopBenchmark(ctx context.Context, cfg Config, hops, concurrency int, pat
 				}
 				if issued.Add(1) <= int64(hops) {
 					if err := publish(ctx, ch, now); err != nil {
-						fail(fmt.Errorf("amqp broker: bench: publish: %w", err))
+						fail(fmt.Errorf("raw hop benchmark: publish: %w", err))
 						return
 					}
 				}
 				if err := d.Ack(false); err != nil {
-					fail(fmt.Errorf("amqp broker: bench: ack: %w", err))
+					fail(fmt.Errorf("raw hop benchmark: ack: %w", err))
 					return
 				}
 				if consumed.Add(1) == int64(hops) {
@@ -296,7 +310,7 @@ func RawHopBenchmark(ctx context.Context, cfg Config, hops, concurrency int, pat
 		return HopResult{}, runErr
 	}
 	if err := ctx.Err(); err != nil && consumed.Load() < int64(hops) {
-		return HopResult{}, fmt.Errorf("amqp broker: bench: %d of %d hops: %w", consumed.Load(), hops, err)
+		return HopResult{}, fmt.Errorf("raw hop benchmark: %d of %d hops: %w", consumed.Load(), hops, err)
 	}
 	r := hopResult(hops, concurrency, inflight, elapsed, latencies)
 	r.Pattern = pattern

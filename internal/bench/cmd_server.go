@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -16,7 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rune-org/rune/bench"
 	"github.com/rune-org/rune/broker/amqp"
 	"github.com/rune-org/rune/scheduler"
 	"github.com/rune-org/rune/secrets"
@@ -106,7 +105,7 @@ func (r *benchRig) sendWith(ctx context.Context, path string, body []byte, auth 
 }
 
 // startBenchServer starts a benchRig; stop ends it (and its processes' goroutines).
-func startBenchServer(ctx context.Context, env *cliEnv, srv *servers, b serverBench) (rig *benchRig, stop func(), err error) {
+func startBenchServer(ctx context.Context, env *Env, srv *Deployment, b serverBench) (rig *benchRig, stop func(), err error) {
 	if b.postgresURL == "" {
 		return nil, nil, usagef("--mode %s needs --postgres (or RUNE_POSTGRES_URL), --amqp and --redis", b.mode)
 	}
@@ -127,11 +126,11 @@ func startBenchServer(ctx context.Context, env *cliEnv, srv *servers, b serverBe
 	var rb [4]byte
 	_, _ = rand.Read(rb[:])
 	tag := "bench_" + hex.EncodeToString(rb[:])
-	if srv.prefix == "" {
-		srv.prefix = strings.ReplaceAll(tag, "_", "-")
+	if srv.Prefix == "" {
+		srv.Prefix = strings.ReplaceAll(tag, "_", "-")
 		stops = append(stops, func() { purgeDeployment(env, srv) })
 	}
-	log := cliLogger(env)
+	log := env.Logger
 	st, err := postgres.Open(ctx, b.postgresURL, tag)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open PostgreSQL schema %s: %w", tag, err)
@@ -175,7 +174,7 @@ func startBenchServer(ctx context.Context, env *cliEnv, srv *servers, b serverBe
 		hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: b.clients * 2}}}, stop, nil
 }
 
-func benchServer(ctx context.Context, env *cliEnv, srv *servers, b serverBench) error {
+func benchServer(ctx context.Context, env *Env, srv *Deployment, b serverBench) error {
 	b.mode = "server"
 	rig, stop, err := startBenchServer(ctx, env, srv, b)
 	if err != nil {
@@ -184,11 +183,11 @@ func benchServer(ctx context.Context, env *cliEnv, srv *servers, b serverBench) 
 	defer stop()
 	st, tag := rig.st, rig.tag
 	post := func(path string, body []byte) (string, error) { return rig.post(ctx, path, body, http.StatusCreated) }
-	if _, err := post("/v1/workflows", bench.LinearWorkflow(b.nodes)); err != nil {
+	if _, err := post("/v1/workflows", LinearWorkflow(b.nodes)); err != nil {
 		return err
 	}
 	res := ServerBenchResult{Executions: b.executions, Clients: b.clients, IdleExecutions: b.idle, Schema: tag}
-	fmt.Fprintf(env.stderr, "rune bench: server on PostgreSQL (schema %s), a worker and a scheduler in this process; %d-node linear workflow\n", tag, b.nodes)
+	fmt.Fprintf(env.Stderr, "rune bench: server on PostgreSQL (schema %s), a worker and a scheduler in this process; %d-node linear workflow\n", tag, b.nodes)
 
 	// Idle: one execution at a time; trigger → first node's running status.
 	var lat []time.Duration
@@ -218,8 +217,8 @@ func benchServer(ctx context.Context, env *cliEnv, srv *servers, b serverBench) 
 	if len(lat) > 0 {
 		slices.Sort(lat)
 		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-		res.FirstNodeP50MS, res.FirstNodeP99MS, res.FirstNodeMaxMS = ms(bench.Percentile(lat, 0.5)), ms(bench.Percentile(lat, 0.99)), ms(lat[len(lat)-1])
-		fmt.Fprintf(env.stderr, "idle: %d executions one at a time: trigger → first node p50 %.1f ms, p99 %.1f ms, max %.1f ms\n",
+		res.FirstNodeP50MS, res.FirstNodeP99MS, res.FirstNodeMaxMS = ms(Percentile(lat, 0.5)), ms(Percentile(lat, 0.99)), ms(lat[len(lat)-1])
+		fmt.Fprintf(env.Stderr, "idle: %d executions one at a time: trigger → first node p50 %.1f ms, p99 %.1f ms, max %.1f ms\n",
 			len(lat), res.FirstNodeP50MS, res.FirstNodeP99MS, res.FirstNodeMaxMS)
 	}
 
@@ -245,7 +244,7 @@ func benchServer(ctx context.Context, env *cliEnv, srv *servers, b serverBench) 
 	}
 	triggered := time.Since(start)
 	res.TriggersPerSec = float64(b.executions) / triggered.Seconds()
-	fmt.Fprintf(env.stderr, "load: %d triggers accepted in %s by %d clients: %.0f/s\n", b.executions, triggered.Round(time.Millisecond), b.clients, res.TriggersPerSec)
+	fmt.Fprintf(env.Stderr, "load: %d triggers accepted in %s by %d clients: %.0f/s\n", b.executions, triggered.Round(time.Millisecond), b.clients, res.TriggersPerSec)
 	// History: every status of every execution persisted.
 	want := b.executions + b.idle
 	if err := waitCompleted(ctx, st, want); err != nil {
@@ -255,7 +254,7 @@ func benchServer(ctx context.Context, env *cliEnv, srv *servers, b serverBench) 
 	res.StatusesPersisted = b.executions * (1 + 2*b.nodes)
 	res.StatusesPerSec = float64(res.StatusesPersisted) / all.Seconds()
 	res.DrainAfterTriggers = (all - triggered).Round(time.Millisecond).String()
-	fmt.Fprintf(env.stderr, "history: %d statuses and %d completions persisted in %s: %.0f statuses/s (last completion persisted %s after the last trigger)\n",
+	fmt.Fprintf(env.Stderr, "history: %d statuses and %d completions persisted in %s: %.0f statuses/s (last completion persisted %s after the last trigger)\n",
 		res.StatusesPersisted, b.executions, all.Round(time.Millisecond), res.StatusesPerSec, res.DrainAfterTriggers)
 	if b.asJSON {
 		return printJSON(env, res)

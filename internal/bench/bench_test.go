@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/rune-org/rune/bench"
 	"github.com/rune-org/rune/embedded"
+	"github.com/rune-org/rune/internal/bench"
 )
 
 // BenchmarkEmbeddedLinear runs 10-node linear executions on the embedded

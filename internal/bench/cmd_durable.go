@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rune-org/rune/bench"
 	"github.com/rune-org/rune/embedded"
 	"github.com/rune-org/rune/internal/sqlitedb"
 	"github.com/rune-org/rune/server"
@@ -27,19 +26,26 @@ type embeddedServerBench struct {
 	// memory runs the runtime in memory (the server's store on SQLite
 	// still), to tell the runtime's cost from the history's.
 	memory bool
+	// chain is "set" or "http" (a GET per node of an endpoint in this
+	// process that sleeps taskSleep).
+	chain     string
+	taskSleep time.Duration
 }
 
 // EmbeddedServerResult is what `rune bench --mode embedded-server` reports.
 type EmbeddedServerResult struct {
-	Throughput *bench.Result `json:"throughput"`
+	Throughput *Result `json:"throughput"`
 	// HistoryLag is the time from the last completion (as a follower saw
 	// it) to the store showing every execution ended: the history consumer's
 	// backlog at the end.
 	HistoryLag time.Duration `json:"history_lag_ns"`
 	Data       string        `json:"data"`
+	// Sequence is, for executions run one at a time, each one's time and
+	// the overhead per step.
+	Sequence *Sequence `json:"sequence,omitempty"`
 }
 
-func benchEmbeddedServer(ctx context.Context, env *cliEnv, b embeddedServerBench) (err error) {
+func benchEmbeddedServer(ctx context.Context, env *Env, b embeddedServerBench) (err error) {
 	dir := b.data
 	if dir == "" {
 		if dir, err = os.MkdirTemp("", "rune-bench-server-"); err != nil {
@@ -47,7 +53,7 @@ func benchEmbeddedServer(ctx context.Context, env *cliEnv, b embeddedServerBench
 		}
 		defer os.RemoveAll(dir)
 	}
-	log := cliLogger(env)
+	log := env.Logger
 	st, err := sqlite.Open(ctx, filepath.Join(dir, "rune.db"))
 	if err != nil {
 		return err
@@ -84,7 +90,15 @@ func benchEmbeddedServer(ctx context.Context, env *cliEnv, b embeddedServerBench
 			log.Error("bench server stopped", "err", err)
 		}
 	})
-	def := bench.LinearWorkflow(b.nodes)
+	def, kind, callP50 := LinearWorkflow(b.nodes), "set", time.Duration(0)
+	if b.chain == "http" {
+		url, p50, stop, err := benchHTTPServer(ctx, b.taskSleep)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		def, kind, callP50 = HTTPWorkflow(b.nodes, url), "http", p50
+	}
 	stored, err := st.CreateWorkflow(ctx, store.WorkflowInput{Definition: def, At: time.Now()})
 	if err != nil {
 		return err
@@ -93,7 +107,7 @@ func benchEmbeddedServer(ctx context.Context, env *cliEnv, b embeddedServerBench
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(env.stderr, "rune bench: %d executions of %d set nodes, %d in flight, embedded server (%s) under %s\n", b.executions, b.nodes, b.inflight, what, dir)
+	fmt.Fprintf(env.Stderr, "rune bench: %d executions of %d %s nodes, %d in flight, embedded server (%s) under %s\n", b.executions, b.nodes, kind, b.inflight, what, dir)
 	t0 := time.Now()
 	start := func(ctx context.Context, id string, input any) error {
 		raw, err := json.Marshal(input)
@@ -104,7 +118,7 @@ func benchEmbeddedServer(ctx context.Context, env *cliEnv, b embeddedServerBench
 		return err
 	}
 	ids := func(i int) string { return fmt.Sprintf("exec_%s_bench%07d", t0.UTC().Format("20060102T150405"), i) }
-	res, err := bench.Run(ctx, rt.Broker, rt.Engine, wf, bench.Config{Executions: b.executions, InFlight: b.inflight, Progress: env.stderr, Start: start, IDs: ids})
+	res, err := Run(ctx, rt.Broker, rt.Engine, wf, Config{Executions: b.executions, InFlight: b.inflight, Progress: env.Stderr, Start: start, IDs: ids})
 	if err != nil {
 		return err
 	}
@@ -130,11 +144,12 @@ func benchEmbeddedServer(ctx context.Context, env *cliEnv, b embeddedServerBench
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	out := EmbeddedServerResult{Throughput: res, HistoryLag: time.Since(end), Data: dir}
+	out := EmbeddedServerResult{Throughput: res, HistoryLag: time.Since(end), Data: dir, Sequence: sequenceOf(res, b.inflight, b.nodes, b.taskSleep, callP50)}
 	if b.asJSON {
-		return json.NewEncoder(env.stdout).Encode(out)
+		return json.NewEncoder(env.Stdout).Encode(out)
 	}
-	res.Print(env.stdout, "embedded server ("+what+"), linear workflow of set nodes")
-	fmt.Fprintf(env.stdout, "history lag at the end: %v (last completion → every execution ended in the store)\n", out.HistoryLag.Round(time.Millisecond))
+	res.Print(env.Stdout, "embedded server ("+what+"), linear workflow of "+kind+" nodes")
+	out.Sequence.print(env.Stdout)
+	fmt.Fprintf(env.Stdout, "history lag at the end: %v (last completion → every execution ended in the store)\n", out.HistoryLag.Round(time.Millisecond))
 	return nil
 }

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/rune-org/rune/bench"
 	"github.com/rune-org/rune/broker/amqp"
 	coordredis "github.com/rune-org/rune/coord/redis"
 	"github.com/rune-org/rune/embedded"
@@ -20,31 +19,31 @@ import (
 
 // ownPrefix gives a distributed bench a deployment of its own when it
 // spawns its workers; the deployment is deleted at the end.
-func ownPrefix(env *cliEnv, srv *servers, spawn int) (cleanup func()) {
-	if srv.prefix != "" || spawn == 0 {
+func ownPrefix(env *Env, srv *Deployment, spawn int) (cleanup func()) {
+	if srv.Prefix != "" || spawn == 0 {
 		return func() {}
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	srv.prefix = "bench-" + hex.EncodeToString(b[:])
+	srv.Prefix = "bench-" + hex.EncodeToString(b[:])
 	return func() { purgeDeployment(env, srv) }
 }
 
 // benchFanout runs one split over n items → set → aggregator, embedded or
 // (with --amqp) distributed on running or spawned workers.
-func benchFanout(ctx context.Context, env *cliEnv, srv *servers, n, spawn, concurrency int, asJSON bool) error {
-	cfg := bench.FanoutConfig{Items: n, Progress: env.stderr}
-	var res *bench.FanoutResult
+func benchFanout(ctx context.Context, env *Env, srv *Deployment, n, spawn, concurrency int, asJSON bool) error {
+	cfg := FanoutConfig{Items: n, Progress: env.Stderr}
+	var res *FanoutResult
 	var err error
-	if srv.amqpURL == "" {
-		rt, err := embedded.New(embedded.Options{Logger: cliLogger(env), Concurrency: concurrency})
+	if srv.AMQPURL == "" {
+		rt, err := embedded.New(embedded.Options{Logger: env.Logger, Concurrency: concurrency})
 		if err != nil {
 			return err
 		}
 		defer rt.Close()
-		cfg.Sample = func() (uint64, uint64) { return bench.PeakRSS(), 0 }
-		fmt.Fprintf(env.stderr, "rune bench: fan-out over %d items, embedded runtime\n", n)
-		if res, err = bench.Fanout(ctx, rt.Broker, rt.Engine, cfg); err != nil {
+		cfg.Sample = func() (uint64, uint64) { return PeakRSS(), 0 }
+		fmt.Fprintf(env.Stderr, "rune bench: fan-out over %d items, embedded runtime\n", n)
+		if res, err = Fanout(ctx, rt.Broker, rt.Engine, cfg); err != nil {
 			return err
 		}
 	} else {
@@ -66,26 +65,26 @@ func benchFanout(ctx context.Context, env *cliEnv, srv *servers, n, spawn, concu
 			defer workers.stop(env)
 			cfg.Sample = func() (uint64, uint64) { return workers.peakRSS(), redisUsed(ctx, srv) }
 		}
-		rt, err := srv.connect(ctx, cliLogger(env), amqp.RoleMaster)
+		rt, err := srv.connect(ctx, env.Logger, amqp.RoleMaster)
 		if err != nil {
 			return err
 		}
 		defer rt.Close()
-		fmt.Fprintf(env.stderr, "rune bench: fan-out over %d items, distributed runtime, prefix %q\n", n, srv.prefix)
-		if res, err = bench.Fanout(ctx, rt.Broker, rt.Engine, cfg); err != nil {
+		fmt.Fprintf(env.Stderr, "rune bench: fan-out over %d items, distributed runtime, prefix %q\n", n, srv.Prefix)
+		if res, err = Fanout(ctx, rt.Broker, rt.Engine, cfg); err != nil {
 			return err
 		}
 	}
 	if asJSON {
-		return json.NewEncoder(env.stdout).Encode(res)
+		return json.NewEncoder(env.Stdout).Encode(res)
 	}
-	res.Print(env.stdout)
+	res.Print(env.Stdout)
 	return err
 }
 
 // redisUsed reads Redis's used_memory, summed over the masters of a
 // cluster (0 when it cannot): a cluster client's INFO would ask one node.
-func redisUsed(ctx context.Context, srv *servers) uint64 {
+func redisUsed(ctx context.Context, srv *Deployment) uint64 {
 	rt := srv.redisClient()
 	if rt == nil {
 		return 0
@@ -122,8 +121,8 @@ type timerBench struct {
 
 // benchTimers measures (a) how late waits resume with many executions
 // waiting at once, and (b) a backlog of pending timers on Redis.
-func benchTimers(ctx context.Context, env *cliEnv, srv *servers, o timerBench) error {
-	if srv.amqpURL == "" {
+func benchTimers(ctx context.Context, env *Env, srv *Deployment, o timerBench) error {
+	if srv.AMQPURL == "" {
 		return usagef("--mode timers measures the distributed runtime: give --amqp and --redis")
 	}
 	if err := srv.check(true); err != nil {
@@ -144,20 +143,20 @@ func benchTimers(ctx context.Context, env *cliEnv, srv *servers, o timerBench) e
 		}
 		defer workers.stop(env)
 	}
-	rt, err := srv.connect(ctx, cliLogger(env), amqp.RoleMaster)
+	rt, err := srv.connect(ctx, env.Logger, amqp.RoleMaster)
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
 	report := map[string]any{}
-	fmt.Fprintf(env.stderr, "rune bench: %d executions each waiting %s, started %s, prefix %q\n", o.executions, o.wait, bench.StartPace(o.startRate), srv.prefix)
-	lat, err := bench.TimerLateness(ctx, bench.TimerLatenessConfig{Broker: rt.Broker, Engine: rt.Engine, Executions: o.executions, Wait: o.wait,
-		StartRate: o.startRate, Progress: env.stderr})
+	fmt.Fprintf(env.Stderr, "rune bench: %d executions each waiting %s, started %s, prefix %q\n", o.executions, o.wait, StartPace(o.startRate), srv.Prefix)
+	lat, err := TimerLateness(ctx, TimerLatenessConfig{Broker: rt.Broker, Engine: rt.Engine, Executions: o.executions, Wait: o.wait,
+		StartRate: o.startRate, Progress: env.Stderr})
 	if err != nil {
 		return err
 	}
 	report["lateness"] = lat
-	latTitle := fmt.Sprintf("timers (a): %d executions waiting %s, started %s", o.executions, o.wait, bench.StartPace(o.startRate))
+	latTitle := fmt.Sprintf("timers (a): %d executions waiting %s, started %s", o.executions, o.wait, StartPace(o.startRate))
 	if o.pending > 0 {
 		workers.stop(env) // the backlog gets the machine to itself
 		// The backlog has a timer store of its own, so that no scheduler of
@@ -172,22 +171,22 @@ func benchTimers(ctx context.Context, env *cliEnv, srv *servers, o timerBench) e
 				rt.Redis.Unlink(context.WithoutCancel(ctx), timers.ShardKeys(i)...)
 			}
 		}()
-		fmt.Fprintf(env.stderr, "rune bench: a backlog of %d pending timers, %d/s coming due\n", o.pending, o.rate)
-		backlog, err := bench.TimerBacklog(ctx, bench.TimerBacklogConfig{Timers: timers, Redis: rt.Redis, Pending: o.pending, Rate: o.rate, Progress: env.stderr})
+		fmt.Fprintf(env.Stderr, "rune bench: a backlog of %d pending timers, %d/s coming due\n", o.pending, o.rate)
+		backlog, err := TimerBacklog(ctx, TimerBacklogConfig{Timers: timers, Redis: rt.Redis, Pending: o.pending, Rate: o.rate, Progress: env.Stderr})
 		if err != nil {
 			return err
 		}
 		report["backlog"] = backlog
 		if o.asJSON {
-			return json.NewEncoder(env.stdout).Encode(report)
+			return json.NewEncoder(env.Stdout).Encode(report)
 		}
-		lat.Print(env.stdout, latTitle)
-		backlog.Print(env.stdout, fmt.Sprintf("timers (b): %d pending timers, %d/s due", o.pending, o.rate))
+		lat.Print(env.Stdout, latTitle)
+		backlog.Print(env.Stdout, fmt.Sprintf("timers (b): %d pending timers, %d/s due", o.pending, o.rate))
 		return nil
 	}
 	if o.asJSON {
-		return json.NewEncoder(env.stdout).Encode(report)
+		return json.NewEncoder(env.Stdout).Encode(report)
 	}
-	lat.Print(env.stdout, latTitle)
+	lat.Print(env.Stdout, latTitle)
 	return nil
 }

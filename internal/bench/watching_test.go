@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rune-org/rune/bench"
 	"github.com/rune-org/rune/broker"
+	"github.com/rune-org/rune/internal/bench"
 )
 
 // startGate holds the first wave of execution publishes (the starts) until

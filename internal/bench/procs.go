@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -198,8 +198,8 @@ type cpuMeter struct {
 	start                  [4]time.Duration
 }
 
-func newCPUMeter(workers *workerGroup, srv *servers) *cpuMeter {
-	m := &cpuMeter{rabbit: localServerPIDs(srv.amqpURL, 5672), redis: localServerPIDs(srv.redisURL, 6379)}
+func newCPUMeter(workers *workerGroup, srv *Deployment) *cpuMeter {
+	m := &cpuMeter{rabbit: localServerPIDs(srv.AMQPURL, 5672), redis: localServerPIDs(srv.RedisURL, 6379)}
 	if workers != nil {
 		m.workers = workers.pids()
 	}
