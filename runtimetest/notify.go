@@ -26,7 +26,8 @@ import (
 // secrets and log to log (nil: the runtime's default).
 type NewWithSecrets func(secrets MapSecrets, log *slog.Logger) Runtime
 
-// Issue 36, item 9: redaction hid every field of a credential, so an SMS
+// ReadableOutputs sends a mail, a text and a refused mail on a runtime
+// (issue 36, item 9). Redaction hid every field of a credential, so an SMS
 // output said "provider": "[redacted]", an SMTP error "SMTP
 // [redacted]:[redacted]" and a Bcc to the credential's own from address
 // "[redacted]". Through the whole worker path, the host, port, type, from
@@ -127,7 +128,8 @@ func ReadableOutputs(t *testing.T, newRuntime NewWithSecrets) {
 	}
 }
 
-// Issue 36, item 10: with "retry": {"on": "any"} a node retries failures
+// RetryOnAny runs sms, email and http nodes whose failures are not
+// retryable (issue 36, item 10): with "retry": {"on": "any"} a node retries failures
 // its type does not mark retryable (a 4xx, an SMTP 5xx) until its attempts
 // run out; without it, such a failure is final as before. The email and
 // sms outputs, and $vars, say which attempt sent.
