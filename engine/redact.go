@@ -8,27 +8,20 @@ import (
 )
 
 // stepSecrets resolves credentials for one node run through the engine's
-// store and remembers every value it hands out in the step's redaction
+// store and remembers the secret values it hands out in the step's redaction
 // set, so that whatever the node returns, logs or fails with is cleaned of
 // them before it leaves the worker. Any node type resolving credentials
 // through node.Secrets gets this without doing anything.
 type stepSecrets struct{ s *step }
-
-// notSecret are credential fields that are settings, not secrets.
-var notSecret = map[string]bool{"allowed_hosts": true}
 
 func (r stepSecrets) Resolve(ctx context.Context, ref string) (map[string]string, error) {
 	fields, err := r.s.e.cfg.Secrets.Resolve(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
-	vals := make([]string, 0, len(fields))
-	for k, v := range fields {
-		if !notSecret[k] {
-			vals = append(vals, v)
-		}
-	}
-	r.s.secrets.Add(vals...)
+	// Only the secret fields: the host, port, type, from address and
+	// account a user reads in outputs and errors stay (redact.Public).
+	r.s.secrets.AddCredential(fields)
 	return fields, nil
 }
 

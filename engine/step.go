@@ -422,7 +422,7 @@ func (s *step) outcome(ctx context.Context, rec *record, f *effects) error {
 		return s.follow(ctx, f, s.node, s.successEdges(s.node, rec.Route), next, stack)
 	}
 	retry := s.node.RetrySettings()
-	if rec.Retryable && s.m.Attempt < retry.MaxAttempts {
+	if retry.Again(rec.Retryable, s.m.Attempt) {
 		f.delay = retry.Backoff(s.m.Attempt)
 		next := at.Add(f.delay)
 		st := s.status(message.StatusRetrying, at)

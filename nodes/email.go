@@ -418,7 +418,9 @@ func (r *emailRunner) send(ctx context.Context, in *node.Input, cfg smtpConfig, 
 		_ = w.Close()
 		return abort(err, "", "")
 	}
-	out := map[string]any{"message_id": "<" + msgID + ">", "accepted": accepted, "rejected": rejected}
+	// attempts: the attempt that sent, a send recorded by an earlier one
+	// keeps its own (dsl.md "email").
+	out := map[string]any{"message_id": "<" + msgID + ">", "accepted": accepted, "rejected": rejected, "attempts": in.Attempt}
 	rec.ready(out)
 	if err := endData(sc, w, r.opts.SMTPTimeout, rec.handedOver); err != nil {
 		if werr := rec.withdraw(); werr != nil {

@@ -409,7 +409,7 @@ func (r *smsRunner) Run(ctx context.Context, in *node.Input) (node.Result, error
 		if err != nil {
 			return nil, err
 		}
-		return map[string]any{"message_id": id, "provider": prov.Name(), "segments": smsSegments(m.Body)}, nil
+		return map[string]any{"message_id": id, "provider": prov.Name(), "segments": smsSegments(m.Body), "attempts": in.Attempt}, nil
 	})
 	if err != nil {
 		return node.Result{}, err

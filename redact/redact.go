@@ -35,19 +35,30 @@ type Set struct {
 
 // Add records values resolved together (the fields of one credential) as
 // secrets, with their encoded forms.
-func (s *Set) Add(values ...string) {
+func (s *Set) Add(values ...string) { s.add(values, nil) }
+
+// add records secrets with their encoded forms, and HTTP Basic's base64 of
+// "a:b" for any two values resolved together of which at least one is a
+// secret (others are the non-secret ones, a user name say).
+func (s *Set) add(secrets, others []string) {
 	var forms []string
-	for _, v := range values {
+	for _, v := range secrets {
 		if len(v) >= MinLen {
 			forms = append(forms, encodings(v)...)
 		}
 	}
-	for _, a := range values { // Basic auth of any two fields
-		for _, b := range values {
-			if a != "" && b != "" && len(a)+len(b) >= MinLen {
-				basic := a + ":" + b
-				forms = append(forms, base64.StdEncoding.EncodeToString([]byte(basic)))
-			}
+	basic := func(a, b string) {
+		if a != "" && b != "" && len(a)+len(b) >= MinLen {
+			forms = append(forms, base64.StdEncoding.EncodeToString([]byte(a+":"+b)))
+		}
+	}
+	for _, a := range secrets {
+		for _, b := range secrets {
+			basic(a, b)
+		}
+		for _, b := range others {
+			basic(a, b)
+			basic(b, a)
 		}
 	}
 	if len(forms) == 0 {

@@ -108,7 +108,7 @@ var (
 	edgeFields        = []string{"id", "src", "dst", "label"}
 	credentialsFields = []string{"ref"}
 	errorFields       = []string{"type", "error_edge"}
-	retryFields       = []string{"max_attempts", "initial_delay", "multiplier"}
+	retryFields       = []string{"max_attempts", "initial_delay", "multiplier", "on"}
 )
 
 // object decodes raw as a JSON object and reports its unknown fields. It
@@ -247,6 +247,7 @@ func (d *decoder) node(raw json.RawMessage, path string, n *Node) {
 			if d.field(rf, p, "multiplier", &r.Multiplier) && r.Multiplier == 0 {
 				d.report(join(p, "multiplier"), "%s", multiplierProblem(0))
 			}
+			d.field(rf, p, "on", &r.On)
 		}
 	}
 }

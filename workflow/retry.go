@@ -15,12 +15,23 @@ const (
 	MaxBackoff = 24 * time.Hour
 )
 
+// Values of retry.on (dsl.md "Errors and retries").
+const (
+	// RetryRetryable retries only failures the node marks retryable
+	// (timeouts, connection errors, 429 and 5xx): the default.
+	RetryRetryable = "retryable"
+	// RetryAny retries every failure, as seed 003 §4.1 describes.
+	RetryAny = "any"
+)
+
 // Retry is a node's retry policy with defaults applied.
 type Retry struct {
 	// MaxAttempts counts every attempt, the first included.
 	MaxAttempts  int
 	InitialDelay time.Duration
 	Multiplier   float64
+	// Any retries every failure, not only retryable ones (retry.on "any").
+	Any bool
 }
 
 // RetrySettings returns the node's retry policy with defaults filled in. It
@@ -42,7 +53,15 @@ func (n *Node) RetrySettings() Retry {
 	if p.Multiplier != 0 {
 		r.Multiplier = p.Multiplier
 	}
+	r.Any = p.On == RetryAny
 	return r
+}
+
+// Again reports whether a failed attempt number attempt (1-based) is tried
+// again: attempts remain, and the failure is retryable or the policy
+// retries any failure.
+func (r Retry) Again(retryable bool, attempt int) bool {
+	return (retryable || r.Any) && attempt < r.MaxAttempts
 }
 
 // Backoff returns how long to wait after failed attempt number attempt

@@ -186,6 +186,9 @@ func (v *validator) checkNode(i int) {
 		if r.Multiplier != 0 && !(r.Multiplier >= 1 && !math.IsInf(r.Multiplier, 1)) {
 			v.report(p+".retry.multiplier", "%s", multiplierProblem(r.Multiplier))
 		}
+		if r.On != "" && r.On != RetryAny && r.On != RetryRetryable {
+			v.report(p+".retry.on", "unknown value %q: want %q (every failure) or %q (only retryable failures, the default)", truncate(r.On), RetryAny, RetryRetryable)
+		}
 	}
 }
 

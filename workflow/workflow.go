@@ -72,6 +72,9 @@ type RetryPolicy struct {
 	InitialDelay string `json:"initial_delay,omitempty"`
 	// Multiplier grows each later wait. Default 5 (5 s, 25 s, 125 s).
 	Multiplier float64 `json:"multiplier,omitempty"`
+	// On says which failures are retried: RetryRetryable (the default)
+	// only those the node marks retryable, RetryAny every failure.
+	On string `json:"on,omitempty"`
 }
 
 // Edge joins two nodes.
