@@ -310,7 +310,7 @@ func accessOf(r *http.Request) Access {
 }
 
 func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
-	c.render(w, r, "login", map[string]any{"Next": safeNext(r.URL.Query().Get("next"))})
+	c.render(w, r, "login", map[string]any{"Title": "Log in", "Next": safeNext(r.URL.Query().Get("next"))})
 }
 
 // login checks the token and opens a session; the cookie holds its id.
@@ -327,7 +327,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		secs := int(math.Ceil(wait.Seconds()))
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 		w.WriteHeader(http.StatusTooManyRequests)
-		c.render(w, r, "login", map[string]any{"Next": next, "Error": fmt.Sprintf("Too many failed logins from your address: try again in %d s.", secs)})
+		c.render(w, r, "login", map[string]any{"Title": "Log in", "Next": next, "Error": fmt.Sprintf("Too many failed logins from your address: try again in %d s.", secs)})
 		return
 	}
 	token := strings.TrimSpace(r.PostFormValue("token"))
@@ -335,7 +335,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	if token == "" || err != nil {
 		c.failures.fail(addr, c.cfg.Now())
 		w.WriteHeader(http.StatusUnauthorized)
-		c.render(w, r, "login", map[string]any{"Next": next, "Error": "That token is not valid (create one with `rune token create NAME`)."})
+		c.render(w, r, "login", map[string]any{"Title": "Log in", "Next": next, "Error": "That token is not valid (create one with `rune token create NAME`)."})
 		return
 	}
 	c.setCookie(w, r, session)

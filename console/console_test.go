@@ -238,8 +238,8 @@ func TestFailureBanner(t *testing.T) {
 	})
 	s := tg.login(t)
 	_, page := s.get("/executions/" + id)
-	banner := between(page, `<p class="failure" id="failure"`, `</p>`)
-	for _, want := range []string{"<code>price</code> failed", "EXPRESSION", "total"} {
+	banner := between(page, `<div class="failure" id="failure"`, `</div>`)
+	for _, want := range []string{`data-node-link="price"`, "<code>price</code></a> failed", "EXPRESSION", "total"} {
 		if !strings.Contains(banner, want) {
 			t.Errorf("the failure banner %q lacks %q", banner, want)
 		}
