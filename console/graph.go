@@ -392,10 +392,10 @@ func nodeStates(runs []*store.NodeRun, splits []store.SplitProgress) map[string]
 			st.Progress = thousands(a.n) + " runs: " + strings.Join(parts, ", ")
 		}
 		if !a.resume.IsZero() && a.best == message.StatusWaiting {
-			st.Note = "resumes " + a.resume.UTC().Format("15:04:05") + " UTC"
+			st.Note = "resumes " + a.resume.UTC().Format("15:04:05")
 		}
 		if !a.nextRetry.IsZero() && a.best == message.StatusRetrying {
-			st.Note = "next attempt " + a.nextRetry.UTC().Format("15:04:05") + " UTC"
+			st.Note = "next try " + a.nextRetry.UTC().Format("15:04:05")
 		}
 		out[id] = st
 	}
