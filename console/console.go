@@ -192,6 +192,7 @@ func New(cfg Config) (*Console, error) {
 	c.mux.HandleFunc("GET /workflows", c.session(c.workflowsPage))
 	c.mux.HandleFunc("GET /workflows/{id}", c.session(c.workflowPage))
 	c.mux.HandleFunc("POST /workflows/{id}/check", c.session(c.checkWorkflow))
+	c.mux.HandleFunc("GET /dashboard", c.session(c.dashboardPage))
 	c.mux.HandleFunc("GET /dlq", c.session(c.dlqPage))
 	c.mux.HandleFunc("POST /dlq", c.session(c.dlqAction))
 	c.mux.HandleFunc("GET /ui/rows", c.session(c.executionRows))
@@ -205,7 +206,7 @@ func New(cfg Config) (*Console, error) {
 func (c *Console) Handler() http.Handler { return secureHeaders(c.mux) }
 
 // prefixes are the paths the console owns next to the API.
-var prefixes = []string{"GET /{$}", "/login", "/logout", "/executions", "/executions/", "/workflows", "/workflows/", "/dlq", "/assets/", "/ui/"}
+var prefixes = []string{"GET /{$}", "/login", "/logout", "/executions", "/executions/", "/workflows", "/workflows/", "/dashboard", "/dlq", "/assets/", "/ui/"}
 
 // Mount serves the console at / next to api: the console's paths go to
 // the console, every other path (/v1/..., /healthz, ...) to api.

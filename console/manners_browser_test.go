@@ -116,6 +116,22 @@ func TestBrowserFailuresAndManners(t *testing.T) {
 	}
 	tab.Click("the zone toggle back", "#tz")
 
+	// The dashboard: the failed execution counted in the day and the
+	// hour, its run time, and fetch ranked first among failing nodes.
+	tab.Do("the dashboard", chromedp.Navigate(tg.url+"/dashboard"), chromedp.WaitVisible(chromedp.ID("dashboard")))
+	if row := browsertest.Eval[string](tab, `(r => r ? [...r.cells].map(c => c.textContent.trim()).join(' | ') : '')(document.querySelector('#dashboard tr[data-workflow="broken"]'))`); !strings.HasPrefix(row, "broken | 1 / 1 |") {
+		t.Errorf("the dashboard's row of broken: %q", row)
+	}
+	if failed := tab.Text(`#dashboard tr[data-workflow="broken"] td[data-status="failed"]`); failed != "1 / 1" {
+		t.Errorf("broken's failed executions on the dashboard: %q, want 1 / 1", failed)
+	}
+	if p50 := tab.Text(`#dashboard tr[data-workflow="broken"] td[data-p50]`); p50 == "—" || p50 == "0s" {
+		t.Errorf("broken's p50 run time %q", p50)
+	}
+	if first := browsertest.Eval[string](tab, `[...document.querySelector('#failing tbody tr').cells].map(c => c.textContent.trim()).slice(0, 4).join(' | ')`); first != "1 | broken | fetch | 1" {
+		t.Errorf("the first failing node: %q, want broken's fetch with 1 failed run", first)
+	}
+
 	// Edge labels: what each edge is, drawn on no node.
 	tab.Do("the routes workflow", chromedp.Navigate(tg.url+"/workflows/routes"), chromedp.WaitVisible(chromedp.ID("graph")))
 	labels := browsertest.Eval[map[string]string](tab, `Object.fromEntries([...document.querySelectorAll('[data-edge-label]')].map(g => [g.dataset.edgeLabel, g.querySelector('text').textContent]))`)
@@ -143,6 +159,7 @@ func TestBrowserFailuresAndManners(t *testing.T) {
 		{"/executions/" + id, "Execution " + id + " · Rune", "#graph"},
 		{"/workflows", "Workflows · Rune", "#workflows"},
 		{"/workflows/routes", "Workflow routes · Rune", "#graph"},
+		{"/dashboard", "Dashboard · Rune", "#dashboard"},
 		{"/dlq", "Dead letters · Rune", "main"},
 		{"/executions/exec_missing", "Not found · Rune", "main"},
 	}

@@ -94,6 +94,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, name string, da
 	}
 	data["Mode"] = c.cfg.Mode
 	data["HasDLQ"] = c.cfg.DeadLetters != nil
+	data["HasStats"] = c.stats() != nil
 	if s := sessionOf(r); s != "" {
 		data["CSRF"] = csrfToken(s)
 		data["LoggedIn"] = true
