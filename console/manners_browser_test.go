@@ -3,6 +3,8 @@ package console_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -94,6 +96,7 @@ func TestBrowserFailuresAndManners(t *testing.T) {
 		t.Errorf("the node link left the page at %s, want ?node=fetch", tab.Location())
 	}
 	tab.Axe("an execution page with a node open")
+	shot(t, tab, "console-failure.png")
 	// Escape closes the panel and gives the focus back to the link; a
 	// node of the graph opens with Enter.
 	tab.Do("Escape", chromedp.KeyEvent("\x1b"))
@@ -171,6 +174,12 @@ func TestBrowserFailuresAndManners(t *testing.T) {
 				t.Errorf("%s: title %q, want %q", p.path, title, p.title)
 			}
 			tab.Axe(p.path + " (" + scheme + ")")
+			if p.path == "/dashboard" {
+				shot(t, tab, "console-dashboard-"+scheme+".png")
+			}
+			if p.path == "/executions/"+id && scheme == "dark" {
+				shot(t, tab, "console-failure-dark.png")
+			}
 		}
 	}
 	const darkBG = "rgb(15, 17, 21)"
@@ -203,6 +212,17 @@ func TestBrowserFailuresAndManners(t *testing.T) {
 		if h := browsertest.Eval[bool](tab, `(h => h.scrollWidth <= h.clientWidth)(document.querySelector('header'))`); !h {
 			t.Errorf("%s at 360 px: the header overflows", p.path)
 		}
+		if p.path == "/executions/"+id {
+			shot(t, tab, "console-failure-360.png")
+		}
 	}
 	tab.CheckLocal(strings.TrimPrefix(tg.url, "http://"), 10)
+}
+
+// shot writes a screenshot of the tab to $RUNE_CONSOLE_SCREENSHOTS/name,
+// when that is set (docs/console.md's pictures).
+func shot(t *testing.T, tab *browsertest.Tab, name string) {
+	if dir := os.Getenv("RUNE_CONSOLE_SCREENSHOTS"); dir != "" {
+		screenshot(t, tab, filepath.Join(dir, name))
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,7 +33,7 @@ var funcs = template.FuncMap{
 	// clock is when's time of day alone (the timeline's column).
 	"clock":   func(t any) template.HTML { return timeElem(t, "clock") },
 	"word":    func(status string) string { return cmp.Or(stateWords[status], status) },
-	"ms":      func(ms int64) string { return (time.Duration(ms) * time.Millisecond).String() },
+	"ms":      durMS,
 	"dur":     func(d time.Duration) string { return d.String() },
 	"pretty":  prettyJSON,
 	"failure": failureOf,
@@ -40,6 +41,18 @@ var funcs = template.FuncMap{
 	"num":     thousands,
 	"add":     func(a, b int) int { return a + b },
 	"half":    func(a int) int { return a / 2 },
+}
+
+// durMS writes a duration in milliseconds as people read it: "< 1 ms",
+// "120 ms", "2.5s".
+func durMS(ms int64) string {
+	switch {
+	case ms < 1:
+		return "< 1 ms"
+	case ms < 1000:
+		return strconv.FormatInt(ms, 10) + " ms"
+	}
+	return (time.Duration(ms) * time.Millisecond).String()
 }
 
 // timeElem renders a time (time.Time or *time.Time; nothing for a zero or
