@@ -129,7 +129,7 @@ func TestBrowserConsole(t *testing.T) {
 	}
 	// Every attempt, not only the last: the first failed with the
 	// service's 503 and waited 300 ms (the policy's delay) before the next.
-	attempts := browsertest.Eval[[]string](tab, `[...document.querySelectorAll('#attempts tbody tr')].map(r => [...r.cells].map(c => c.textContent.trim()).join(' | '))`)
+	attempts := browsertest.Eval[[]string](tab, `[...document.querySelectorAll('#attempts tbody tr[data-attempt]')].map(r => [...r.cells].map(c => c.textContent.trim()).join(' | ') + (r.nextElementSibling && r.nextElementSibling.classList.contains('attempt-error') ? ' | ' + r.nextElementSibling.textContent.trim() : ''))`)
 	if len(attempts) != 2 || !strings.HasPrefix(attempts[0], "1 | retrying |") || !strings.Contains(attempts[0], "300ms, until") ||
 		!strings.Contains(attempts[0], "503") || !strings.HasPrefix(attempts[1], "2 | succeeded |") {
 		t.Errorf("fetch's attempts:\n%s\nwant a retried one (503, 300ms backoff) and a successful one", strings.Join(attempts, "\n"))

@@ -81,7 +81,7 @@ func TestBrowserFailuresAndManners(t *testing.T) {
 	// and no "next attempt" on a node that finally failed.
 	tab.Click("the banner's node link", "#failure-node")
 	tab.Do("the failed node's panel", chromedp.WaitVisible(chromedp.ID("attempts")))
-	attempts := browsertest.Eval[[]string](tab, `[...document.querySelectorAll('#attempts tbody tr')].map(r => [...r.cells].map(c => c.textContent.trim()).join(' | '))`)
+	attempts := browsertest.Eval[[]string](tab, `[...document.querySelectorAll('#attempts tbody tr[data-attempt]')].map(r => [...r.cells].map(c => c.textContent.trim()).join(' | ') + (r.nextElementSibling && r.nextElementSibling.classList.contains('attempt-error') ? ' | ' + r.nextElementSibling.textContent.trim() : ''))`)
 	if len(attempts) != 2 || !strings.HasPrefix(attempts[0], "1 | retrying |") || !strings.Contains(attempts[0], "200ms, until") ||
 		!strings.HasPrefix(attempts[1], "2 | failed |") || !strings.Contains(attempts[1], "HTTP_STATUS") || strings.Contains(attempts[1], "until") {
 		t.Errorf("attempts:\n%s\nwant a retried one with a 200ms backoff, then a failed one", strings.Join(attempts, "\n"))
