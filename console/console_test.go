@@ -255,6 +255,16 @@ func TestFailureBanner(t *testing.T) {
 	if _, state := s.get("/ui/executions/" + id + "/state"); !strings.Contains(state, `id=\"failure\"`) {
 		t.Errorf("the live summary lacks the failure banner: %s", state)
 	}
+	// The live state carries the timeline, and not again to a page that
+	// has the same one.
+	_, state := s.get("/ui/executions/" + id + "/state")
+	key := between(state, `"timeline_key":"`, `"`)
+	if key == "" || !strings.Contains(state, `"timeline":"`) || !strings.Contains(state, "price") {
+		t.Errorf("the live state lacks the timeline or its key: %s", limit(state, 400))
+	}
+	if _, again := s.get("/ui/executions/" + id + "/state?timeline=" + url.QueryEscape(key)); strings.Contains(again, `"timeline":`) || !strings.Contains(again, `"summary":`) {
+		t.Errorf("the live state resends an unchanged timeline: %s", limit(again, 400))
+	}
 	if _, list := s.get("/executions?status=failed"); !strings.Contains(list, `data-id="`+id+`"`) {
 		t.Errorf("the list filtered on failed lacks %s", id)
 	}

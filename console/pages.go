@@ -317,6 +317,10 @@ type executionData struct {
 	// TimelineMore is set when there are more.
 	Timeline     []timelineEntry
 	TimelineMore bool
+	// TimelineKey changes when Timeline does: a live refresh that has it
+	// already is not sent it again (past timelineMax events, a large
+	// split's timeline no longer changes).
+	TimelineKey string
 }
 
 func (c *Console) loadExecution(ctx context.Context, acc Access, id string) (*executionData, error) {
@@ -344,6 +348,10 @@ func (c *Console) loadExecution(ctx context.Context, acc Access, id string) (*ex
 	}
 	d := &executionData{X: x, Runs: runs, States: nodeStates(runs, splits), Failure: failureOfExecution(x, runs),
 		Timeline: timeline(x, evs), TimelineMore: more}
+	d.TimelineKey = fmt.Sprintf("%d.%t", len(evs), x.DispatchedAt != nil)
+	if len(evs) > 0 {
+		d.TimelineKey += fmt.Sprintf(".%d", evs[len(evs)-1].ID)
+	}
 	def, err := workflow.Decode(wf.Definition)
 	if err != nil {
 		return nil, fmt.Errorf("workflow %s version %d: %w", x.WorkflowID, x.Version, err)
@@ -381,7 +389,8 @@ func (c *Console) executionState(w http.ResponseWriter, r *http.Request) {
 	data := map[string]any{"D": d, "Row": c.row(d.X), "Final": store.Final(d.X.Status), "Can": accessOf(r)}
 	var sum, tl bytes.Buffer
 	err = c.tmpl.ExecuteTemplate(&sum, "summary", data)
-	if err == nil {
+	same := r.URL.Query().Get("timeline") == d.TimelineKey
+	if err == nil && !same {
 		err = c.tmpl.ExecuteTemplate(&tl, "timeline", data)
 	}
 	if err != nil {
@@ -391,8 +400,12 @@ func (c *Console) executionState(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	_ = json.NewEncoder(w).Encode(map[string]any{"status": d.X.Status, "final": store.Final(d.X.Status),
-		"nodes": d.States, "summary": sum.String(), "timeline": tl.String()})
+	out := map[string]any{"status": d.X.Status, "final": store.Final(d.X.Status),
+		"nodes": d.States, "summary": sum.String(), "timeline_key": d.TimelineKey}
+	if !same {
+		out["timeline"] = tl.String()
+	}
+	_ = json.NewEncoder(w).Encode(out)
 }
 
 // panelRunsMax bounds the runs a node's panel lists (a node inside a

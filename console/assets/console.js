@@ -255,7 +255,8 @@ function executionPage() {
 
   let final = !root.dataset.live;
   const refresh = throttled(async () => {
-    const res = await fetch("/ui/executions/" + encodeURIComponent(id) + "/state", {credentials: "same-origin"});
+    const tl = document.getElementById("timeline");
+    const res = await fetch("/ui/executions/" + encodeURIComponent(id) + "/state?timeline=" + encodeURIComponent(tl.dataset.key || ""), {credentials: "same-origin"});
     if (!res.ok) return;
     const st = await res.json();
     document.querySelectorAll("#graph .node").forEach((g) => {
@@ -273,11 +274,14 @@ function executionPage() {
       showTimes(summary);
       bindCancel();
     }
-    const tl = document.getElementById("timeline");
-    const atEnd = tl.scrollTop + tl.clientHeight >= tl.scrollHeight - 4;
-    tl.innerHTML = st.timeline;
-    showTimes(tl);
-    if (atEnd) tl.scrollTop = tl.scrollHeight;
+    // The timeline comes only when it changed since the one shown.
+    if (st.timeline !== undefined) {
+      const atEnd = tl.scrollTop + tl.clientHeight >= tl.scrollHeight - 4;
+      tl.innerHTML = st.timeline;
+      tl.dataset.key = st.timeline_key;
+      showTimes(tl);
+      if (atEnd) tl.scrollTop = tl.scrollHeight;
+    }
     if (st.final) {
       final = true;
       const rerun = document.getElementById("rerun");
