@@ -12,8 +12,8 @@ import (
 )
 
 // TestRoleAndScope: a viewer scoped to billing-* sees only billing
-// workflows and executions in the console, no button it may not use, no
-// dead letters; what it may not do is refused through the console as well.
+// workflows and executions in the console (and on the dashboard), no
+// button it may not use, no dead letters; what it may not do is refused through the console as well.
 func TestRoleAndScope(t *testing.T) {
 	t.Parallel()
 	tg := embeddedTarget(t)
@@ -48,6 +48,14 @@ func TestRoleAndScope(t *testing.T) {
 		if code, _ := v.get(p); code != http.StatusNotFound {
 			t.Errorf("scoped viewer GET %s: %d, want 404", p, code)
 		}
+	}
+	// The dashboard counts only what the token sees: other-b's execution
+	// is on the admin's, not on the viewer's.
+	if _, dash := admin.get("/dashboard"); !strings.Contains(dash, `data-workflow="other-b"`) {
+		t.Errorf("the admin's dashboard lacks other-b")
+	}
+	if _, dash := v.get("/dashboard"); strings.Contains(dash, "other-b") || !strings.Contains(dash, `id="dashboard"`) {
+		t.Errorf("the scoped viewer's dashboard shows other-b, or no dashboard")
 	}
 	if _, page := v.get("/executions?q=" + other); strings.Contains(page, `href="/executions/`+other) {
 		t.Errorf("scoped viewer finds %s (other-b's) by id", other)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"slices"
 	"sync"
@@ -49,17 +50,26 @@ func benchStore(b *testing.B) store.Store {
 
 // benchConsole serves the console over st, logged in.
 func benchConsole(b *testing.B, st store.Store) func(path string) (int, int) {
+	body := benchBodies(b, st)
+	return func(path string) (int, int) {
+		code, text := body(path)
+		return code, len(text)
+	}
+}
+
+// benchBodies is benchConsole answering the body itself.
+func benchBodies(b *testing.B, st store.Store) func(path string) (int, string) {
 	c, err := console.New(console.Config{API: http.NotFoundHandler(), Store: st, Tokens: benchTokens{}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	h := c.Handler()
-	return func(path string) (int, int) {
+	return func(path string) (int, string) {
 		req := httptest.NewRequest("GET", path, nil)
 		req.AddCookie(&http.Cookie{Name: "rune_session", Value: "bench"})
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
-		return rec.Code, rec.Body.Len()
+		return rec.Code, rec.Body.String()
 	}
 }
 
@@ -153,13 +163,21 @@ func BenchmarkConsoleExecutionPage10kSplit(b *testing.B) {
 	get := benchConsole(b, st)
 	b.Run("page", func(b *testing.B) { timeGets(b, get, "/executions/"+id) })
 	b.Run("live-state", func(b *testing.B) { timeGets(b, get, "/ui/executions/"+id+"/state") })
+	// A live page that has the timeline already (past its 500 events a
+	// split's timeline no longer changes) is not sent it again.
+	_, state := benchBodies(b, st)("/ui/executions/" + id + "/state")
+	key := between(state, `"timeline_key":"`, `"`)
+	b.Run("live-state-same-timeline", func(b *testing.B) {
+		timeGets(b, get, "/ui/executions/"+id+"/state?timeline="+url.QueryEscape(key))
+	})
 	b.Run("node-panel", func(b *testing.B) { timeGets(b, get, "/ui/executions/"+id+"/nodes/shape") })
 }
 
 // BenchmarkConsoleList100k: the executions list with 100,000 executions
 // stored (created through the store, as the trigger API does; a tenth of
 // them claimed): first page, a status filter, a workflow filter, a search
-// by idempotency key and by execution id, a later page, the live refresh.
+// by idempotency key and by execution id, a later page, the live refresh,
+// and the dashboard (its counts read the ~86,000 created in the last day).
 func BenchmarkConsoleList100k(b *testing.B) {
 	ctx := context.Background()
 	st := benchStore(b)
@@ -201,6 +219,7 @@ func BenchmarkConsoleList100k(b *testing.B) {
 		{"search-key", "/executions?q=key-4242"},
 		{"search-id", "/executions?q=exec_004242"},
 		{"live-rows", "/ui/rows"},
+		{"dashboard", "/dashboard"},
 	} {
 		b.Run(c.name, func(b *testing.B) { timeGets(b, get, c.path) })
 	}

@@ -91,6 +91,7 @@ func TestBrowserConsole(t *testing.T) {
 	}
 
 	// Trigger from the workflow page with a JSON payload.
+	ready(tab)
 	tab.Do("trigger",
 		chromedp.SetValue(chromedp.ID("trigger-input"), `{"items":`+items+`,"pause":`+pause+`}`),
 		chromedp.Click(chromedp.ID("trigger")),
@@ -113,7 +114,7 @@ func TestBrowserConsole(t *testing.T) {
 	if !browsertest.Eval[bool](tab, `window.__sameDocument === true`) {
 		t.Fatal("the execution page reloaded; it must update live")
 	}
-	if got, want := tab.Text(`[data-node="each"] .progress`), "3 / 3"; shots == "" && got != want {
+	if got, want := tab.Text(`[data-node="each"] .progress`), "3 / 3 branches"; shots == "" && got != want {
 		t.Errorf("split progress %q, want %q", got, want)
 	}
 
@@ -123,8 +124,20 @@ func TestBrowserConsole(t *testing.T) {
 	if out := tab.Text("#run-output"); !strings.Contains(out, "hello from the flaky service") {
 		t.Errorf("fetch output %q, want the service's body", out)
 	}
-	if attempt := browsertest.Eval[string](tab, `[...document.querySelectorAll('#run dt')].find(d => d.textContent === 'Attempt').nextElementSibling.textContent`); attempt != "2" {
-		t.Errorf("fetch panel shows attempt %q, want 2 (one retry)", attempt)
+	if attempt := tab.Text("#run-attempts"); attempt != "2 of at most 3" {
+		t.Errorf("fetch panel shows attempts %q, want 2 of at most 3 (one retry)", attempt)
+	}
+	// Every attempt, not only the last: the first failed with the
+	// service's 503 and waited 300 ms (the policy's delay) before the next.
+	attempts := browsertest.Eval[[]string](tab, `[...document.querySelectorAll('#attempts tbody tr[data-attempt]')].map(r => [...r.cells].map(c => c.textContent.trim()).join(' | ') + (r.nextElementSibling && r.nextElementSibling.classList.contains('attempt-error') ? ' | ' + r.nextElementSibling.textContent.trim() : ''))`)
+	if len(attempts) != 2 || !strings.HasPrefix(attempts[0], "1 | retrying |") || !strings.Contains(attempts[0], "300ms, until") ||
+		!strings.Contains(attempts[0], "503") || !strings.HasPrefix(attempts[1], "2 | succeeded |") {
+		t.Errorf("fetch's attempts:\n%s\nwant a retried one (503, 300ms backoff) and a successful one", strings.Join(attempts, "\n"))
+	}
+	// The timeline beside the graph has the retry, in order.
+	tl := browsertest.Eval[string](tab, `document.getElementById('timeline').innerText`)
+	if i, j := strings.Index(tl, "fetch retrying"), strings.Index(tl, "fetch succeeded"); i < 0 || j < i || !strings.Contains(tl, "Execution completed") {
+		t.Errorf("timeline lacks fetch's retry before its success, or the completion:\n%s", tl)
 	}
 	if ctx := tab.Text("#run-context"); !strings.Contains(ctx, `"pause"`) || !strings.Contains(ctx, `"trigger"`) {
 		t.Errorf("fetch input context lacks the trigger and the wait's output:\n%s", ctx)
@@ -159,8 +172,18 @@ func TestBrowserConsole(t *testing.T) {
 	second := tg.mustAPI(t, 201, "POST", "/v1/workflows/sleeper/executions", `{}`)
 	secondID := between(second, `"id":"`, `"`)
 	tab.Do("open the second execution", chromedp.Navigate(tg.url+"/executions/"+secondID))
+	ready(tab)
 	tab.Until("the second execution waiting", `document.querySelector('[data-node="nap"]').classList.contains('st-waiting')`)
+	// Cancel asks first; "keep it running" keeps it running.
 	tab.Click("cancel", "#cancel")
+	tab.Do("the confirmation", chromedp.WaitVisible(chromedp.ID("cancel-yes")))
+	tab.Click("keep it running", "#cancel-no")
+	tab.Do("the confirmation gone", chromedp.WaitNotVisible(chromedp.ID("cancel-yes")))
+	if st := tg.mustAPI(t, 200, "GET", "/v1/executions/"+secondID, ""); !strings.Contains(st, `"status":"waiting"`) {
+		t.Fatalf("after declining the cancel the API shows %s", limit(st, 300))
+	}
+	tab.Click("cancel", "#cancel")
+	tab.Click("confirm the cancel", "#cancel-yes")
 	tab.Until("the second execution cancelled", `document.getElementById('status').textContent === 'cancelled'`)
 	if out := tg.mustAPI(t, 200, "GET", "/v1/executions/"+secondID, ""); !strings.Contains(out, `"status":"cancelled"`) {
 		t.Errorf("after cancel the API shows %s", limit(out, 300))
@@ -168,6 +191,12 @@ func TestBrowserConsole(t *testing.T) {
 
 	// Nothing left the machine: every request went to this server.
 	tab.CheckLocal(strings.TrimPrefix(tg.url, "http://"), 10)
+}
+
+// ready waits for the page's script to have bound its handlers: a click
+// before that would do nothing.
+func ready(tab *browsertest.Tab) {
+	tab.Until("the page's script", `document.body.dataset.ready === "1"`)
 }
 
 func screenshot(t *testing.T, tab *browsertest.Tab, path string) {

@@ -192,6 +192,7 @@ func New(cfg Config) (*Console, error) {
 	c.mux.HandleFunc("GET /workflows", c.session(c.workflowsPage))
 	c.mux.HandleFunc("GET /workflows/{id}", c.session(c.workflowPage))
 	c.mux.HandleFunc("POST /workflows/{id}/check", c.session(c.checkWorkflow))
+	c.mux.HandleFunc("GET /dashboard", c.session(c.dashboardPage))
 	c.mux.HandleFunc("GET /dlq", c.session(c.dlqPage))
 	c.mux.HandleFunc("POST /dlq", c.session(c.dlqAction))
 	c.mux.HandleFunc("GET /ui/rows", c.session(c.executionRows))
@@ -205,7 +206,7 @@ func New(cfg Config) (*Console, error) {
 func (c *Console) Handler() http.Handler { return secureHeaders(c.mux) }
 
 // prefixes are the paths the console owns next to the API.
-var prefixes = []string{"GET /{$}", "/login", "/logout", "/executions", "/executions/", "/workflows", "/workflows/", "/dlq", "/assets/", "/ui/"}
+var prefixes = []string{"GET /{$}", "/login", "/logout", "/executions", "/executions/", "/workflows", "/workflows/", "/dashboard", "/dlq", "/assets/", "/ui/"}
 
 // Mount serves the console at / next to api: the console's paths go to
 // the console, every other path (/v1/..., /healthz, ...) to api.
@@ -310,7 +311,7 @@ func accessOf(r *http.Request) Access {
 }
 
 func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
-	c.render(w, r, "login", map[string]any{"Next": safeNext(r.URL.Query().Get("next"))})
+	c.render(w, r, "login", map[string]any{"Title": "Log in", "Next": safeNext(r.URL.Query().Get("next"))})
 }
 
 // login checks the token and opens a session; the cookie holds its id.
@@ -327,7 +328,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		secs := int(math.Ceil(wait.Seconds()))
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 		w.WriteHeader(http.StatusTooManyRequests)
-		c.render(w, r, "login", map[string]any{"Next": next, "Error": fmt.Sprintf("Too many failed logins from your address: try again in %d s.", secs)})
+		c.render(w, r, "login", map[string]any{"Title": "Log in", "Next": next, "Error": fmt.Sprintf("Too many failed logins from your address: try again in %d s.", secs)})
 		return
 	}
 	token := strings.TrimSpace(r.PostFormValue("token"))
@@ -335,7 +336,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	if token == "" || err != nil {
 		c.failures.fail(addr, c.cfg.Now())
 		w.WriteHeader(http.StatusUnauthorized)
-		c.render(w, r, "login", map[string]any{"Next": next, "Error": "That token is not valid (create one with `rune token create NAME`)."})
+		c.render(w, r, "login", map[string]any{"Title": "Log in", "Next": next, "Error": "That token is not valid (create one with `rune token create NAME`)."})
 		return
 	}
 	c.setCookie(w, r, session)

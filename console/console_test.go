@@ -187,8 +187,10 @@ func (f *fakeDLQ) Purge(context.Context) (int, error) {
 	return n, nil
 }
 
-// TestDeadLetters: the embedded server says it has no queue; with one, the
-// page lists messages with their reason and replays the selected.
+// TestDeadLetters: a server without a queue says so and links no "Dead
+// letters" from its pages (nothing is shown that it cannot do); with one,
+// the nav links it and the page lists messages with their reason and
+// replays the selected.
 func TestDeadLetters(t *testing.T) {
 	t.Parallel()
 	tg := embeddedTarget(t)
@@ -196,11 +198,17 @@ func TestDeadLetters(t *testing.T) {
 	if _, body := s.get("/dlq"); !strings.Contains(body, `id="dlq-none"`) {
 		t.Errorf("the embedded server's dead-letter page does not say it has no queue")
 	}
+	if _, body := s.get("/executions"); strings.Contains(body, `href="/dlq"`) {
+		t.Errorf("a server without a dead-letter queue links its page")
+	}
 	dlq := &fakeDLQ{items: []console.DeadLetter{
 		{ID: "m1", ExecutionID: "exec_1", Topic: "workflow.execution", Reason: "node type <b>nope</b> unknown", At: time.Now()},
 		{ID: "m2", ExecutionID: "exec_2", Topic: "workflow.execution", Reason: "expired", At: time.Now()}}}
 	tg2 := embeddedTarget(t, func(c *console.Config) { c.DeadLetters = dlq })
 	s2 := tg2.login(t)
+	if _, body := s2.get("/executions"); !strings.Contains(body, `href="/dlq">Dead letters`) {
+		t.Errorf("a server with a dead-letter queue does not link its page")
+	}
 	_, body := s2.get("/dlq")
 	if !strings.Contains(body, "node type &lt;b&gt;nope&lt;/b&gt; unknown") || !strings.Contains(body, "2 messages") {
 		t.Fatalf("the dead-letter page lacks the messages and reasons:\n%s", limit(between(body, "<main>", "</main>"), 1200))
@@ -238,14 +246,24 @@ func TestFailureBanner(t *testing.T) {
 	})
 	s := tg.login(t)
 	_, page := s.get("/executions/" + id)
-	banner := between(page, `<p class="failure" id="failure"`, `</p>`)
-	for _, want := range []string{"<code>price</code> failed", "EXPRESSION", "total"} {
+	banner := between(page, `<div class="failure" id="failure"`, `</div>`)
+	for _, want := range []string{`data-node-link="price"`, "<code>price</code></a> failed", "EXPRESSION", "total"} {
 		if !strings.Contains(banner, want) {
 			t.Errorf("the failure banner %q lacks %q", banner, want)
 		}
 	}
 	if _, state := s.get("/ui/executions/" + id + "/state"); !strings.Contains(state, `id=\"failure\"`) {
 		t.Errorf("the live summary lacks the failure banner: %s", state)
+	}
+	// The live state carries the timeline, and not again to a page that
+	// has the same one.
+	_, state := s.get("/ui/executions/" + id + "/state")
+	key := between(state, `"timeline_key":"`, `"`)
+	if key == "" || !strings.Contains(state, `"timeline":"`) || !strings.Contains(state, "price") {
+		t.Errorf("the live state lacks the timeline or its key: %s", limit(state, 400))
+	}
+	if _, again := s.get("/ui/executions/" + id + "/state?timeline=" + url.QueryEscape(key)); strings.Contains(again, `"timeline":`) || !strings.Contains(again, `"summary":`) {
+		t.Errorf("the live state resends an unchanged timeline: %s", limit(again, 400))
 	}
 	if _, list := s.get("/executions?status=failed"); !strings.Contains(list, `data-id="`+id+`"`) {
 		t.Errorf("the list filtered on failed lacks %s", id)

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/rune-org/rune/message"
@@ -41,6 +42,47 @@ func TestLayout(t *testing.T) {
 	}
 }
 
+// TestEdgeLabels: the error edge, a node's success edges beside it, and a
+// conditional's and a switch's edges say what they are; a label sits in
+// the gap after its source, on no box, and a long one is cut to the gap.
+func TestEdgeLabels(t *testing.T) {
+	d := &workflow.Definition{
+		Nodes: []workflow.Node{{ID: "t"}, {ID: "fetch", Error: &workflow.ErrorPolicy{Type: workflow.ErrorBranch, ErrorEdge: "bad"}},
+			{ID: "if", Parameters: map[string]any{"true_edge_id": "yes", "false_edge_id": "no"}},
+			{ID: "sw", Parameters: map[string]any{"cases": []any{map[string]any{"edge": "c1"}}, "default_edge": "dflt"}},
+			{ID: "a"}, {ID: "b"}, {ID: "c"}, {ID: "d"}, {ID: "alert"}},
+		Edges: []workflow.Edge{{ID: "e0", Src: "t", Dst: "fetch"}, {ID: "good", Src: "fetch", Dst: "if"}, {ID: "bad", Src: "fetch", Dst: "alert"},
+			{ID: "yes", Src: "if", Dst: "sw", Label: "a very long label that cannot fit between two columns"}, {ID: "no", Src: "if", Dst: "a"},
+			{ID: "c1", Src: "sw", Dst: "b"}, {ID: "dflt", Src: "sw", Dst: "c"}, {ID: "far", Src: "t", Dst: "d"},
+			{ID: "long", Src: "t", Dst: "c", Label: "shortcut"}},
+	}
+	g := layout(d)
+	want := map[string][2]string{"good": {"on success", "success"}, "bad": {"on error", "error"}, "no": {"false", "route"},
+		"yes": {"true: a very long label that cannot fit between two columns", "route"}, "c1": {"case 1", "route"},
+		"dflt": {"default", "route"}, "e0": {"", ""}, "far": {"", ""}, "long": {"shortcut", ""}}
+	for _, e := range g.Edges {
+		if w := want[e.ID]; e.Label != w[0] || e.Kind != w[1] {
+			t.Errorf("edge %s: label %q kind %q, want %q %q", e.ID, e.Label, e.Kind, w[0], w[1])
+		}
+		if e.Label == "" {
+			continue
+		}
+		if e.LW > colGapMax-8 || !strings.HasPrefix(e.Label, strings.TrimSuffix(e.Short, "…")) {
+			t.Errorf("edge %s: short %q (width %d) of %q", e.ID, e.Short, e.LW, e.Label)
+		}
+		// The label's box, centred on LX, overlaps no node box.
+		l, r, top, bot := e.LX-e.LW/2, e.LX+e.LW/2, e.LY-11, e.LY+4
+		for _, n := range g.Nodes {
+			if l < n.X+boxW && r > n.X && top < n.Y+boxH && bot > n.Y {
+				t.Errorf("edge %s's label [%d..%d]x[%d..%d] lies on node %s at %d,%d", e.ID, l, r, top, bot, n.ID, n.X, n.Y)
+			}
+		}
+	}
+	if !strings.Contains(g.Describe, "fetch to alert (on error)") {
+		t.Errorf("description %q does not say where the error edge goes", g.Describe)
+	}
+}
+
 // TestNodeStates: a node with several runs shows the most pressing state
 // and counts; a split shows done / total; a wait when it resumes.
 func TestNodeStates(t *testing.T) {
@@ -52,12 +94,16 @@ func TestNodeStates(t *testing.T) {
 		run("x", "s:0", message.StatusSuccess), run("x", "s:1", message.StatusFailed), run("x", "s:2", message.StatusRunning),
 		run("y", "s:0", message.StatusSuccess), run("y", "s:1", message.StatusFailed),
 		run("w", "", message.StatusWaiting),
+		// A wait inside a split, all its branches waiting: said as such,
+		// not "3 runs: 0 ok".
+		run("v", "s:0", message.StatusWaiting), run("v", "s:1", message.StatusWaiting), run("v", "s:2", message.StatusWaiting),
 	}, []store.SplitProgress{{SplitNodeID: "s", Total: 10000, Done: 733, Failed: 1}})
 	for id, want := range map[string]nodeState{
-		"s": {State: message.StatusSuccess, Progress: "734 / 10,000, 1 failed"},
-		"x": {State: message.StatusRunning, Progress: "3 runs: 1 ok, 1 failed"},
-		"y": {State: message.StatusFailed, Progress: "2 runs: 1 ok, 1 failed"},
-		"w": {State: message.StatusWaiting},
+		"s": {State: message.StatusSuccess, Label: "succeeded", Progress: "734 / 10,000 branches, 1 failed"},
+		"x": {State: message.StatusRunning, Label: "running", Progress: "3 runs: 1 running, 1 failed, 1 succeeded"},
+		"y": {State: message.StatusFailed, Label: "failed", Progress: "2 runs: 1 failed, 1 succeeded"},
+		"w": {State: message.StatusWaiting, Label: "waiting"},
+		"v": {State: message.StatusWaiting, Label: "waiting", Progress: "3 runs: 3 waiting"},
 	} {
 		if st[id] != want {
 			t.Errorf("node %s: %+v, want %+v", id, st[id], want)

@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,27 +25,55 @@ var statuses = []string{store.StatusEnqueued, store.StatusProcessing, store.Stat
 	store.StatusCompleted, store.StatusFailed, store.StatusHalted, store.StatusCancelled}
 
 var funcs = template.FuncMap{
-	"when": func(t any) string {
-		switch v := t.(type) {
-		case time.Time:
-			if v.IsZero() {
-				return ""
-			}
-			return v.UTC().Format("2006-01-02 15:04:05")
-		case *time.Time:
-			if v == nil {
-				return ""
-			}
-			return v.UTC().Format("2006-01-02 15:04:05.000")
-		}
-		return ""
-	},
+	// when and ago write a time as a <time> element, in UTC; the page's
+	// script rewrites it in the zone the user chose (UTC or local), with
+	// when the absolute time first and ago the relative one ("3 min ago").
+	"when": func(t any) template.HTML { return timeElem(t, "abs") },
+	"ago":  func(t any) template.HTML { return timeElem(t, "rel") },
+	// clock is when's time of day alone (the timeline's column).
+	"clock":   func(t any) template.HTML { return timeElem(t, "clock") },
+	"word":    func(status string) string { return cmp.Or(stateWords[status], status) },
+	"ms":      durMS,
+	"dur":     func(d time.Duration) string { return d.String() },
 	"pretty":  prettyJSON,
 	"failure": failureOf,
 	"join":    strings.Join,
 	"num":     thousands,
 	"add":     func(a, b int) int { return a + b },
 	"half":    func(a int) int { return a / 2 },
+}
+
+// durMS writes a duration in milliseconds as people read it: "< 1 ms",
+// "120 ms", "2.5s".
+func durMS(ms int64) string {
+	switch {
+	case ms < 1:
+		return "< 1 ms"
+	case ms < 1000:
+		return strconv.FormatInt(ms, 10) + " ms"
+	}
+	return (time.Duration(ms) * time.Millisecond).String()
+}
+
+// timeElem renders a time (time.Time or *time.Time; nothing for a zero or
+// nil one) as <time datetime=… data-t=kind>, its text the UTC time for a
+// page read without script.
+func timeElem(t any, kind string) template.HTML {
+	var v time.Time
+	switch x := t.(type) {
+	case time.Time:
+		v = x
+	case *time.Time:
+		if x != nil {
+			v = *x
+		}
+	}
+	if v.IsZero() {
+		return ""
+	}
+	v = v.UTC()
+	return template.HTML(`<time datetime="` + v.Format(time.RFC3339Nano) + `" data-t="` + kind + `">` +
+		v.Format("2006-01-02 15:04:05.000") + ` UTC</time>`)
 }
 
 // failureOf is the failure_reason of a stored completion (nil when it has
@@ -76,6 +106,8 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, name string, da
 		data = map[string]any{}
 	}
 	data["Mode"] = c.cfg.Mode
+	data["HasDLQ"] = c.cfg.DeadLetters != nil
+	data["HasStats"] = c.stats() != nil
 	if s := sessionOf(r); s != "" {
 		data["CSRF"] = csrfToken(s)
 		data["LoggedIn"] = true
@@ -278,6 +310,17 @@ type executionData struct {
 	Runs   []*store.NodeRun
 	Graph  *graph
 	States map[string]nodeState
+	Def    *workflow.Definition
+	// Failure is what the failure banner shows (nil: none).
+	Failure *message.Failure
+	// Timeline is the execution's history, its first timelineMax events;
+	// TimelineMore is set when there are more.
+	Timeline     []timelineEntry
+	TimelineMore bool
+	// TimelineKey changes when Timeline does: a live refresh that has it
+	// already is not sent it again (past timelineMax events, a large
+	// split's timeline no longer changes).
+	TimelineKey string
 }
 
 func (c *Console) loadExecution(ctx context.Context, acc Access, id string) (*executionData, error) {
@@ -299,11 +342,21 @@ func (c *Console) loadExecution(ctx context.Context, acc Access, id string) (*ex
 	if err != nil {
 		return nil, err
 	}
-	d := &executionData{X: x, Runs: runs, States: nodeStates(runs, splits)}
+	evs, more, err := executionEvents(ctx, c.cfg.Store, id, timelineMax)
+	if err != nil {
+		return nil, err
+	}
+	d := &executionData{X: x, Runs: runs, States: nodeStates(runs, splits), Failure: failureOfExecution(x, runs),
+		Timeline: timeline(x, evs), TimelineMore: more}
+	d.TimelineKey = fmt.Sprintf("%d.%t", len(evs), x.DispatchedAt != nil)
+	if len(evs) > 0 {
+		d.TimelineKey += fmt.Sprintf(".%d", evs[len(evs)-1].ID)
+	}
 	def, err := workflow.Decode(wf.Definition)
 	if err != nil {
 		return nil, fmt.Errorf("workflow %s version %d: %w", x.WorkflowID, x.Version, err)
 	}
+	d.Def = def
 	d.Graph = layout(def)
 	d.Graph.apply(d.States)
 	return d, nil
@@ -333,16 +386,26 @@ func (c *Console) executionState(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "execution not readable", http.StatusNotFound)
 		return
 	}
-	var b bytes.Buffer
-	if err := c.tmpl.ExecuteTemplate(&b, "summary", map[string]any{"D": d, "Row": c.row(d.X), "Final": store.Final(d.X.Status), "Can": accessOf(r)}); err != nil {
+	data := map[string]any{"D": d, "Row": c.row(d.X), "Final": store.Final(d.X.Status), "Can": accessOf(r)}
+	var sum, tl bytes.Buffer
+	err = c.tmpl.ExecuteTemplate(&sum, "summary", data)
+	same := r.URL.Query().Get("timeline") == d.TimelineKey
+	if err == nil && !same {
+		err = c.tmpl.ExecuteTemplate(&tl, "timeline", data)
+	}
+	if err != nil {
 		c.log.Error("console: render summary", "err", err)
 		http.Error(w, "render failed", http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	_ = json.NewEncoder(w).Encode(map[string]any{"status": d.X.Status, "final": store.Final(d.X.Status),
-		"nodes": d.States, "summary": b.String()})
+	out := map[string]any{"status": d.X.Status, "final": store.Final(d.X.Status),
+		"nodes": d.States, "summary": sum.String(), "timeline_key": d.TimelineKey}
+	if !same {
+		out["timeline"] = tl.String()
+	}
+	_ = json.NewEncoder(w).Encode(out)
 }
 
 // panelRunsMax bounds the runs a node's panel lists (a node inside a
@@ -389,6 +452,16 @@ func (c *Console) nodePanel(w http.ResponseWriter, r *http.Request) {
 	}
 	if sel != nil {
 		data["Context"] = prettyJSON(inputContext(d, sel))
+		evs, more, err := executionEvents(r.Context(), c.cfg.Store, d.X.ID, attemptsScanMax)
+		if err != nil {
+			c.log.Error("console: read events", "execution", d.X.ID, "err", err)
+		}
+		data["Attempts"], data["AttemptsMore"] = attemptsOf(evs, node, sel.Branch), more
+		for i := range d.Def.Nodes {
+			if d.Def.Nodes[i].ID == node {
+				data["MaxAttempts"] = d.Def.Nodes[i].RetrySettings().MaxAttempts
+			}
+		}
 	}
 	c.render(w, r, "panel", data)
 }

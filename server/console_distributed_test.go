@@ -62,7 +62,7 @@ func TestConsoleDistributed(t *testing.T) {
 	}
 	page := get("/executions/" + x.ID)
 	for _, want := range []string{`class="node st-success" data-node="each_order"`, `class="node st-success" data-node="report"`,
-		`<text class="progress" x="10" y="46">3 / 3</text>`, `id="completion"`} {
+		`<text class="progress" x="10" y="46">3 / 3 branches</text>`, `id="completion"`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the execution page lacks %s", want)
 		}

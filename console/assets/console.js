@@ -4,6 +4,113 @@
 // the server, single values go in with textContent.
 "use strict";
 
+// Preferences kept in the browser: the colour theme (auto follows the
+// system) and the zone times are shown in.
+const pref = (k, d) => { try { return localStorage.getItem("rune." + k) || d; } catch (e) { return d; } };
+const setPref = (k, v) => { try { localStorage.setItem("rune." + k, v); } catch (e) { /* private mode */ } };
+
+function applyTheme() {
+  const t = pref("theme", "auto");
+  if (t === "auto") delete document.documentElement.dataset.theme;
+  else document.documentElement.dataset.theme = t;
+  const b = document.getElementById("theme");
+  if (b) {
+    b.textContent = "Theme: " + t;
+    b.setAttribute("aria-label", "Colour theme: " + (t === "auto" ? "as the system's" : t) + "; switch");
+  }
+}
+applyTheme(); // before the first paint where the script is cached
+
+const pad = (n, w) => String(n).padStart(w || 2, "0");
+
+// absTime writes d in the chosen zone; clockTime its time of day alone.
+function absTime(d, clock) {
+  const utc = pref("tz", "utc") === "utc";
+  const p = utc ? [d.getUTCFullYear(), d.getUTCMonth() + 1, d.getUTCDate(), d.getUTCHours(), d.getUTCMinutes(), d.getUTCSeconds(), d.getUTCMilliseconds()]
+    : [d.getFullYear(), d.getMonth() + 1, d.getDate(), d.getHours(), d.getMinutes(), d.getSeconds(), d.getMilliseconds()];
+  const time = pad(p[3]) + ":" + pad(p[4]) + ":" + pad(p[5]) + "." + pad(p[6], 3);
+  if (clock) return time;
+  return p[0] + "-" + pad(p[1]) + "-" + pad(p[2]) + " " + time + (utc ? " UTC" : " local");
+}
+
+// relTime says how long ago (or until) d is: "12 s ago", "in 3 min".
+function relTime(d) {
+  const s = Math.round((d.getTime() - Date.now()) / 1000), a = Math.abs(s);
+  let v;
+  if (a < 1) return "now";
+  if (a < 60) v = a + " s";
+  else if (a < 3600) v = Math.round(a / 60) + " min";
+  else if (a < 86400) v = Math.round(a / 3600) + " h";
+  else v = Math.round(a / 86400) + " d";
+  return s < 0 ? v + " ago" : "in " + v;
+}
+
+// showTimes rewrites every <time data-t> under root from its datetime:
+// abs (the time, relative in its tooltip), rel (the reverse), clock.
+function showTimes(root) {
+  (root || document).querySelectorAll("time[data-t]").forEach((el) => {
+    const d = new Date(el.getAttribute("datetime"));
+    if (isNaN(d)) return;
+    const kind = el.dataset.t;
+    el.textContent = kind === "rel" ? relTime(d) : absTime(d, kind === "clock");
+    el.title = kind === "rel" ? absTime(d) : relTime(d) + (kind === "clock" ? " · " + absTime(d) : "");
+  });
+}
+
+// The list's date filters are in UTC on the server: in local mode the
+// inputs show and take local times and are sent converted.
+function localInput(utcValue) {
+  const d = new Date(utcValue + "Z");
+  if (isNaN(d)) return utcValue;
+  return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + "T" + pad(d.getHours()) + ":" + pad(d.getMinutes());
+}
+function zoneFilters() {
+  const form = document.getElementById("filters");
+  if (!form || pref("tz", "utc") === "utc") return;
+  form.querySelectorAll(".zone").forEach((z) => { z.textContent = "(local)"; });
+  const inputs = form.querySelectorAll("input[data-utc]");
+  inputs.forEach((i) => { if (i.value) i.value = localInput(i.value); });
+  form.addEventListener("submit", () => {
+    inputs.forEach((i) => {
+      if (!i.value) return;
+      const d = new Date(i.value);
+      if (!isNaN(d)) i.value = d.toISOString().slice(0, 16);
+    });
+  });
+}
+
+function toolbar() {
+  const theme = document.getElementById("theme");
+  if (theme) {
+    theme.hidden = false;
+    theme.addEventListener("click", () => {
+      const next = {auto: "dark", dark: "light", light: "auto"}[pref("theme", "auto")] || "auto";
+      setPref("theme", next);
+      applyTheme();
+    });
+  }
+  const tz = document.getElementById("tz");
+  if (tz) {
+    const label = () => {
+      const utc = pref("tz", "utc") === "utc";
+      tz.textContent = utc ? "UTC" : "Local time";
+      tz.setAttribute("aria-label", utc ? "Times are shown in UTC: show local time" : "Times are shown in local time: show UTC");
+    };
+    tz.hidden = false;
+    label();
+    tz.addEventListener("click", () => {
+      setPref("tz", pref("tz", "utc") === "utc" ? "local" : "utc");
+      label();
+      showTimes();
+      const form = document.getElementById("filters");
+      if (form) location.reload(); // the filters' values change zone
+    });
+  }
+  showTimes();
+  setInterval(() => showTimes(), 15000);
+  zoneFilters();
+}
+
 const csrf = () => (document.querySelector('meta[name="csrf"]') || {}).content || "";
 
 // post sends a console write through /ui/api with the CSRF header.
@@ -54,7 +161,10 @@ function executionsPage() {
   if (!table || !table.dataset.live) return;
   const refresh = throttled(async () => {
     const res = await fetch(table.dataset.rows, {credentials: "same-origin"});
-    if (res.ok) document.getElementById("rows").innerHTML = await res.text();
+    if (!res.ok) return;
+    const rows = document.getElementById("rows");
+    rows.innerHTML = await res.text();
+    showTimes(rows);
   }, 500);
   listen(table.dataset.live, refresh);
   // Executions enqueued but not yet run have no event: look now and then.
@@ -66,7 +176,7 @@ function executionPage() {
   if (!root) return;
   const id = root.dataset.id;
   const panel = document.getElementById("panel");
-  let panelURL = null;
+  let panelURL = null, opener = null;
 
   // A load that answers after another began (a click during a refresh)
   // is dropped: the panel shows what was asked last.
@@ -76,27 +186,68 @@ function executionPage() {
     if (!res.ok || panelURL !== url) return;
     const html = await res.text();
     if (panelURL !== url) return;
+    const wasHidden = panel.hidden;
     panel.innerHTML = html;
+    showTimes(panel);
     panel.hidden = false;
+    if (wasHidden) { const h = document.getElementById("panel-h"); if (h) h.focus(); }
+  };
+  // Closing gives the focus back to what opened the panel, or to its
+  // replacement when a live refresh re-rendered it meanwhile.
+  const closePanel = () => {
+    panel.hidden = true; panelURL = null;
+    let back = opener;
+    if (back && !document.contains(back)) {
+      back = back.id ? document.getElementById(back.id)
+        : document.querySelector('#graph .node[data-node="' + CSS.escape(back.dataset.node || back.dataset.nodeLink || "") + '"]');
+    }
+    if (back) back.focus();
   };
   panel.addEventListener("click", (ev) => {
     const a = ev.target.closest("a[data-panel]");
     if (a) { ev.preventDefault(); loadPanel(a.getAttribute("href")); return; }
-    if (ev.target.closest("[data-close]")) { panel.hidden = true; panelURL = null; }
+    if (ev.target.closest("[data-close]")) closePanel();
   });
-  const openNode = (g) => loadPanel("/ui/executions/" + encodeURIComponent(id) + "/nodes/" + encodeURIComponent(g.dataset.node));
+  document.addEventListener("keydown", (ev) => { if (ev.key === "Escape" && !panel.hidden) closePanel(); });
+  const openNode = (node, from) => {
+    opener = from || document.activeElement;
+    loadPanel("/ui/executions/" + encodeURIComponent(id) + "/nodes/" + encodeURIComponent(node));
+  };
   document.querySelectorAll("#graph .node").forEach((g) => {
-    g.addEventListener("click", () => openNode(g));
-    g.addEventListener("keydown", (ev) => { if (ev.key === "Enter") openNode(g); });
+    g.addEventListener("click", () => openNode(g.dataset.node, g));
+    g.addEventListener("keydown", (ev) => {
+      if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); openNode(g.dataset.node, g); }
+    });
   });
+  // Links to a node (the failure banner, the timeline) open its panel;
+  // ?node=ID does on load, so such a link can be shared.
+  root.addEventListener("click", (ev) => {
+    const a = ev.target.closest("a[data-node-link]");
+    if (!a) return;
+    ev.preventDefault();
+    history.replaceState(null, "", "?node=" + encodeURIComponent(a.dataset.nodeLink));
+    openNode(a.dataset.nodeLink, a);
+  });
+  const linked = new URLSearchParams(location.search).get("node");
+  if (linked) openNode(linked, document.querySelector('#graph .node[data-node="' + CSS.escape(linked) + '"]'));
 
+  // Cancel asks first: the button opens a confirmation beside it.
   const bindCancel = () => {
     const b = document.getElementById("cancel");
     if (!b) return;
-    b.addEventListener("click", async () => {
-      b.disabled = true;
+    const box = document.getElementById("cancel-confirm");
+    const yes = document.getElementById("cancel-yes"), no = document.getElementById("cancel-no");
+    b.addEventListener("click", () => {
+      box.hidden = false; b.setAttribute("aria-expanded", "true"); no.focus();
+    });
+    no.addEventListener("click", () => {
+      box.hidden = true; b.setAttribute("aria-expanded", "false"); b.focus();
+    });
+    yes.addEventListener("click", async () => {
+      yes.disabled = true;
       try { await post("/ui/api/v1/executions/" + encodeURIComponent(id) + "/cancel"); }
-      catch (e) { b.disabled = false; b.title = e.message; }
+      catch (e) { yes.disabled = false; document.getElementById("cancel-error").textContent = e.message; return; }
+      box.hidden = true;
       refresh();
     });
   };
@@ -104,17 +255,33 @@ function executionPage() {
 
   let final = !root.dataset.live;
   const refresh = throttled(async () => {
-    const res = await fetch("/ui/executions/" + encodeURIComponent(id) + "/state", {credentials: "same-origin"});
+    const tl = document.getElementById("timeline");
+    const res = await fetch("/ui/executions/" + encodeURIComponent(id) + "/state?timeline=" + encodeURIComponent(tl.dataset.key || ""), {credentials: "same-origin"});
     if (!res.ok) return;
     const st = await res.json();
     document.querySelectorAll("#graph .node").forEach((g) => {
       const n = st.nodes[g.dataset.node] || {state: "pending", progress: "", note: ""};
       g.setAttribute("class", "node st-" + n.state);
-      g.querySelector(".state").textContent = n.state;
+      g.querySelector(".state").textContent = n.label || "not run yet";
       g.querySelector(".progress").textContent = n.progress || n.note || "";
+      g.setAttribute("aria-label", g.getAttribute("aria-label").replace(/: [^:]*$/, ": " + (n.label || "not run yet")));
     });
-    document.getElementById("summary").innerHTML = st.summary;
-    bindCancel();
+    // A confirmation being answered is not swept away by a refresh.
+    const confirming = document.getElementById("cancel-confirm");
+    if (!(confirming && !confirming.hidden && !st.final)) {
+      const summary = document.getElementById("summary");
+      summary.innerHTML = st.summary;
+      showTimes(summary);
+      bindCancel();
+    }
+    // The timeline comes only when it changed since the one shown.
+    if (st.timeline !== undefined) {
+      const atEnd = tl.scrollTop + tl.clientHeight >= tl.scrollHeight - 4;
+      tl.innerHTML = st.timeline;
+      tl.dataset.key = st.timeline_key;
+      showTimes(tl);
+      if (atEnd) tl.scrollTop = tl.scrollHeight;
+    }
     if (st.final) {
       final = true;
       const rerun = document.getElementById("rerun");
@@ -180,7 +347,9 @@ function workflowPage() {
 }
 
 document.addEventListener("DOMContentLoaded", () => {
+  toolbar();
   executionsPage();
   executionPage();
   workflowPage();
+  document.body.dataset.ready = "1"; // for tests: the handlers are bound
 });

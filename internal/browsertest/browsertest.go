@@ -6,6 +6,7 @@ package browsertest
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"os"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
@@ -174,9 +176,21 @@ func Get[T any](b *Tab, what string, a chromedp.Action[T]) T {
 }
 
 // Until waits for a JavaScript condition on the page.
+// On a timeout the failure shows the page's address and text.
 func (b *Tab) Until(what, cond string) {
 	b.t.Helper()
-	Get(b, what, chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(Timeout-time.Second)))
+	ctx, cancel := context.WithTimeout(b.ctx, Timeout)
+	defer cancel()
+	// Polled on an interval, not chromedp's default of every animation
+	// frame: a tab that is not in front (tests share one browser, a tab
+	// each) gets no animation frames, and would never see cond hold.
+	poll := chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(Timeout-time.Second), chromedp.WithPollingInterval(50*time.Millisecond))
+	if _, err := chromedp.Run(ctx, poll); err != nil {
+		sctx, scancel := context.WithTimeout(b.ctx, 5*time.Second)
+		defer scancel()
+		page, _ := chromedp.Run(sctx, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText.slice(0, 3000)`))
+		b.t.Fatalf("%s: %v; the page:\n%s", what, err, page)
+	}
 }
 
 // Text is the text content of the first element sel matches (found again
@@ -213,4 +227,87 @@ func (b *Tab) Login(base, path, token string) {
 		chromedp.SendKeys(chromedp.ID("token"), token),
 		chromedp.Click(chromedp.ID("login")),
 		chromedp.WaitNotPresent(chromedp.ID("token")))
+}
+
+// Media emulates the prefers-color-scheme media feature ("light", "dark";
+// "" for the system's).
+func (b *Tab) Media(scheme string) {
+	b.t.Helper()
+	var f []*emulation.MediaFeature
+	if scheme != "" {
+		f = []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}
+	}
+	Get(b, "emulate prefers-color-scheme "+scheme, func(ctx context.Context, _ *chromedp.Target) (chromedp.Void, error) {
+		_, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Features: f})
+		return chromedp.Void{}, err
+	})
+}
+
+// Timezone makes the tab's local time zone id (an IANA name; "" for the
+// machine's).
+func (b *Tab) Timezone(id string) {
+	b.t.Helper()
+	Get(b, "emulate time zone "+id, func(ctx context.Context, _ *chromedp.Target) (chromedp.Void, error) {
+		_, err := chromedp.Call(ctx, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: id})
+		return chromedp.Void{}, err
+	})
+}
+
+// Viewport sets the tab's viewport width and height in CSS pixels.
+func (b *Tab) Viewport(w, h int64) {
+	b.t.Helper()
+	b.Do(fmt.Sprintf("viewport %dx%d", w, h), chromedp.EmulateViewport(w, h))
+}
+
+// axe is axe-core's script (https://github.com/dequelabs/axe-core), read
+// once from RUNE_AXE_CORE (its axe.min.js; .ci/run installs a pinned
+// version from npm).
+var axe struct {
+	once sync.Once
+	src  string
+	err  error
+}
+
+// AxeViolation is one rule axe-core found broken, with the first few
+// elements that break it.
+type AxeViolation struct {
+	ID     string   `json:"id"`
+	Impact string   `json:"impact"`
+	Help   string   `json:"help"`
+	Nodes  []string `json:"nodes"`
+}
+
+// Axe scans the tab's page with axe-core (WCAG 2 A and AA rules and best
+// practices) and fails the test for every serious or critical violation,
+// naming page. Without RUNE_AXE_CORE the scan is skipped with a log line,
+// or fails under CI=true.
+func (b *Tab) Axe(page string) {
+	b.t.Helper()
+	axe.once.Do(func() {
+		path := os.Getenv("RUNE_AXE_CORE")
+		if path == "" {
+			axe.err = fmt.Errorf("RUNE_AXE_CORE is not set (the path of axe-core's axe.min.js; .ci/run installs it)")
+			return
+		}
+		src, err := os.ReadFile(path)
+		axe.src, axe.err = string(src), err
+	})
+	if axe.err != nil {
+		if os.Getenv("CI") == "true" {
+			b.t.Fatalf("accessibility scan of %s: %v", page, axe.err)
+		}
+		b.t.Logf("accessibility scan of %s skipped: %v", page, axe.err)
+		return
+	}
+	// Evaluated through DevTools, the script is not subject to the page's
+	// Content-Security-Policy (no inline script), as a page's own would be.
+	if !Eval[bool](b, `typeof axe !== "undefined"`) {
+		Get(b, "load axe-core", chromedp.Evaluate[chromedp.Void](axe.src+";undefined"))
+	}
+	vs := Get(b, "axe-core on "+page, chromedp.Evaluate[[]AxeViolation](`axe.run(document, {resultTypes: ["violations"]}).then(r =>
+  r.violations.filter(v => v.impact === "serious" || v.impact === "critical").map(v => ({id: v.id, impact: v.impact, help: v.help,
+    nodes: v.nodes.slice(0, 5).map(n => n.target.join(" ") + ": " + (n.failureSummary || "").replace(/\s+/g, " "))})))`, chromedp.EvalAwaitPromise))
+	for _, v := range vs {
+		b.t.Errorf("accessibility (axe-core) on %s: %s %s: %s\n  %s", page, v.Impact, v.ID, v.Help, strings.Join(v.Nodes, "\n  "))
+	}
 }

@@ -220,3 +220,28 @@ SELECT id, at, actor, role, method, route, objects, status FROM audit WHERE id <
 
 -- name: audit_prune
 DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE at < ? ORDER BY id LIMIT ?)
+
+-- name: stats_status_counts
+-- The dashboard (store.Stats). Parameters: recent, since. Executions created
+-- since, per workflow and status, and of them those created since recent.
+SELECT workflow_id, status, count(*), coalesce(sum(CASE WHEN created_at >= ? THEN 1 ELSE 0 END), 0)
+FROM executions
+WHERE created_at >= ?
+GROUP BY workflow_id, status
+
+-- name: stats_durations
+SELECT workflow_id, finished_at - coalesce(dispatched_at, created_at)
+FROM executions
+WHERE created_at >= ? AND finished_at IS NOT NULL
+ORDER BY created_at DESC
+LIMIT ?
+
+-- name: stats_failing_nodes
+-- Failed node runs of the executions created since, per workflow and node
+-- (node_runs by its (execution_id, node_id, branch) key).
+SELECT x.workflow_id, r.node_id, count(*), max(coalesce(r.finished_at, r.reported_at))
+FROM executions x JOIN node_runs r ON r.execution_id = x.id
+WHERE x.created_at >= ? AND r.status = 'failed'
+GROUP BY x.workflow_id, r.node_id
+ORDER BY count(*) DESC, x.workflow_id, r.node_id
+LIMIT ?

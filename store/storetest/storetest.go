@@ -58,6 +58,7 @@ func Exercise(ctx context.Context, t *testing.T, open func(t *testing.T) store.S
 		{"ClaimInvalid", testClaimInvalid},
 		{"MarkDispatchedAll", testMarkDispatchedAll},
 		{"PruneHistory", testPruneHistory},
+		{"Stats", testStats},
 		{"HistoryRetry", testHistoryRetry},
 		{"HistoryOutOfOrder", testHistoryOutOfOrder},
 		{"HistorySplit", testHistorySplit},
