@@ -6,8 +6,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
-	"os"
 
 	"github.com/rune-org/rune/embedded"
 	"github.com/rune-org/rune/message"
@@ -34,13 +34,15 @@ func cmdRun(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Logs go through the live table, which draws itself again below them.
+	prog := newProgress(env.stderr, *quiet)
 	// log nodes speak at info level: a user running a workflow wants to see them.
-	nodeLog := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	nodeLog := slog.New(slog.NewTextHandler(prog, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	sec, err := resolver(*creds)
 	if err != nil {
 		return err
 	}
-	rt, err := embedded.New(embedded.Options{Logger: cliLogger(env), Secrets: sec, Nodes: nodes.Options{Logger: nodeLog}})
+	rt, err := embedded.New(embedded.Options{Logger: loggerTo(env, prog), Secrets: sec, Nodes: nodes.Options{Logger: nodeLog}})
 	if err != nil {
 		return err
 	}
@@ -49,7 +51,6 @@ func cmdRun(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return invalidWorkflow(env, path, err)
 	}
-	prog := newProgress(env.stderr, *quiet)
 	comp, err := rt.RunCompiled(ctx, wf, in, prog.status)
 	prog.finish(comp)
 	if err != nil {
@@ -136,20 +137,13 @@ func cmdValidate(ctx context.Context, env *cliEnv, args []string) error {
 }
 
 // cliLogger logs warnings and errors to stderr; RUNE_LOG_LEVEL=debug|info shows more.
-func cliLogger(env *cliEnv) *slog.Logger {
+func cliLogger(env *cliEnv) *slog.Logger { return loggerTo(env, env.stderr) }
+
+// loggerTo is cliLogger writing to w.
+func loggerTo(env *cliEnv, w io.Writer) *slog.Logger {
 	level := slog.LevelWarn
 	if v := env.getenv("RUNE_LOG_LEVEL"); v != "" {
 		_ = level.UnmarshalText([]byte(v))
 	}
-	return slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: level}))
-}
-
-// isTerminal reports whether f is a character device (a terminal).
-func isTerminal(f any) bool {
-	file, ok := f.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := file.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
 }
