@@ -227,18 +227,26 @@ func RoutingEdges(n *workflow.Node) []string {
 	return ids
 }
 
-// template reports a parameter value that does not compile.
+// template reports a parameter value that does not compile or reads a name
+// no node defines.
 func (p paramCheck) template(field string, v any) {
-	if err := expr.Check(v); err != nil {
+	refs, err := expr.CheckRefs(v)
+	if err != nil {
 		p.c.Report(field, "%v", err)
+		return
 	}
+	p.c.References(field, refs)
 }
 
-// expression reports a bare expression that does not compile.
+// expression reports a bare expression that does not compile or reads a
+// name no node defines.
 func (p paramCheck) expression(field, src string) {
-	if err := expr.CheckExpression(src); err != nil {
+	refs, err := expr.CheckExpressionRefs(src)
+	if err != nil {
 		p.c.Report(field, "%v", err)
+		return
 	}
+	p.c.References(field, refs)
 }
 
 // exprError turns an evaluation failure of the parameter at field into a

@@ -61,11 +61,15 @@ func (f *liquidField) render(env map[string]any) (string, error) {
 	return s, nil
 }
 
-// checkLiquid reports a Liquid parameter that does not compile.
+// liquid reports a Liquid parameter that does not compile or reads a name
+// no node defines.
 func (p paramCheck) liquid(field, src string) {
-	if _, err := expr.NewCompiler(expr.Limits{}).Liquid(src); err != nil {
+	v, err := expr.NewCompiler(expr.Limits{}).Liquid(src)
+	if err != nil {
 		p.c.Report(field, "%v", err)
+		return
 	}
+	p.c.References(field, expr.Refs(v))
 }
 
 // liquidParam compiles the string parameter name, nil when absent.
