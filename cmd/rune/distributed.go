@@ -269,6 +269,13 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 			_ = scheduler.Run(ctx, scheduler.Config{Timers: rt.Timers, Broker: rt.Broker, Engine: rt.Engine, Poll: *schedPoll, Logger: log, Metrics: rec, Tracer: tr})
 		})
 	}
+	// The worker's defaults, resolved: the log says what runs, not "0".
+	if *concurrency <= 0 {
+		*concurrency = worker.DefaultConcurrency()
+	}
+	if *prefetch <= 0 {
+		*prefetch = 2 * *concurrency
+	}
 	log.Info("worker started", "concurrency", *concurrency, "prefetch", *prefetch, "scheduler", *withScheduler)
 	err = worker.Run(ctx, worker.Config{Broker: rt.Broker, Engine: rt.Engine, Concurrency: *concurrency, Prefetch: *prefetch, DrainTimeout: *drain, RunningAfter: *runningAfter, Logger: log, Metrics: rec, Tracer: tr})
 	wg.Wait()
