@@ -268,7 +268,7 @@ func serveHTTP(ctx context.Context, log *slog.Logger, addr string, tlsCfg *tls.C
 		mode = "distributed"
 	}
 	log.Info("server listening", "addr", ln.Addr().String(), "mode", mode, "scheme", scheme)
-	log.Info("console and API at "+scheme+"://"+reachable(ln.Addr())+"/ (API under /v1); sign in with a token from `rune token create NAME` (with this server's --data or --postgres)")
+	log.Info("console and API at " + scheme + "://" + reachable(ln.Addr()) + "/ (API under /v1); sign in with a token from `rune token create NAME` (with this server's --data or --postgres)")
 	var err2 error
 	select {
 	case <-ctx.Done():
