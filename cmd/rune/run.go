@@ -10,6 +10,7 @@ import (
 	"log/slog"
 
 	"github.com/rune-org/rune/embedded"
+	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/message"
 	"github.com/rune-org/rune/nodes"
 	"github.com/rune-org/rune/workflow"
@@ -114,23 +115,43 @@ func cmdValidate(ctx context.Context, env *cliEnv, args []string) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "Usage: rune validate WORKFLOW.json\n\nExit status 0 when valid; 2 with every problem listed.")
+		fmt.Fprintln(env.stderr, "Usage: rune validate WORKFLOW.json...\n\nChecks each definition: prints \"FILE: valid\" on stdout, or every problem on stderr.\nExit status 0 when all are valid; 2 when any is not.")
 	}
-	path, err := workflowArg(fs, args)
+	paths, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
 	}
-	raw, err := readFileLimited(path, workflow.MaxDefinitionSize)
-	if err != nil {
-		return usagef("%v", err)
+	if len(paths) == 0 {
+		return usagef("want one or more workflow files (rune help validate)")
 	}
 	rt, err := embedded.New(embedded.Options{Logger: cliLogger(env)})
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
-	if _, err := rt.Engine.Compile(raw); err != nil {
-		return invalidWorkflow(env, path, err)
+	for _, path := range paths {
+		if err := validateFile(env, rt.Engine, path); err != nil {
+			// One unreadable file does not stop the others' checks.
+			fmt.Fprintf(env.stderr, "rune validate: %v\n", err)
+			env.exit = exitInvalid
+		}
+	}
+	return nil
+}
+
+// validateFile checks one definition file as every runtime does before it
+// runs it, and reports the result.
+func validateFile(env *cliEnv, eng *engine.Engine, path string) error {
+	raw, err := readFileLimited(path, workflow.MaxDefinitionSize)
+	if err != nil {
+		return err
+	}
+	if _, err := eng.Compile(raw); err != nil {
+		var ue usageError
+		if err := invalidWorkflow(env, path, err); errors.As(err, &ue) {
+			return ue
+		}
+		return nil
 	}
 	fmt.Fprintf(env.stdout, "%s: valid\n", path)
 	return nil
