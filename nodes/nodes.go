@@ -200,7 +200,7 @@ func (p paramCheck) string(name string, required bool) (string, bool) {
 func (p paramCheck) edge(field, id string) {
 	switch {
 	case !p.c.LeavesNode(id):
-		p.c.Report(field, "edge %q does not leave node %q", id, p.c.Node.ID)
+		p.c.Report(field, "edge %q does not leave node %q%s", id, p.c.Node.ID, p.c.EdgeHint(id))
 	case id == p.c.Node.ErrorEdge():
 		p.c.Report(field, "edge %q is the node's error edge, which is followed only on failure", id)
 	}

@@ -79,6 +79,21 @@ func (c *NodeCheck) References(field string, refs []string) {
 	}
 }
 
+// EdgeHint is "; did you mean "e_big"?" when id, which does not leave the
+// node, is a near miss of an edge that does; "" otherwise.
+func (c *NodeCheck) EdgeHint(id string) string { return edgeHint(c.Outgoing, id) }
+
+func edgeHint(out []Edge, id string) string {
+	ids := make([]string, len(out))
+	for i, e := range out {
+		ids[i] = e.ID
+	}
+	if s := suggest.Closest(id, ids); s != "" {
+		return fmt.Sprintf("; did you mean %q?", s)
+	}
+	return ""
+}
+
 // LeavesNode reports whether edge id is one of the node's outgoing edges.
 func (c *NodeCheck) LeavesNode(id string) bool {
 	for _, e := range c.Outgoing {

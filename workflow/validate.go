@@ -248,7 +248,7 @@ func (v *validator) checkErrorPolicy(n *Node, p string) {
 	case ep.Type == ErrorBranch && ep.ErrorEdge == "":
 		v.report(p+".error.error_edge", "required when error.type is %q: name the outgoing edge to follow on failure", ErrorBranch)
 	case ep.Type == ErrorBranch && !leaves(v.out[n.ID], ep.ErrorEdge):
-		v.report(p+".error.error_edge", "edge %q does not leave node %q", truncate(ep.ErrorEdge), truncate(n.ID))
+		v.report(p+".error.error_edge", "edge %q does not leave node %q%s", truncate(ep.ErrorEdge), truncate(n.ID), edgeHint(v.out[n.ID], ep.ErrorEdge))
 	case ep.Type != ErrorBranch && ep.ErrorEdge != "":
 		v.report(p+".error.error_edge", "set, but an error edge is only followed when error.type is %q (it is %q)", ErrorBranch, n.Strategy())
 	}

@@ -216,6 +216,8 @@ func TestValidateProblems(t *testing.T) {
 			[]Problem{{"nodes[1].retry.multiplier", "out of range"}}},
 		{"credentials without ref", func(d *Definition) { d.Nodes[1].Credentials.Ref = "" },
 			[]Problem{{"nodes[1].credentials.ref", "missing"}}},
+		{"error edge misspelled", func(d *Definition) { d.Nodes[1].Error.ErrorEdge = "e_fial" },
+			[]Problem{{"nodes[1].error.error_edge", `edge "e_fial" does not leave node "fetch"; did you mean "e_fail"?`}}},
 		{"node type problem", func(d *Definition) { d.Nodes[2].Parameters["true_edge_id"] = "e9" },
 			[]Problem{{"nodes[2].parameters.true_edge_id", `edge "e9" does not leave node "check"`}}},
 		{"unknown node type", func(d *Definition) { d.Nodes[3].Type = "teleport" },
