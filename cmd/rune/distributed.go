@@ -385,7 +385,10 @@ func cmdStart(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	rt, err := srv.connect(ctx, cliLogger(env), amqp.RoleMaster)
+	// Warnings (a lost connection) go through the live table, which draws
+	// itself again below them.
+	prog := newProgress(env.stderr, *quiet)
+	rt, err := srv.connect(ctx, loggerTo(env, prog), amqp.RoleMaster)
 	if err != nil {
 		return err
 	}
@@ -402,7 +405,6 @@ func cmdStart(ctx context.Context, env *cliEnv, args []string) error {
 		fmt.Fprintln(env.stdout, execID)
 		return nil
 	}
-	prog := newProgress(env.stderr, *quiet)
 	comp, err := client.Run(ctx, rt.Broker, rt.Engine, wf, execID, in, prog.status)
 	prog.finish(comp)
 	if err != nil {
