@@ -337,8 +337,10 @@ func (s *step) endBranch(ctx context.Context, f *effects, next map[string]any, s
 	top := stack[len(stack)-1]
 	agg, ok := s.wf.Graph.Node(s.wf.aggregatorOf[top.SplitNodeID])
 	if !ok {
-		// A split without aggregator: its branches end like top-level ones.
-		f.endWith(next)
+		// A split without aggregator: its branches end on their own and,
+		// as with an aggregator (RFC 004 §5.3), nothing of theirs reaches
+		// the final context (dsl.md, "split"): it held whichever branch
+		// ended last.
 		return nil
 	}
 	return s.arriveAtAggregator(ctx, f, agg, stack, v)

@@ -38,6 +38,8 @@ type exprValue struct {
 	// expression starts in it, to report run-time errors by column.
 	src    string
 	offset int
+	// refs are the context names it reads (see Refs).
+	refs []string
 }
 
 func (e *exprValue) Eval(env map[string]any) (any, error) {
@@ -147,6 +149,7 @@ func (c *Compiler) compileExpr(src, tmpl string, off int) (_ *exprValue, err err
 		return nil, c.compileError(err, syntaxErr)
 	}
 	e.prog = prog
+	e.refs = rw.refs
 	return e, nil
 }
 
@@ -185,6 +188,7 @@ func (c *Compiler) config() *conf.Config {
 // loops and growing operations (see the package comment).
 type rewriter struct {
 	lets       []string
+	refs       []string // context names read, see Refs
 	needBudget bool
 	err        error
 	errAt      int
@@ -420,6 +424,10 @@ func (r *rewriter) path(n ast.Node, lenient bool) ast.Node {
 	var prefix string
 	if id, ok := cur.(*ast.IdentifierNode); ok && strings.HasPrefix(id.Value, "$") && id.Value != "$env" && !r.isLet(id.Value) {
 		spec.fromEnv = true
+		r.ref(id.Value)
+		if k, ok := firstKey(keys); ok && id.Value == "$node" {
+			r.ref("$node." + k)
+		}
 		keys = append([]any{id.Value}, keys...)
 		env := &ast.IdentifierNode{Value: "$env"}
 		env.SetLocation(id.Location())

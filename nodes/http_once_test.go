@@ -2,12 +2,15 @@ package nodes
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 
 	coordmem "github.com/rune-org/rune/coord/memory"
+	"github.com/rune-org/rune/internal/testinfra"
 	"github.com/rune-org/rune/node"
 	"github.com/rune-org/rune/workflow"
 )
@@ -51,4 +54,49 @@ func TestHTTPIdempotencyKeyOnce(t *testing.T) {
 	}
 	ps := checkNode(t, workflow.Node{ID: "h", Type: "http", Parameters: map[string]any{"url": "http://x", "idempotency_key": "yes"}})
 	wantProblems(t, ps, map[string]string{"nodes[1].parameters.idempotency_key": "must be true or false"})
+}
+
+// A retry after a refused connection (nothing sent) logs no warning that
+// an earlier attempt may have sent; a redelivery of an attempt that began
+// and never returned does.
+func TestHTTPIdempotencyKeyRetryWarning(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") }))
+	refused := srv.URL
+	srv.Close() // its port now refuses connections
+	var logs testinfra.Buffer
+	effects := coordmem.NewEffects(0)
+	reg := NewRegistry(Options{Effects: effects, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	r := compileNode(t, reg, workflow.Node{ID: "charge", Type: "http", Parameters: map[string]any{
+		"method": "POST", "url": "{{ $trigger.url }}", "idempotency_key": true}})
+	run := func(attempt int, url string) error {
+		in := &node.Input{Env: map[string]any{"$trigger": map[string]any{"url": url}}, NodeID: "charge", ExecutionID: "ex1",
+			Attempt: attempt, IdempotencyKey: "key-retry", Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+		_, err := r.Run(t.Context(), in)
+		return err
+	}
+	if err := run(1, refused); err == nil {
+		t.Fatal("a refused connection succeeded")
+	}
+	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") }))
+	defer ok.Close()
+	if err := run(2, ok.URL); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(logs.String(), "may have sent") {
+		t.Errorf("the retry after a refused connection warns:\n%s", logs.String())
+	}
+	// An attempt whose delivery began (Begin) and died before returning:
+	// its redelivery may send a second time, and says so.
+	if _, err := effects.Begin(t.Context(), "key-died"); err != nil {
+		t.Fatal(err)
+	}
+	in := &node.Input{Env: map[string]any{"$trigger": map[string]any{"url": ok.URL}}, NodeID: "charge", ExecutionID: "ex1",
+		Attempt: 1, IdempotencyKey: "key-died", Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	if _, err := r.Run(t.Context(), in); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "an earlier attempt may have sent without recording it") {
+		t.Errorf("the redelivery does not warn:\n%s", logs.String())
+	}
 }

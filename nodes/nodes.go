@@ -200,7 +200,7 @@ func (p paramCheck) string(name string, required bool) (string, bool) {
 func (p paramCheck) edge(field, id string) {
 	switch {
 	case !p.c.LeavesNode(id):
-		p.c.Report(field, "edge %q does not leave node %q", id, p.c.Node.ID)
+		p.c.Report(field, "edge %q does not leave node %q%s", id, p.c.Node.ID, p.c.EdgeHint(id))
 	case id == p.c.Node.ErrorEdge():
 		p.c.Report(field, "edge %q is the node's error edge, which is followed only on failure", id)
 	}
@@ -227,18 +227,26 @@ func RoutingEdges(n *workflow.Node) []string {
 	return ids
 }
 
-// template reports a parameter value that does not compile.
+// template reports a parameter value that does not compile or reads a name
+// no node defines.
 func (p paramCheck) template(field string, v any) {
-	if err := expr.Check(v); err != nil {
+	refs, err := expr.CheckRefs(v)
+	if err != nil {
 		p.c.Report(field, "%v", err)
+		return
 	}
+	p.c.References(field, refs)
 }
 
-// expression reports a bare expression that does not compile.
+// expression reports a bare expression that does not compile or reads a
+// name no node defines.
 func (p paramCheck) expression(field, src string) {
-	if err := expr.CheckExpression(src); err != nil {
+	refs, err := expr.CheckExpressionRefs(src)
+	if err != nil {
 		p.c.Report(field, "%v", err)
+		return
 	}
+	p.c.References(field, refs)
 }
 
 // exprError turns an evaluation failure of the parameter at field into a

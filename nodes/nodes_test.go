@@ -145,3 +145,29 @@ func TestPureRunners(t *testing.T) {
 		t.Error("the http runner claims to do no I/O")
 	}
 }
+
+// A routing edge that is a near miss of one leaving the node gets a hint;
+// expressions that read a node the workflow lacks are reported (the
+// workflow's names come from Validate: a bare NodeCheck checks none).
+func TestCheckHints(t *testing.T) {
+	t.Parallel()
+	ps := checkNode(t, workflow.Node{ID: "n", Type: "conditional", Parameters: map[string]any{
+		"expression": "$trigger.x > 1", "true_edge_id": "e_bgi", "false_edge_id": "e_small"}}, "e_big", "e_small")
+	wantProblems(t, ps, map[string]string{"nodes[1].parameters.true_edge_id": `edge "e_bgi" does not leave node "n"; did you mean "e_big"?`})
+	def := []byte(`{"id": "w", "nodes": [{"id": "start", "type": "trigger", "trigger": true},
+		{"id": "mail", "type": "email", "credentials": {"ref": "m"}, "parameters": {"to": "a@b.c", "subject": "Hi {{ $trigger.name }}", "text": "{{ $nosuch }}"}},
+		{"id": "say", "type": "log", "parameters": {"message": "{{ $mial.message_id }}"}}],
+		"edges": [{"id": "e1", "src": "start", "dst": "mail"}, {"id": "e2", "src": "mail", "dst": "say"}]}`)
+	_, err := workflow.Load(def, NewRegistry(Options{}))
+	var got workflow.Problems
+	if !errors.As(err, &got) {
+		t.Fatalf("Load: %v", err)
+	}
+	wantProblems(t, got, map[string]string{
+		"nodes[1].parameters.text":    `$nosuch: no node "nosuch" in this workflow`,
+		"nodes[2].parameters.message": `$mial: no node "mial" in this workflow; did you mean $mail?`,
+	})
+	if len(got) != 2 {
+		t.Errorf("%d problems, want 2: %v", len(got), got)
+	}
+}

@@ -61,11 +61,15 @@ func (f *liquidField) render(env map[string]any) (string, error) {
 	return s, nil
 }
 
-// checkLiquid reports a Liquid parameter that does not compile.
+// liquid reports a Liquid parameter that does not compile or reads a name
+// no node defines.
 func (p paramCheck) liquid(field, src string) {
-	if _, err := expr.NewCompiler(expr.Limits{}).Liquid(src); err != nil {
+	v, err := expr.NewCompiler(expr.Limits{}).Liquid(src)
+	if err != nil {
 		p.c.Report(field, "%v", err)
+		return
 	}
+	p.c.References(field, expr.Refs(v))
 }
 
 // liquidParam compiles the string parameter name, nil when absent.
@@ -218,7 +222,11 @@ func sendOnce(ctx context.Context, opts *Options, in *node.Input, send func(rec 
 			return out, nil
 		}
 	}
-	if ef.Intents > 1 {
+	// Each attempt begins once. More intents than attempts means a delivery
+	// of an attempt began and never returned (its worker died, or a copy
+	// of its message runs at once): it may have sent. An earlier attempt
+	// that returned its failure (a refused connection) is no such case.
+	if ef.Intents > max(in.Attempt, 1) {
 		log.Warn("an earlier attempt may have sent without recording it: sending again with the same idempotency key",
 			"execution_id", in.ExecutionID, "node_id", in.NodeID, "intents", ef.Intents)
 	}

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/rune-org/rune/internal/suggest"
 	"github.com/rune-org/rune/message"
 )
 
@@ -23,42 +24,63 @@ const MaxDefinitionSize = 5 << 20
 // returned at once as Problems. Decode does not check the graph: call
 // Validate for that, or Load for both.
 func Decode(data []byte) (*Definition, error) {
+	def, ps, _, err := decode(data)
+	if err != nil {
+		return nil, err
+	}
+	if len(ps) > 0 {
+		return nil, ps
+	}
+	return def, nil
+}
+
+// decode is Decode, also returning the definition when its only problems
+// are unknown fields (partial false), which leave nothing else unset.
+func decode(data []byte) (def *Definition, ps Problems, partial bool, err error) {
 	if len(data) > MaxDefinitionSize {
-		return nil, fmt.Errorf("workflow definition is %d bytes, over the limit of %d bytes (5 MiB)", len(data), MaxDefinitionSize)
+		return nil, nil, false, fmt.Errorf("workflow definition is %d bytes, over the limit of %d bytes (5 MiB)", len(data), MaxDefinitionSize)
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, errors.New("workflow definition is empty")
+		return nil, nil, false, errors.New("workflow definition is empty")
 	}
 	// Checking the syntax of the whole document first means every later
 	// error is about types, and syntax errors carry an offset into data.
 	if !json.Valid(data) {
 		var v any
-		return nil, syntaxError(data, json.Unmarshal(data, &v))
+		return nil, nil, false, syntaxError(data, json.Unmarshal(data, &v))
 	}
 	// The input policy: encoding/json would turn invalid UTF-8 into U+FFFD
 	// silently, and a definition nested past it fails later in a message.
 	if err := message.CheckJSON("definition", data); err != nil {
-		return nil, fmt.Errorf("workflow definition: %w", err)
+		return nil, nil, false, fmt.Errorf("workflow definition: %w", err)
 	}
 	var d decoder
-	def := d.definition(data)
-	if len(d.ps) > 0 {
-		return nil, d.ps
-	}
-	return def, nil
+	def = d.definition(data)
+	return def, d.ps, d.partial, nil
 }
 
-// Load decodes data and, when it decodes cleanly, validates it against types
-// (which may be nil). The error is Problems whenever the JSON is well-formed.
-// Validation is skipped after decoding problems: a field left empty by a type
+// Load decodes data and validates it against types (which may be nil). The
+// error is Problems whenever the JSON is well-formed, listing every problem:
+// unknown fields are listed with the validation's problems. Validation is
+// skipped after any other decoding problem: a field left empty by a type
 // error would otherwise cause misleading follow-on problems.
 func Load(data []byte, types NodeChecker) (*Definition, error) {
-	d, err := Decode(data)
+	d, ps, partial, err := decode(data)
 	if err != nil {
 		return nil, err
 	}
+	if partial {
+		return nil, ps
+	}
 	if err := Validate(d, types); err != nil {
+		var vps Problems
+		if errors.As(err, &vps) {
+			return nil, append(ps, vps...)
+		}
 		return nil, err
+	}
+	if len(ps) > 0 {
+		return nil, ps
 	}
 	return d, nil
 }
@@ -86,6 +108,9 @@ func position(data []byte, offset int64) (line, col int) {
 // full JSON path with array indices, which encoding/json's errors lack.
 type decoder struct {
 	ps Problems
+	// partial is set by every problem but an unknown field: one that
+	// leaves part of the definition unset.
+	partial bool
 }
 
 // maxDecodeProblems bounds the problems Decode lists: 5 MiB of unknown
@@ -93,10 +118,18 @@ type decoder struct {
 const maxDecodeProblems = 1000
 
 func (d *decoder) report(path, format string, args ...any) {
+	d.partial = true
+	d.unknown(path, format, args...)
+}
+
+// unknown reports an unknown field, a problem that leaves the rest of the
+// definition whole.
+func (d *decoder) unknown(path, format string, args ...any) {
 	switch {
 	case len(d.ps) < maxDecodeProblems:
 		d.ps = append(d.ps, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
 	case len(d.ps) == maxDecodeProblems:
+		d.partial = true // the rest is not checked
 		d.ps = append(d.ps, Problem{Message: fmt.Sprintf("more than %d problems; stopped listing them", maxDecodeProblems)})
 	}
 }
@@ -131,12 +164,10 @@ func (d *decoder) object(raw json.RawMessage, path, what string, known []string)
 	sort.Strings(unknown) // map order is random; problems must not be
 	for _, k := range unknown {
 		msg := fmt.Sprintf("unknown field (%s fields: %s)", what, strings.Join(known, ", "))
-		for _, kn := range known {
-			if strings.EqualFold(k, kn) {
-				msg = fmt.Sprintf("unknown field; did you mean %q?", kn)
-			}
+		if kn := suggest.Closest(k, known); kn != "" {
+			msg = fmt.Sprintf("unknown field; did you mean %q?", kn)
 		}
-		d.report(join(path, truncate(k)), "%s", msg)
+		d.unknown(join(path, truncate(k)), "%s", msg)
 	}
 	return f, true
 }

@@ -180,6 +180,24 @@ func TestLoad(t *testing.T) {
 	expectProblems(t, problemsOf(t, err), []Problem{{"nodes[1].retry.max_attempts", "want a number, got string"}})
 }
 
+// TestLoadListsUnknownFieldsWithEverythingElse: an unknown field leaves the
+// rest of the definition whole, so it does not hide the other problems.
+func TestLoadListsUnknownFieldsWithEverythingElse(t *testing.T) {
+	bad := strings.Replace(sampleJSON, `"id": "order_followup"`, `"id": "order followup", "nmae": "x", "colour": "red"`, 1)
+	bad = strings.Replace(bad, `"dst": "notify"`, `"dst": "nobody"`, 1)
+	_, err := Load([]byte(bad), fakeTypes{})
+	expectProblems(t, problemsOf(t, err), []Problem{
+		{"colour", "unknown field (workflow fields: id, name, nodes, edges, settings)"},
+		{"nmae", `unknown field; did you mean "name"?`},
+		{"id", `"order followup" is not a valid workflow id`},
+		{"edges[3].dst", `no node "nobody"`}, {"nodes[3]", "not reachable"},
+	})
+	// Decode alone still fails on the unknown fields.
+	if _, err := Decode([]byte(bad)); err == nil {
+		t.Error("Decode accepted unknown fields")
+	}
+}
+
 func TestDecodeLimits(t *testing.T) {
 	many := func(field, elem string, n int) []byte {
 		return []byte(`{"` + field + `":[` + strings.TrimSuffix(strings.Repeat(elem+",", n), ",") + `]}`)

@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/rune-org/rune/internal/suggest"
 )
 
 // Limits on the size of a definition Validate accepts. Beyond them it reports
@@ -53,6 +55,12 @@ type validator struct {
 	edgeDst []int32
 	// triggers are the indices of nodes with trigger:true.
 	triggers []int
+	// guess maps an edge end that names no node to the node id it was
+	// probably meant to be ("" for none): the edge is checked as if it
+	// named that node, so that one typo is one problem, not also the
+	// unreachable nodes and unknown edges that would follow from it.
+	guess map[string]string
+	ids   []string // node ids, for guesses
 }
 
 func (v *validator) report(path, format string, args ...any) {
@@ -87,12 +95,15 @@ func (v *validator) run(types NodeChecker) {
 	v.checkCycles()
 	v.checkReachable()
 	if types != nil {
+		names := newContextNames(d)
 		for i := range d.Nodes {
 			n := &d.Nodes[i]
 			if n.Type == "" {
 				continue // already reported; a type checker could only repeat it
 			}
-			types.CheckNode(NewNodeCheck(n, nodePath(i), v.out[n.ID], &v.ps))
+			c := NewNodeCheck(n, nodePath(i), v.out[n.ID], &v.ps)
+			c.names = names
+			types.CheckNode(c)
 		}
 	}
 }
@@ -105,6 +116,7 @@ func (v *validator) index() {
 		n := &d.Nodes[i]
 		if _, dup := v.byID[n.ID]; !dup {
 			v.byID[n.ID] = i
+			v.ids = append(v.ids, n.ID)
 		}
 		if n.Trigger {
 			v.triggers = append(v.triggers, i)
@@ -118,15 +130,39 @@ func (v *validator) index() {
 		if _, dup := v.edgeByID[e.ID]; !dup {
 			v.edgeByID[e.ID] = i
 		}
-		v.out[e.Src] = append(v.out[e.Src], e)
-		src, okSrc := v.byID[e.Src]
-		dst, okDst := v.byID[e.Dst]
+		v.out[v.end(e.Src)] = append(v.out[v.end(e.Src)], e)
+		src, okSrc := v.byID[v.end(e.Src)]
+		dst, okDst := v.byID[v.end(e.Dst)]
 		v.edgeDst[i] = -1
 		if okSrc && okDst {
 			v.succ[src] = append(v.succ[src], int32(i))
 			v.edgeDst[i] = int32(dst)
 		}
 	}
+}
+
+// maxGuesses bounds the guesses of misspelled edge ends: each is a pass
+// over the node ids.
+const maxGuesses = 100
+
+// end is the node id an edge end names, or the one it was probably meant
+// to name when it names none (see guess).
+func (v *validator) end(id string) string {
+	if _, ok := v.byID[id]; ok || id == "" {
+		return id
+	}
+	g, ok := v.guess[id]
+	if !ok && len(v.guess) < maxGuesses {
+		if v.guess == nil {
+			v.guess = map[string]string{}
+		}
+		g = suggest.Closest(id, v.ids)
+		v.guess[id] = g
+	}
+	if g == "" {
+		return id
+	}
+	return g
 }
 
 // reservedIDs are context names the engine sets itself (dsl.md
@@ -215,7 +251,7 @@ func (v *validator) checkErrorPolicy(n *Node, p string) {
 	case ep.Type == ErrorBranch && ep.ErrorEdge == "":
 		v.report(p+".error.error_edge", "required when error.type is %q: name the outgoing edge to follow on failure", ErrorBranch)
 	case ep.Type == ErrorBranch && !leaves(v.out[n.ID], ep.ErrorEdge):
-		v.report(p+".error.error_edge", "edge %q does not leave node %q", truncate(ep.ErrorEdge), truncate(n.ID))
+		v.report(p+".error.error_edge", "edge %q does not leave node %q%s", truncate(ep.ErrorEdge), truncate(n.ID), edgeHint(v.out[n.ID], ep.ErrorEdge))
 	case ep.Type != ErrorBranch && ep.ErrorEdge != "":
 		v.report(p+".error.error_edge", "set, but an error edge is only followed when error.type is %q (it is %q)", ErrorBranch, n.Strategy())
 	}
@@ -243,10 +279,14 @@ func (v *validator) checkEdge(i int) {
 		if end.id == "" {
 			v.report(p+"."+end.field, "missing")
 		} else if _, ok := v.byID[end.id]; !ok {
-			v.report(p+"."+end.field, "no node %q", truncate(end.id))
+			if g := v.guess[end.id]; g != "" {
+				v.report(p+"."+end.field, "no node %q; did you mean %q?", truncate(end.id), g)
+			} else {
+				v.report(p+"."+end.field, "no node %q", truncate(end.id))
+			}
 		}
 	}
-	if j, ok := v.byID[e.Dst]; ok && d.Nodes[j].Trigger {
+	if j, ok := v.byID[v.end(e.Dst)]; ok && d.Nodes[j].Trigger {
 		v.report(p+".dst", "edge into the trigger node %q: nothing may lead to the trigger", truncate(e.Dst))
 	}
 }
@@ -444,7 +484,7 @@ func (v *validator) reportCycle(start int32, comp, parent []int32) {
 }
 
 func (v *validator) srcOf(e int32) int32 {
-	return int32(v.byID[v.d.Edges[e].Src])
+	return int32(v.byID[v.end(v.d.Edges[e].Src)])
 }
 
 // ValidWorkflowID reports whether id matches ^[a-zA-Z0-9_-]{1,64}$, the form

@@ -40,7 +40,15 @@ type fakeTypes struct{}
 
 func (fakeTypes) CheckNode(c *NodeCheck) {
 	switch c.Node.Type {
-	case "trigger", "http", "log":
+	case "trigger", "http":
+	case "log":
+		// Stands for a message template reading these names.
+		refs, _ := c.Node.Parameters["refs"].([]any)
+		names := make([]string, len(refs))
+		for i, r := range refs {
+			names[i], _ = r.(string)
+		}
+		c.References("parameters.message", names)
 	case "conditional":
 		for _, k := range []string{"true_edge_id", "false_edge_id"} {
 			if id, ok := c.Node.Parameters[k].(string); ok && !c.LeavesNode(id) {
@@ -129,9 +137,25 @@ func TestValidateProblems(t *testing.T) {
 			[]Problem{{"edges[4].id", `duplicate edge id "e2" (first used by edges[1])`}}},
 		{"empty edge id", func(d *Definition) { d.Edges = append(d.Edges, Edge{Src: "check", Dst: "failed"}) },
 			[]Problem{{"edges[4].id", "missing edge id"}}},
-		{"edge src names no node", func(d *Definition) { d.Edges[3].Src = "chekc" },
-			[]Problem{{"edges[3].src", `no node "chekc"`}, {"nodes[3]", `node "notify" is not reachable from the trigger "start"`},
+		{"edge src names no node", func(d *Definition) { d.Edges[3].Src = "zzz" },
+			[]Problem{{"edges[3].src", `no node "zzz"`}, {"nodes[3]", `node "notify" is not reachable from the trigger "start"`},
 				{"nodes[2].parameters.true_edge_id", `edge "e_yes" does not leave node "check"`}}},
+		// A near miss is taken for the node it resembles: one problem, with
+		// the guess, and none of the follow-on ones above.
+		{"edge src misspelled", func(d *Definition) { d.Edges[3].Src = "chekc" },
+			[]Problem{{"edges[3].src", `no node "chekc"; did you mean "check"?`}}},
+		{"edge dst misspelled", func(d *Definition) { d.Edges[0].Dst = "fetc" },
+			[]Problem{{"edges[0].dst", `no node "fetc"; did you mean "fetch"?`}}},
+		{"references", func(d *Definition) {
+			d.Nodes[3].Parameters = map[string]any{"refs": []any{"$trigger", "$fetch", "$node.check", "$item", "$vars", "$env",
+				"$fecth", "$nosuch", "$start", "$node.nosuch", "$node.start", "$node.trigger"}}
+		}, []Problem{
+			{"nodes[3].parameters.message", `$fecth: no node "fecth" in this workflow; did you mean $fetch?`},
+			{"nodes[3].parameters.message", `$nosuch: no node "nosuch" in this workflow`},
+			{"nodes[3].parameters.message", `$start: the trigger's output is $trigger, whatever the trigger node's id`},
+			{"nodes[3].parameters.message", `$node.nosuch: no node "nosuch" in this workflow`},
+			{"nodes[3].parameters.message", `$node.start: the trigger's output is $node.trigger`},
+		}},
 		{"edge dst names no node", func(d *Definition) { d.Edges[3].Dst = "x" },
 			[]Problem{{"edges[3].dst", `no node "x"`}, {"nodes[3]", "not reachable"}}},
 		{"edge without src and dst", func(d *Definition) { d.Edges = append(d.Edges, Edge{ID: "e9"}) },
@@ -192,6 +216,8 @@ func TestValidateProblems(t *testing.T) {
 			[]Problem{{"nodes[1].retry.multiplier", "out of range"}}},
 		{"credentials without ref", func(d *Definition) { d.Nodes[1].Credentials.Ref = "" },
 			[]Problem{{"nodes[1].credentials.ref", "missing"}}},
+		{"error edge misspelled", func(d *Definition) { d.Nodes[1].Error.ErrorEdge = "e_fial" },
+			[]Problem{{"nodes[1].error.error_edge", `edge "e_fial" does not leave node "fetch"; did you mean "e_fail"?`}}},
 		{"node type problem", func(d *Definition) { d.Nodes[2].Parameters["true_edge_id"] = "e9" },
 			[]Problem{{"nodes[2].parameters.true_edge_id", `edge "e9" does not leave node "check"`}}},
 		{"unknown node type", func(d *Definition) { d.Nodes[3].Type = "teleport" },

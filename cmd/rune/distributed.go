@@ -260,6 +260,13 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 			_ = scheduler.Run(ctx, scheduler.Config{Timers: rt.Timers, Broker: rt.Broker, Engine: rt.Engine, Poll: *schedPoll, Logger: log, Metrics: rec, Tracer: tr})
 		})
 	}
+	// The worker's defaults, resolved: the log says what runs, not "0".
+	if *concurrency <= 0 {
+		*concurrency = worker.DefaultConcurrency()
+	}
+	if *prefetch <= 0 {
+		*prefetch = 2 * *concurrency
+	}
 	log.Info("worker started", "concurrency", *concurrency, "prefetch", *prefetch, "scheduler", *withScheduler)
 	err = worker.Run(ctx, worker.Config{Broker: rt.Broker, Engine: rt.Engine, Concurrency: *concurrency, Prefetch: *prefetch, DrainTimeout: *drain, RunningAfter: *runningAfter, Logger: log, Metrics: rec, Tracer: tr})
 	wg.Wait()
@@ -362,7 +369,10 @@ func cmdStart(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	rt, err := srv.connect(ctx, cliLogger(env), amqp.RoleMaster)
+	// Warnings (a lost connection) go through the live table, which draws
+	// itself again below them.
+	prog := newProgress(env.stderr, *quiet)
+	rt, err := srv.connect(ctx, loggerTo(env, prog), amqp.RoleMaster)
 	if err != nil {
 		return err
 	}
@@ -379,7 +389,6 @@ func cmdStart(ctx context.Context, env *cliEnv, args []string) error {
 		fmt.Fprintln(env.stdout, execID)
 		return nil
 	}
-	prog := newProgress(env.stderr, *quiet)
 	comp, err := client.Run(ctx, rt.Broker, rt.Engine, wf, execID, in, prog.status)
 	prog.finish(comp)
 	if err != nil {

@@ -68,6 +68,8 @@ func commands() []command {
 
 		{"permissions", "print the RabbitMQ and Redis commands that give a role what it needs", cmdPermissions},
 		{"dlq", "list, show, replay or purge dead letters (distributed runtime)", cmdDLQ},
+		{"help", "show the help of a command: rune help run", cmdHelp},
+		{"version", "print the version and the commit it was built from (also --version)", cmdVersion},
 	}
 }
 
@@ -80,12 +82,15 @@ func main() {
 }
 
 func runMain(ctx context.Context, env *cliEnv, args []string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		printUsage(env.stderr)
-		if len(args) == 0 {
-			return exitInvalid
-		}
-		return exitOK
+		return exitInvalid
+	}
+	switch args[0] {
+	case "-h", "-help", "--help":
+		args = []string{"help"}
+	case "-version", "--version":
+		args = []string{"version"}
 	}
 	for _, c := range commands() {
 		if c.name != args[0] {
@@ -110,29 +115,26 @@ func runMain(ctx context.Context, env *cliEnv, args []string) int {
 			return exitFailed
 		}
 	}
-	fmt.Fprintf(env.stderr, "rune: unknown command %q\n\n", args[0])
-	printUsage(env.stderr)
+	unknownCommand(env.stderr, args[0])
 	return exitInvalid
-}
-
-func printUsage(w io.Writer) {
-	fmt.Fprintln(w, "Usage: rune <command> [arguments]\n\nCommands:")
-	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
-	}
-	fmt.Fprintln(w, "\nRun 'rune <command> -h' for a command's flags. Docs: README.md and docs/")
 }
 
 // parseInterspersed parses flags that may come before or after positional
 // arguments ("rune run wf.json --json"), returning the positional ones.
 func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	helpFor(fs)
+	// The flag package shows the help on every error too: only -h should.
+	help := fs.Usage
+	fs.Usage = func() {}
+	defer func() { fs.Usage = help }()
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
+				help()
 				return nil, err
 			}
-			return nil, usageError{err.Error()}
+			return nil, usageError{fmt.Sprintf("%v%s (rune help %s lists the flags)", err, flagSuggestion(fs, err), fs.Name())}
 		}
 		if fs.NArg() == 0 {
 			return pos, nil

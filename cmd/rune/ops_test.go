@@ -103,6 +103,25 @@ func TestWorkerMetricsDistributed(t *testing.T) {
 	if code, body := get(t, addr+"/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz: %d %q, want 200", code, body)
 	}
+	// The start-up line gives the limits in force, the default prefetch
+	// resolved (it said 0 for "default").
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var started map[string]any
+		for _, l := range jsonLines(t, logs.String()) {
+			if l["msg"] == "worker started" {
+				started = l
+			}
+		}
+		if started != nil {
+			if started["concurrency"] != 4.0 || started["prefetch"] != 8.0 {
+				t.Errorf("worker started with concurrency %v, prefetch %v; want 4 and 8", started["concurrency"], started["prefetch"])
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no \"worker started\" line:\n%s", logs.String())
+		}
+	}
 	if code, body := get(t, addr+"/readyz"); code != http.StatusOK || !strings.Contains(body, "rabbitmq: ok") || !strings.Contains(body, "redis: ok") {
 		t.Errorf("/readyz: %d %q, want 200 with rabbitmq and redis ok", code, body)
 	}

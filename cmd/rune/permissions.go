@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
 	"github.com/rune-org/rune/broker/amqp"
 	coordredis "github.com/rune-org/rune/coord/redis"
 )
@@ -17,7 +19,8 @@ func cmdPermissions(_ context.Context, env *cliEnv, args []string) error {
 	fs.SetOutput(env.stderr)
 	role := fs.String("role", "", "worker, master or scheduler (required)")
 	prefix := fs.String("prefix", env.getenv("RUNE_PREFIX"), "the deployment's prefix (env RUNE_PREFIX)")
-	vhost := fs.String("vhost", "rune", "RabbitMQ virtual host")
+	amqpURL := fs.String("amqp", env.getenv("RUNE_AMQP_URL"), "RabbitMQ URL (env RUNE_AMQP_URL) whose virtual host --vhost defaults to")
+	vhost := fs.String("vhost", "", "RabbitMQ virtual host (default: the one of --amqp, else rune)")
 	user := fs.String("user", "", "user name (default rune-<role>)")
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, "Usage: rune permissions --role worker|master|scheduler [--prefix P] [--vhost V] [--user U]\n\nPrints the rabbitmqctl and Redis ACL commands that give the role what it needs and nothing else.")
@@ -36,6 +39,13 @@ func cmdPermissions(_ context.Context, env *cliEnv, args []string) error {
 	if *user == "" {
 		*user = "rune-" + *role
 	}
+	if *vhost == "" {
+		v, err := urlVhost(*amqpURL)
+		if err != nil {
+			return usagef("--amqp: %v", err)
+		}
+		*vhost = v
+	}
 	qprefix := ""
 	if *prefix != "" {
 		qprefix = *prefix + "."
@@ -52,6 +62,20 @@ func cmdPermissions(_ context.Context, env *cliEnv, args []string) error {
 	fmt.Fprintln(env.stdout, "# Redis 7 ACL: the keys of the prefix, data and scripting commands only")
 	fmt.Fprintf(env.stdout, "redis-cli ACL SETUSER %s '>PASSWORD' %s\n", q(*user), strings.Join(mapStrings(coordredis.ACLRules(*prefix), q), " "))
 	return nil
+}
+
+// urlVhost is the virtual host of the first of a list of AMQP URLs ("/"
+// for a URL without a path, as the client connects), "rune" without a URL.
+func urlVhost(urls string) (string, error) {
+	first, _, _ := strings.Cut(urls, ",")
+	if first == "" {
+		return "rune", nil
+	}
+	u, err := amqp091.ParseURI(first)
+	if err != nil {
+		return "", err
+	}
+	return u.Vhost, nil
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.

@@ -30,3 +30,25 @@ func TestPermissionsPrintsTheRoleCommands(t *testing.T) {
 		t.Errorf("no --role: exit %d, %s", code, stderr)
 	}
 }
+
+// TestPermissionsVhostOfTheURL: without --vhost, the commands are for the
+// virtual host of the RabbitMQ URL the processes use.
+func TestPermissionsVhostOfTheURL(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{map[string]string{"RUNE_AMQP_URL": "amqp://guest:guest@127.0.0.1:5672/prod"}, nil, "set_permissions -p prod rune-worker"},
+		{map[string]string{"RUNE_AMQP_URL": "amqp://guest:guest@127.0.0.1:5672/"}, nil, "set_permissions -p / rune-worker"},
+		{nil, []string{"--amqp", "amqp://h1:5672/a%2Fb,amqp://h2:5672/a%2Fb"}, "set_permissions -p a/b rune-worker"},
+		{map[string]string{"RUNE_AMQP_URL": "amqp://127.0.0.1:5672/prod"}, []string{"--vhost", "other"}, "set_permissions -p other rune-worker"},
+		{nil, nil, "set_permissions -p rune rune-worker"},
+	} {
+		code, out, stderr := runCLI(t, c.env, append([]string{"permissions", "--role", "worker"}, c.args...)...)
+		if code != 0 || !strings.Contains(out, c.want) {
+			t.Errorf("%v %v: exit %d, want %q in\n%s%s", c.env, c.args, code, c.want, out, stderr)
+		}
+	}
+}

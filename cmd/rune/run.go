@@ -6,10 +6,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
-	"os"
 
 	"github.com/rune-org/rune/embedded"
+	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/message"
 	"github.com/rune-org/rune/nodes"
 	"github.com/rune-org/rune/workflow"
@@ -34,13 +35,15 @@ func cmdRun(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Logs go through the live table, which draws itself again below them.
+	prog := newProgress(env.stderr, *quiet)
 	// log nodes speak at info level: a user running a workflow wants to see them.
-	nodeLog := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	nodeLog := slog.New(slog.NewTextHandler(prog, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	sec, err := resolver(*creds)
 	if err != nil {
 		return err
 	}
-	rt, err := embedded.New(embedded.Options{Logger: cliLogger(env), Secrets: sec, Nodes: nodes.Options{Logger: nodeLog}})
+	rt, err := embedded.New(embedded.Options{Logger: loggerTo(env, prog), Secrets: sec, Nodes: nodes.Options{Logger: nodeLog}})
 	if err != nil {
 		return err
 	}
@@ -49,7 +52,6 @@ func cmdRun(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return invalidWorkflow(env, path, err)
 	}
-	prog := newProgress(env.stderr, *quiet)
 	comp, err := rt.RunCompiled(ctx, wf, in, prog.status)
 	prog.finish(comp)
 	if err != nil {
@@ -113,43 +115,56 @@ func cmdValidate(ctx context.Context, env *cliEnv, args []string) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "Usage: rune validate WORKFLOW.json\n\nExit status 0 when valid; 2 with every problem listed.")
+		fmt.Fprintln(env.stderr, "Usage: rune validate WORKFLOW.json...\n\nChecks each definition: prints \"FILE: valid\" on stdout, or every problem on stderr.\nExit status 0 when all are valid; 2 when any is not.")
 	}
-	path, err := workflowArg(fs, args)
+	paths, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
 	}
-	raw, err := readFileLimited(path, workflow.MaxDefinitionSize)
-	if err != nil {
-		return usagef("%v", err)
+	if len(paths) == 0 {
+		return usagef("want one or more workflow files (rune help validate)")
 	}
 	rt, err := embedded.New(embedded.Options{Logger: cliLogger(env)})
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
-	if _, err := rt.Engine.Compile(raw); err != nil {
-		return invalidWorkflow(env, path, err)
+	for _, path := range paths {
+		if err := validateFile(env, rt.Engine, path); err != nil {
+			// One unreadable file does not stop the others' checks.
+			fmt.Fprintf(env.stderr, "rune validate: %v\n", err)
+			env.exit = exitInvalid
+		}
+	}
+	return nil
+}
+
+// validateFile checks one definition file as every runtime does before it
+// runs it, and reports the result.
+func validateFile(env *cliEnv, eng *engine.Engine, path string) error {
+	raw, err := readFileLimited(path, workflow.MaxDefinitionSize)
+	if err != nil {
+		return err
+	}
+	if _, err := eng.Compile(raw); err != nil {
+		var ue usageError
+		if err := invalidWorkflow(env, path, err); errors.As(err, &ue) {
+			return ue
+		}
+		return nil
 	}
 	fmt.Fprintf(env.stdout, "%s: valid\n", path)
 	return nil
 }
 
 // cliLogger logs warnings and errors to stderr; RUNE_LOG_LEVEL=debug|info shows more.
-func cliLogger(env *cliEnv) *slog.Logger {
+func cliLogger(env *cliEnv) *slog.Logger { return loggerTo(env, env.stderr) }
+
+// loggerTo is cliLogger writing to w.
+func loggerTo(env *cliEnv, w io.Writer) *slog.Logger {
 	level := slog.LevelWarn
 	if v := env.getenv("RUNE_LOG_LEVEL"); v != "" {
 		_ = level.UnmarshalText([]byte(v))
 	}
-	return slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: level}))
-}
-
-// isTerminal reports whether f is a character device (a terminal).
-func isTerminal(f any) bool {
-	file, ok := f.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := file.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
 }

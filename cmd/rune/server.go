@@ -102,11 +102,17 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 	var web webFlags
 	web.flags(fs, env)
 	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "Usage: rune server [--addr 127.0.0.1:8080] [--data ./rune-data]\n       rune server --postgres URL --amqp URL --redis URL [--prefix P]\n\nThe master: HTTP API, dispatcher, history and live streams (docs/api.md).\nWith no URLs, the embedded default: API, dispatcher, a worker and a scheduler in\none process on SQLite under --data (rune.db: history; runtime.db: queues, timers,\ncoordination), durable across restarts; one server per --data (rune.lock).\nWith URLs, the distributed master (several may run); start `rune worker` and `rune scheduler` processes too.\nRUNE_API_TOKEN is accepted as a bearer token besides `rune token create` ones.")
+		fmt.Fprintln(env.stderr, "Usage: rune server [--addr 127.0.0.1:8080] [--data ./rune-data]\n       rune server --postgres URL --amqp URL --redis URL [--prefix P]\n\nThe master: HTTP API, dispatcher, history and live streams (docs/api.md).\nWith no URLs, the embedded default: API, dispatcher, a worker and a scheduler in\none process on SQLite under --data (rune.db: history; runtime.db: queues, timers,\ncoordination), durable across restarts; one server per --data (rune.lock).\nWith URLs, the distributed master (several may run); start `rune worker` and `rune scheduler` processes too.\nRUNE_AMQP_URL and RUNE_REDIS_URL without a PostgreSQL URL are ignored (they are the workers').\nRUNE_API_TOKEN is accepted as a bearer token besides `rune token create` ones.")
 		fs.PrintDefaults()
 	}
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
+	}
+	// RUNE_AMQP_URL and RUNE_REDIS_URL alone are the workers' settings
+	// (README, "Distributed"), not a request for the distributed master.
+	ignored := ""
+	if set := setFlags(fs); sf.postgresURL == "" && !set["amqp"] && !set["redis"] && (srv.amqpURL != "" || srv.redisURL != "") {
+		srv.amqpURL, srv.redisURL, ignored = "", "", "RUNE_AMQP_URL and RUNE_REDIS_URL are ignored without --postgres (or RUNE_POSTGRES_URL): this is the embedded default"
 	}
 	distributedMode := sf.postgresURL != "" || srv.amqpURL != "" || srv.redisURL != ""
 	if distributedMode && (sf.postgresURL == "" || srv.amqpURL == "" || srv.redisURL == "") {
@@ -122,6 +128,9 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	if srv.egress, err = eg.policy(); err != nil {
 		return err
+	}
+	if ignored != "" {
+		log.Info(ignored)
 	}
 	if !distributedMode {
 		// Before anything under --data is read or written: a second server
@@ -259,6 +268,7 @@ func serveHTTP(ctx context.Context, log *slog.Logger, addr string, tlsCfg *tls.C
 		mode = "distributed"
 	}
 	log.Info("server listening", "addr", ln.Addr().String(), "mode", mode, "scheme", scheme)
+	log.Info("console and API at " + scheme + "://" + reachable(ln.Addr()) + "/ (API under /v1); sign in with a token from `rune token create NAME` (with this server's --data or --postgres)")
 	var err2 error
 	select {
 	case <-ctx.Done():
@@ -281,6 +291,22 @@ func serveHTTP(ctx context.Context, log *slog.Logger, addr string, tlsCfg *tls.C
 	}
 	log.Info("server stopped")
 	return nil
+}
+
+// reachable is a listener's address as a browser on this machine reaches
+// it: an unspecified IP (all interfaces) becomes the loopback address.
+func reachable(a net.Addr) string {
+	if t, ok := a.(*net.TCPAddr); ok && t.IP.IsUnspecified() {
+		return net.JoinHostPort("127.0.0.1", strconv.Itoa(t.Port))
+	}
+	return a.String()
+}
+
+// setFlags are the flags given on the command line.
+func setFlags(fs *flag.FlagSet) map[string]bool {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return set
 }
 
 // retention is --retention: a Go duration or a number of days ("30d").

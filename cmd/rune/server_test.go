@@ -195,3 +195,46 @@ func TestServerEmbeddedCLI(t *testing.T) {
 		t.Fatalf("a wrong token: exit %d %s, want 1 and 401", code, stderr)
 	}
 }
+
+// TestServerAfterTheDistributedSection: the README's Server section pasted
+// after its Distributed one, RUNE_AMQP_URL and RUNE_REDIS_URL still set,
+// starts the embedded default (it exited 2); the start-up lines say where
+// the console is and how to get a token.
+func TestServerAfterTheDistributedSection(t *testing.T) {
+	t.Parallel()
+	vars := map[string]string{"RUNE_AMQP_URL": "amqp://guest:guest@127.0.0.1:1/", "RUNE_REDIS_URL": "redis://127.0.0.1:1/0"}
+	logs := &testinfra.Buffer{}
+	env := &cliEnv{stdout: logs, stderr: logs, getenv: func(k string) string { return vars[k] }}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		done <- runMain(ctx, env, []string{"server", "--addr", "127.0.0.1:0", "--data", t.TempDir()})
+	}()
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(logs.String(), "sign in with a token"); time.Sleep(20 * time.Millisecond) {
+		select {
+		case code := <-done:
+			t.Fatalf("rune server exited %d:\n%s", code, logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no start-up lines after 60 s:\n%s", logs.String())
+		}
+	}
+	out := logs.String()
+	for _, want := range []string{"RUNE_AMQP_URL and RUNE_REDIS_URL are ignored without --postgres", "mode=embedded", "console and API at http://127.0.0.1:", "rune token create NAME"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("start-up lines lack %q:\n%s", want, out)
+		}
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("exit %d:\n%s", code, logs.String())
+	}
+	// Given as flags, the URLs still ask for the distributed master, which
+	// needs --postgres too.
+	c := &cli{t: t, vars: nil}
+	if code, _, stderr := c.run("server", "--amqp", "amqp://127.0.0.1:1/", "--redis", "redis://127.0.0.1:1/0"); code != exitInvalid || !strings.Contains(stderr, "needs --postgres") {
+		t.Errorf("--amqp and --redis without --postgres: exit %d, %s", code, stderr)
+	}
+}
