@@ -136,7 +136,7 @@ func notifyRun(t *testing.T, wrap func(broker.Broker) broker.Broker, holdMax tim
 	if wrap != nil {
 		b = wrap(b)
 	}
-	s, err := server.New(server.Config{Store: st, Broker: b, Engine: rt.Engine, APIToken: "t", HistoryHoldMax: holdMax})
+	s, err := server.New(server.Config{Store: st, Broker: b, Engine: rt.Engine, APIToken: "t", History: server.HistoryConfig{HoldMax: holdMax}})
 	if err != nil {
 		t.Fatal(err)
 	}
