@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rune-org/rune/store"
+	"github.com/rune-org/rune/store/internal/sqlstore"
 	"github.com/rune-org/rune/store/migrate"
 	"github.com/rune-org/rune/store/sqlfile"
 )
@@ -164,7 +165,7 @@ func (s *Store) tx(ctx context.Context, what string, fn func(tx pgx.Tx) error) e
 // Workflows.
 
 func (s *Store) CreateWorkflow(ctx context.Context, in store.WorkflowInput) (*store.Workflow, error) {
-	if err := store.CheckWorkflow(&in, false); err != nil {
+	if err := sqlstore.CheckWorkflow(&in, false); err != nil {
 		return nil, err
 	}
 	w := &store.Workflow{ID: in.ID, Version: 1, Name: in.Name, Definition: in.Definition, CreatedAt: in.At}
@@ -186,7 +187,7 @@ func (s *Store) CreateWorkflow(ctx context.Context, in store.WorkflowInput) (*st
 }
 
 func (s *Store) UpdateWorkflow(ctx context.Context, in store.WorkflowInput) (*store.Workflow, error) {
-	if err := store.CheckWorkflow(&in, true); err != nil {
+	if err := sqlstore.CheckWorkflow(&in, true); err != nil {
 		return nil, err
 	}
 	w := &store.Workflow{ID: in.ID, Name: in.Name, Definition: in.Definition, CreatedAt: in.At}
@@ -241,27 +242,27 @@ func (s *Store) ListWorkflows(ctx context.Context, limit int, cursor string) (st
 	if err != nil {
 		return page, err
 	}
-	limit = store.ListLimit(limit)
+	limit = sqlstore.ListLimit(limit)
 	rows, _ := s.pool.Query(ctx, queries["workflow_list"], after, limit+1)
 	page.Items, err = pgx.CollectRows(rows, scanWorkflow)
 	if err != nil {
 		return page, fmt.Errorf("postgres: list workflows: %w", err)
 	}
-	return store.PageOf(page.Items, limit, store.WorkflowCursor), nil
+	return sqlstore.PageOf(page.Items, limit, store.WorkflowCursor), nil
 }
 
 func (s *Store) ListVersions(ctx context.Context, id string, limit int, cursor string) (store.Page[*store.Workflow], error) {
-	below, err := store.ParseVersionCursor(cursor)
+	below, err := sqlstore.ParseVersionCursor(cursor)
 	if err != nil {
 		return store.Page[*store.Workflow]{}, err
 	}
-	limit = store.ListLimit(limit)
+	limit = sqlstore.ListLimit(limit)
 	rows, _ := s.pool.Query(ctx, queries["workflow_versions"], id, below, limit+1)
 	ws, err := pgx.CollectRows(rows, scanWorkflow)
 	if err != nil {
 		return store.Page[*store.Workflow]{}, fmt.Errorf("postgres: list versions of %s: %w", id, err)
 	}
-	return store.VersionsPage(id, cursor, ws, limit)
+	return sqlstore.VersionsPage(id, cursor, ws, limit)
 }
 
 func (s *Store) DeleteWorkflow(ctx context.Context, id string, at time.Time) error {
@@ -278,7 +279,7 @@ func (s *Store) DeleteWorkflow(ctx context.Context, id string, at time.Time) err
 // Executions.
 
 func (s *Store) CreateExecution(ctx context.Context, in store.ExecutionInput) (*store.Execution, bool, error) {
-	x, err := store.NewExecution(in)
+	x, err := sqlstore.NewExecution(in)
 	if err != nil {
 		return nil, false, err
 	}
@@ -317,7 +318,7 @@ func (s *Store) CreateExecution(ctx context.Context, in store.ExecutionInput) (*
 }
 
 func (s *Store) ClaimExecutions(ctx context.Context, c store.Claim) ([]*store.Execution, error) {
-	if err := store.CheckClaim(&c); err != nil {
+	if err := sqlstore.CheckClaim(&c); err != nil {
 		return nil, err
 	}
 	rows, _ := s.pool.Query(ctx, queries["execution_claim"], c.Owner, c.Now.Add(c.Lease), c.Now, c.Limit)
@@ -356,7 +357,7 @@ func (s *Store) MarkDispatchedAll(ctx context.Context, ids []string, owner strin
 	if err != nil {
 		return nil, fmt.Errorf("postgres: mark dispatched: %w", err)
 	}
-	return store.NotMarked(ids, marked), nil
+	return sqlstore.NotMarked(ids, marked), nil
 }
 
 func lockExecution(ctx context.Context, tx pgx.Tx, id string) (*store.Execution, error) {
@@ -382,14 +383,14 @@ func (s *Store) GetExecution(ctx context.Context, id string) (*store.Execution, 
 
 func (s *Store) ListExecutions(ctx context.Context, f store.ExecutionFilter) (store.Page[*store.Execution], error) {
 	var page store.Page[*store.Execution]
-	if err := store.CheckExecutionFilter(f); err != nil {
+	if err := sqlstore.CheckExecutionFilter(f); err != nil {
 		return page, err
 	}
 	cur, err := store.DecodeCursor(f.Cursor)
 	if err != nil {
 		return page, err
 	}
-	limit := store.ListLimit(f.Limit)
+	limit := sqlstore.ListLimit(f.Limit)
 	var curAt *time.Time
 	if cur.ID != "" {
 		curAt = &cur.At
@@ -400,7 +401,7 @@ func (s *Store) ListExecutions(ctx context.Context, f store.ExecutionFilter) (st
 	if err != nil {
 		return page, fmt.Errorf("postgres: list executions: %w", err)
 	}
-	return store.PageOf(page.Items, limit, store.ExecutionCursor), nil
+	return sqlstore.PageOf(page.Items, limit, store.ExecutionCursor), nil
 }
 
 func (s *Store) CancelExecution(ctx context.Context, id string, at time.Time) (*store.Execution, error) {
@@ -411,7 +412,7 @@ func (s *Store) CancelExecution(ctx context.Context, id string, at time.Time) (*
 		if x, err = lockExecution(ctx, tx, id); err != nil {
 			return err
 		}
-		change, ok := store.Cancel(x, at)
+		change, ok := sqlstore.Cancel(x, at)
 		if !ok {
 			return fmt.Errorf("execution %s: %w: it is %s", id, store.ErrConflict, x.Status)
 		}
@@ -421,7 +422,7 @@ func (s *Store) CancelExecution(ctx context.Context, id string, at time.Time) (*
 		if _, err := tx.Exec(ctx, queries["execution_cancel"], x.Status, at, x.FinishedAt, id); err != nil {
 			return err
 		}
-		return insertEvents(ctx, tx, []store.Event{store.ChangeEvent(x, change, at)}, nil)
+		return insertEvents(ctx, tx, []store.Event{sqlstore.ChangeEvent(x, change, at)}, nil)
 	})
 	if errors.Is(err, store.ErrConflict) {
 		return x, err
@@ -435,7 +436,7 @@ func (s *Store) CancelExecution(ctx context.Context, id string, at time.Time) (*
 // Credentials and tokens.
 
 func (s *Store) PutCredential(ctx context.Context, c *store.Credential) error {
-	if err := store.CheckCredential(c); err != nil {
+	if err := sqlstore.CheckCredential(c); err != nil {
 		return err
 	}
 	if _, err := s.pool.Exec(ctx, queries["credential_put"], c.Name, c.Type, c.KeyID, c.Ciphertext, c.CreatedAt, c.UpdatedAt); err != nil {
@@ -477,7 +478,7 @@ func (s *Store) DeleteCredential(ctx context.Context, name string) error {
 }
 
 func (s *Store) CreateToken(ctx context.Context, t *store.Token) error {
-	if err := store.CheckToken(t); err != nil {
+	if err := sqlstore.CheckToken(t); err != nil {
 		return err
 	}
 	tag, err := s.pool.Exec(ctx, queries["token_insert"], t.ID, t.Name, t.Prefix, t.Hash, t.CreatedAt, t.RevokedAt,
@@ -541,7 +542,7 @@ func (s *Store) RevokeToken(ctx context.Context, name string, at time.Time) erro
 // Console sessions.
 
 func (s *Store) CreateSession(ctx context.Context, se *store.Session) error {
-	if err := store.CheckSession(se); err != nil {
+	if err := sqlstore.CheckSession(se); err != nil {
 		return err
 	}
 	tag, err := s.pool.Exec(ctx, queries["session_insert"], se.Hash, se.TokenID, se.CreatedAt, se.ExpiresAt)
@@ -617,7 +618,7 @@ func (s *Store) PruneHistory(ctx context.Context, before time.Time, limit int) (
 // Audit log.
 
 func (s *Store) AppendAudit(ctx context.Context, e *store.AuditEntry) error {
-	if err := store.CheckAudit(e); err != nil {
+	if err := sqlstore.CheckAudit(e); err != nil {
 		return err
 	}
 	objects, err := json.Marshal(e.Objects)
@@ -631,17 +632,17 @@ func (s *Store) AppendAudit(ctx context.Context, e *store.AuditEntry) error {
 }
 
 func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) (store.Page[*store.AuditEntry], error) {
-	before, err := store.AuditCursor(f.Cursor)
+	before, err := sqlstore.AuditCursor(f.Cursor)
 	if err != nil {
 		return store.Page[*store.AuditEntry]{}, err
 	}
-	limit := store.ListLimit(f.Limit)
+	limit := sqlstore.ListLimit(f.Limit)
 	rows, _ := s.pool.Query(ctx, queries["audit_list"], before, limit+1)
 	es, err := pgx.CollectRows(rows, scanAudit)
 	if err != nil {
 		return store.Page[*store.AuditEntry]{}, fmt.Errorf("postgres: list audit: %w", err)
 	}
-	return store.AuditPage(es, limit), nil
+	return sqlstore.AuditPage(es, limit), nil
 }
 
 func (s *Store) PruneAudit(ctx context.Context, before time.Time, limit int) (int, error) {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/rune-org/rune/internal/sqlitedb"
 	"github.com/rune-org/rune/store"
+	"github.com/rune-org/rune/store/internal/sqlstore"
 	"github.com/rune-org/rune/store/migrate"
 	"github.com/rune-org/rune/store/sqlfile"
 
@@ -177,7 +178,7 @@ func (s *Store) tx(ctx context.Context, what string, fn func(tx *sql.Tx) error) 
 // Workflows.
 
 func (s *Store) CreateWorkflow(ctx context.Context, in store.WorkflowInput) (*store.Workflow, error) {
-	if err := store.CheckWorkflow(&in, false); err != nil {
+	if err := sqlstore.CheckWorkflow(&in, false); err != nil {
 		return nil, err
 	}
 	w := &store.Workflow{ID: in.ID, Version: 1, Name: in.Name, Definition: in.Definition, CreatedAt: in.At}
@@ -199,7 +200,7 @@ func (s *Store) CreateWorkflow(ctx context.Context, in store.WorkflowInput) (*st
 }
 
 func (s *Store) UpdateWorkflow(ctx context.Context, in store.WorkflowInput) (*store.Workflow, error) {
-	if err := store.CheckWorkflow(&in, true); err != nil {
+	if err := sqlstore.CheckWorkflow(&in, true); err != nil {
 		return nil, err
 	}
 	w := &store.Workflow{ID: in.ID, Name: in.Name, Definition: in.Definition, CreatedAt: in.At}
@@ -255,25 +256,25 @@ func (s *Store) ListWorkflows(ctx context.Context, limit int, cursor string) (st
 	if err != nil {
 		return page, err
 	}
-	limit = store.ListLimit(limit)
+	limit = sqlstore.ListLimit(limit)
 	page.Items, err = queryAll(ctx, s.r, scanWorkflow, queries["workflow_list"], after, limit+1)
 	if err != nil {
 		return page, fmt.Errorf("sqlite: list workflows: %w", err)
 	}
-	return store.PageOf(page.Items, limit, store.WorkflowCursor), nil
+	return sqlstore.PageOf(page.Items, limit, store.WorkflowCursor), nil
 }
 
 func (s *Store) ListVersions(ctx context.Context, id string, limit int, cursor string) (store.Page[*store.Workflow], error) {
-	below, err := store.ParseVersionCursor(cursor)
+	below, err := sqlstore.ParseVersionCursor(cursor)
 	if err != nil {
 		return store.Page[*store.Workflow]{}, err
 	}
-	limit = store.ListLimit(limit)
+	limit = sqlstore.ListLimit(limit)
 	ws, err := queryAll(ctx, s.r, scanWorkflow, queries["workflow_versions"], id, below, limit+1)
 	if err != nil {
 		return store.Page[*store.Workflow]{}, fmt.Errorf("sqlite: list versions of %s: %w", id, err)
 	}
-	return store.VersionsPage(id, cursor, ws, limit)
+	return sqlstore.VersionsPage(id, cursor, ws, limit)
 }
 
 func (s *Store) DeleteWorkflow(ctx context.Context, id string, at time.Time) error {
@@ -292,7 +293,7 @@ func (s *Store) DeleteWorkflow(ctx context.Context, id string, at time.Time) err
 // Executions.
 
 func (s *Store) CreateExecution(ctx context.Context, in store.ExecutionInput) (*store.Execution, bool, error) {
-	x, err := store.NewExecution(in)
+	x, err := sqlstore.NewExecution(in)
 	if err != nil {
 		return nil, false, err
 	}
@@ -345,7 +346,7 @@ func createExecution(ctx context.Context, tx *sql.Tx, x *store.Execution) (*stor
 }
 
 func (s *Store) ClaimExecutions(ctx context.Context, c store.Claim) ([]*store.Execution, error) {
-	if err := store.CheckClaim(&c); err != nil {
+	if err := sqlstore.CheckClaim(&c); err != nil {
 		return nil, err
 	}
 	var xs []*store.Execution
@@ -417,14 +418,14 @@ func (s *Store) GetExecution(ctx context.Context, id string) (*store.Execution, 
 
 func (s *Store) ListExecutions(ctx context.Context, f store.ExecutionFilter) (store.Page[*store.Execution], error) {
 	var page store.Page[*store.Execution]
-	if err := store.CheckExecutionFilter(f); err != nil {
+	if err := sqlstore.CheckExecutionFilter(f); err != nil {
 		return page, err
 	}
 	cur, err := store.DecodeCursor(f.Cursor)
 	if err != nil {
 		return page, err
 	}
-	limit := store.ListLimit(f.Limit)
+	limit := sqlstore.ListLimit(f.Limit)
 	var curAt int64
 	if cur.ID != "" {
 		curAt = micros(cur.At)
@@ -434,7 +435,7 @@ func (s *Store) ListExecutions(ctx context.Context, f store.ExecutionFilter) (st
 	if err != nil {
 		return page, fmt.Errorf("sqlite: list executions: %w", err)
 	}
-	return store.PageOf(page.Items, limit, store.ExecutionCursor), nil
+	return sqlstore.PageOf(page.Items, limit, store.ExecutionCursor), nil
 }
 
 func (s *Store) CancelExecution(ctx context.Context, id string, at time.Time) (*store.Execution, error) {
@@ -449,7 +450,7 @@ func (s *Store) CancelExecution(ctx context.Context, id string, at time.Time) (*
 		if err != nil {
 			return err
 		}
-		change, ok := store.Cancel(x, at)
+		change, ok := sqlstore.Cancel(x, at)
 		if !ok {
 			return fmt.Errorf("execution %s: %w: it is %s", id, store.ErrConflict, x.Status)
 		}
@@ -459,7 +460,7 @@ func (s *Store) CancelExecution(ctx context.Context, id string, at time.Time) (*
 		if _, err := tx.ExecContext(ctx, queries["execution_cancel"], x.Status, micros(at), microsPtr(x.FinishedAt), id); err != nil {
 			return err
 		}
-		_, err = insertEvent(ctx, tx.StmtContext(ctx, s.hot["event_insert"]), "", store.ChangeEvent(x, change, at))
+		_, err = insertEvent(ctx, tx.StmtContext(ctx, s.hot["event_insert"]), "", sqlstore.ChangeEvent(x, change, at))
 		return err
 	})
 	if errors.Is(err, store.ErrConflict) {
@@ -590,7 +591,7 @@ func (s *Store) Splits(ctx context.Context, id string) ([]store.SplitProgress, e
 }
 
 func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]store.Event, error) {
-	limit := store.EventLimit(f.Limit)
+	limit := sqlstore.EventLimit(f.Limit)
 	var es []store.Event
 	var err error
 	if f.ExecutionID == "" {
@@ -607,7 +608,7 @@ func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]store.Event,
 // Credentials and tokens.
 
 func (s *Store) PutCredential(ctx context.Context, c *store.Credential) error {
-	if err := store.CheckCredential(c); err != nil {
+	if err := sqlstore.CheckCredential(c); err != nil {
 		return err
 	}
 	return s.tx(ctx, "put credential", func(tx *sql.Tx) error {
@@ -650,7 +651,7 @@ func (s *Store) DeleteCredential(ctx context.Context, name string) error {
 }
 
 func (s *Store) CreateToken(ctx context.Context, t *store.Token) error {
-	if err := store.CheckToken(t); err != nil {
+	if err := sqlstore.CheckToken(t); err != nil {
 		return err
 	}
 	return s.tx(ctx, "create token", func(tx *sql.Tx) error {
@@ -713,7 +714,7 @@ func (s *Store) RevokeToken(ctx context.Context, name string, at time.Time) erro
 // Console sessions.
 
 func (s *Store) CreateSession(ctx context.Context, se *store.Session) error {
-	if err := store.CheckSession(se); err != nil {
+	if err := sqlstore.CheckSession(se); err != nil {
 		return err
 	}
 	return s.tx(ctx, "create session", func(tx *sql.Tx) error {
@@ -813,7 +814,7 @@ func (s *Store) PruneHistory(ctx context.Context, before time.Time, limit int) (
 // Audit log.
 
 func (s *Store) AppendAudit(ctx context.Context, e *store.AuditEntry) error {
-	if err := store.CheckAudit(e); err != nil {
+	if err := sqlstore.CheckAudit(e); err != nil {
 		return err
 	}
 	objects, err := json.Marshal(e.Objects)
@@ -826,16 +827,16 @@ func (s *Store) AppendAudit(ctx context.Context, e *store.AuditEntry) error {
 }
 
 func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) (store.Page[*store.AuditEntry], error) {
-	before, err := store.AuditCursor(f.Cursor)
+	before, err := sqlstore.AuditCursor(f.Cursor)
 	if err != nil {
 		return store.Page[*store.AuditEntry]{}, err
 	}
-	limit := store.ListLimit(f.Limit)
+	limit := sqlstore.ListLimit(f.Limit)
 	es, err := queryAll(ctx, s.r, scanAudit, queries["audit_list"], before, limit+1)
 	if err != nil {
 		return store.Page[*store.AuditEntry]{}, fmt.Errorf("sqlite: list audit: %w", err)
 	}
-	return store.AuditPage(es, limit), nil
+	return sqlstore.AuditPage(es, limit), nil
 }
 
 func (s *Store) PruneAudit(ctx context.Context, before time.Time, limit int) (int, error) {
