@@ -59,13 +59,7 @@ func settingsOf(b []byte) []byte {
 func one[T any](ctx context.Context, s *Store, scan pgx.RowToFunc[T], what, query string, args ...any) (T, error) {
 	rows, _ := s.pool.Query(ctx, query, args...)
 	v, err := pgx.CollectExactlyOneRow(rows, scan)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return v, fmt.Errorf("%s: %w", what, store.ErrNotFound)
-	}
-	if err != nil {
-		return v, fmt.Errorf("postgres: get %s: %w", what, err)
-	}
-	return v, nil
+	return v, got("get "+what, what, err)
 }
 
 // exec runs a write of one row: ErrNotFound (or ErrConflict for an insert)

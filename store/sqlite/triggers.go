@@ -63,13 +63,7 @@ func nullString(s string) any {
 // one returns the single row of query, or ErrNotFound naming what.
 func one[T any](ctx context.Context, s *Store, scan func(scanner) (T, error), what, query string, args ...any) (T, error) {
 	v, err := scan(s.r.QueryRowContext(ctx, query, args...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return v, fmt.Errorf("%s: %w", what, store.ErrNotFound)
-	}
-	if err != nil {
-		return v, fmt.Errorf("sqlite: get %s: %w", what, err)
-	}
-	return v, nil
+	return v, got("get "+what, what, err)
 }
 
 // exec runs a write of one row: none (ErrNotFound, or ErrConflict for an
