@@ -74,14 +74,7 @@ func newCrons(cfg CronConfig, st store.Store, log *slog.Logger, now func() time.
 // and replicas race for them at the same instant.
 func (c *crons) Run(ctx context.Context) error {
 	started := c.now()
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-timer.C:
-		}
+	return rounds(ctx, nil, func(ctx context.Context) time.Duration {
 		next, err := c.fire(ctx, started)
 		if err != nil && ctx.Err() == nil {
 			c.log.Warn("schedules: firing failed; retrying", "err", err)
@@ -90,8 +83,8 @@ func (c *crons) Run(ctx context.Context) error {
 		if !next.IsZero() {
 			wait = min(wait, max(next.Sub(c.now()), 0))
 		}
-		timer.Reset(wait)
-	}
+		return wait
+	})
 }
 
 // fire fires every schedule due now once, and returns the earliest slot

@@ -102,27 +102,19 @@ func (d *dispatcher) wakeUp() {
 
 // Run claims due executions and dispatches them until ctx is done.
 func (d *dispatcher) Run(ctx context.Context) error {
-	poll := time.NewTimer(0)
-	defer poll.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-poll.C:
-		case <-d.wake:
-		}
+	return rounds(ctx, d.wake, func(ctx context.Context) time.Duration {
 		n, err := d.dispatchOnce(ctx)
 		if err != nil && ctx.Err() == nil {
 			d.log.Warn("dispatcher: claim failed; retrying", "err", err)
 		}
-		next := d.cfg.Poll
-		if n == d.cfg.Batch {
-			next = 0 // a full batch: more may be due
-		} else if err != nil {
-			next = max(next, time.Second)
+		switch {
+		case n == d.cfg.Batch:
+			return 0 // a full batch: more may be due
+		case err != nil:
+			return max(d.cfg.Poll, time.Second)
 		}
-		poll.Reset(next)
-	}
+		return d.cfg.Poll
+	})
 }
 
 // dispatchOnce claims one batch and dispatches it; it returns how many it

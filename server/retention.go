@@ -66,21 +66,14 @@ func newRetention(cfg RetentionConfig, st store.Store, log *slog.Logger, now fun
 // batches of Batch until ctx is done. Its errors are logged and retried
 // next round: retention never stops the server.
 func (r *retention) Run(ctx context.Context) error {
-	t := time.NewTimer(0)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	return rounds(ctx, nil, func(ctx context.Context) time.Duration {
 		total := r.drain(ctx, "", r.store.PruneHistory)
 		if total > 0 {
 			r.log.Info("retention: pruned the history of finished executions", "executions", total, "retention", r.cfg.After)
 		}
 		r.drain(ctx, " of the audit log", r.store.PruneAudit)
-		t.Reset(r.cfg.Every)
-	}
+		return r.cfg.Every
+	})
 }
 
 // drain calls prune in batches until it prunes nothing, and returns how

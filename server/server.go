@@ -256,6 +256,23 @@ func (s *Server) Run(ctx context.Context) error {
 	return nil
 }
 
+// rounds runs round at once, then again after the pause it returned or as
+// soon as wake (nil: never) fires, until ctx is done: the loop of the
+// dispatcher, the cron triggers and retention.
+func rounds(ctx context.Context, wake <-chan struct{}, round func(ctx context.Context) time.Duration) error {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-wake:
+		}
+		t.Reset(round(ctx))
+	}
+}
+
 // commits is a broadcast of history commits: every commit closes the
 // channel the waiters hold and replaces it.
 type commits struct {
