@@ -45,13 +45,6 @@ func (c CronConfig) withDefaults() CronConfig {
 	return c
 }
 
-func (c CronConfig) validate() error {
-	if c.Poll < 0 || c.Grace < 0 {
-		return fmt.Errorf("server: Config.Crons: Poll %v and Grace %v must be positive", c.Poll, c.Grace)
-	}
-	return nil
-}
-
 // crons fires due schedule slots as enqueued executions (Run).
 type crons struct {
 	cfg   CronConfig

@@ -51,8 +51,8 @@ func (c DispatchConfig) withDefaults() DispatchConfig {
 }
 
 func (c DispatchConfig) validate() error {
-	if c.Poll < 0 || c.Lease < 0 || c.Batch < 0 {
-		return fmt.Errorf("server: Config.Dispatch: Poll %v, Lease %v and Batch %d must be positive", c.Poll, c.Lease, c.Batch)
+	if c.Batch < 0 {
+		return fmt.Errorf("server: Config.Dispatch.Batch is %d, want positive", c.Batch)
 	}
 	return nil
 }

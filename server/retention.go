@@ -43,8 +43,8 @@ func (c RetentionConfig) validate() error {
 	switch {
 	case c.After < 0:
 		return fmt.Errorf("server: Config.Retention.After is %v, want positive (or 0: keep history)", c.After)
-	case c.Every < 0 || c.Batch < 0:
-		return fmt.Errorf("server: Config.Retention: Every %v and Batch %d must be positive", c.Every, c.Batch)
+	case c.Batch < 0:
+		return fmt.Errorf("server: Config.Retention.Batch is %d, want positive", c.Batch)
 	}
 	return nil
 }

@@ -163,7 +163,7 @@ func (c Config) validate() error {
 	case c.MaxStreams < 0:
 		return fmt.Errorf("server: Config.MaxStreams is %d, want positive", c.MaxStreams)
 	}
-	return errors.Join(c.Dispatch.validate(), c.History.validate(), c.Crons.validate(), c.Retention.validate())
+	return errors.Join(c.Dispatch.validate(), c.History.validate(), c.Retention.validate())
 }
 
 // Server is one `rune server`: Handler serves the API, Run runs its
