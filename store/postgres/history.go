@@ -146,11 +146,7 @@ func (s *Store) NodeRuns(ctx context.Context, id string) ([]*store.NodeRun, erro
 }
 
 func (s *Store) Splits(ctx context.Context, id string) ([]store.SplitProgress, error) {
-	runs, err := s.NodeRuns(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return store.SplitsOf(runs), nil
+	return sqlstore.Splits(s.NodeRuns(ctx, id))
 }
 
 func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]store.Event, error) {

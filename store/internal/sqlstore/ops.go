@@ -121,3 +121,11 @@ func NewWorkflow(in *store.WorkflowInput, update bool) (*store.Workflow, error) 
 	}
 	return w, nil
 }
+
+// Splits is Store.Splits from a NodeRuns answer.
+func Splits(runs []*store.NodeRun, err error) ([]store.SplitProgress, error) {
+	if err != nil {
+		return nil, err
+	}
+	return store.SplitsOf(runs), nil
+}
