@@ -1,51 +1,120 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/codes"
 
+	"github.com/rune-org/rune/broker"
 	"github.com/rune-org/rune/client"
 	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/message"
 	"github.com/rune-org/rune/store"
+	"github.com/rune-org/rune/tracing"
 	"github.com/rune-org/rune/workflow"
 )
 
-// dispatch claims due executions and publishes their first messages until
-// ctx is done. The claim commits before anything is published (the outbox
-// of seed 003): an execution whose publish failed, or whose server died
-// before MarkDispatched, is claimed again once its lease ends and
-// published again — the engine's deterministic message ids and the
-// coordinator's idempotent Start make that second publish harmless.
-func (s *Server) dispatch(ctx context.Context) error {
-	poll := time.NewTimer(0)
-	defer poll.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-poll.C:
-		case <-s.wake:
-		}
-		n, err := s.dispatchOnce(ctx)
-		if err != nil && ctx.Err() == nil {
-			s.log.Warn("dispatcher: claim failed; retrying", "err", err)
-		}
-		next := s.cfg.DispatchPoll
-		if n == s.cfg.DispatchBatch {
-			next = 0 // a full batch: more may be due
-		} else if err != nil {
-			next = max(next, time.Second)
-		}
-		poll.Reset(next)
+// Defaults of DispatchConfig.
+const (
+	DispatchPollDefault  = 25 * time.Millisecond
+	DispatchLeaseDefault = 30 * time.Second
+	DispatchBatchDefault = 200
+	dispatchParallelism  = 32
+)
+
+// DispatchConfig configures the dispatcher. Every field has the default its
+// comment states.
+type DispatchConfig struct {
+	// Poll is the dispatcher's pause when nothing is due (a trigger
+	// through this server's API wakes it at once). Defaults to DispatchPollDefault.
+	Poll time.Duration
+	// Lease is how long a claimed, not yet dispatched execution is
+	// this server's before another may dispatch it. Defaults to DispatchLeaseDefault.
+	Lease time.Duration
+	// Batch is how many executions one claim takes. Defaults to DispatchBatchDefault.
+	Batch int
+}
+
+func (c DispatchConfig) withDefaults() DispatchConfig {
+	c.Poll = cmp.Or(c.Poll, DispatchPollDefault)
+	c.Lease = cmp.Or(c.Lease, DispatchLeaseDefault)
+	c.Batch = cmp.Or(c.Batch, DispatchBatchDefault)
+	return c
+}
+
+func (c DispatchConfig) validate() error {
+	if c.Batch < 0 {
+		return fmt.Errorf("server: Config.Dispatch.Batch is %d, want positive", c.Batch)
 	}
+	return nil
+}
+
+// dispatcher claims due executions and publishes their first messages. The
+// claim commits before anything is published (the outbox of seed 003): an
+// execution whose publish failed, or whose server died before
+// MarkDispatched, is claimed again once its lease ends and published again
+// — the engine's deterministic message ids and the coordinator's idempotent
+// Start make that second publish harmless.
+type dispatcher struct {
+	cfg DispatchConfig
+	dispatcherDeps
+	// wake tells the dispatcher an execution is available now.
+	wake chan struct{}
+	defs defCache
+}
+
+// dispatcherDeps are what the dispatcher uses of the server.
+type dispatcherDeps struct {
+	store  store.Store
+	broker broker.Broker
+	engine *engine.Engine
+	tracer *tracing.Tracer
+	log    *slog.Logger
+	now    func() time.Time
+	// owner names this server in its claims.
+	owner   string
+	metrics *serverMetrics
+	// commits is told of the completions the dispatcher records itself.
+	commits *commits
+}
+
+func newDispatcher(cfg DispatchConfig, deps dispatcherDeps) *dispatcher {
+	d := &dispatcher{cfg: cfg, dispatcherDeps: deps, wake: make(chan struct{}, 1)}
+	d.defs.store, d.defs.engine = deps.store, deps.engine
+	return d
+}
+
+// wakeUp tells the dispatcher to claim now.
+func (d *dispatcher) wakeUp() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run claims due executions and dispatches them until ctx is done.
+func (d *dispatcher) Run(ctx context.Context) error {
+	return rounds(ctx, d.wake, func(ctx context.Context) time.Duration {
+		n, err := d.dispatchOnce(ctx)
+		if err != nil && ctx.Err() == nil {
+			d.log.Warn("dispatcher: claim failed; retrying", "err", err)
+		}
+		switch {
+		case n == d.cfg.Batch:
+			return 0 // a full batch: more may be due
+		case err != nil:
+			return max(d.cfg.Poll, time.Second)
+		}
+		return d.cfg.Poll
+	})
 }
 
 // dispatchOnce claims one batch and dispatches it; it returns how many it
@@ -53,14 +122,14 @@ func (s *Server) dispatch(ctx context.Context) error {
 // after the batch (one commit per batch, not per execution): a server that
 // dies before it leaves them claimed, and they are published again after
 // the lease, which is harmless.
-func (s *Server) dispatchOnce(ctx context.Context) (int, error) {
-	xs, err := s.store.ClaimExecutions(ctx, store.Claim{Owner: s.cfg.ID, Now: s.cfg.Now(), Lease: s.cfg.DispatchLease, Limit: s.cfg.DispatchBatch})
+func (d *dispatcher) dispatchOnce(ctx context.Context) (int, error) {
+	xs, err := d.store.ClaimExecutions(ctx, store.Claim{Owner: d.owner, Now: d.now(), Lease: d.cfg.Lease, Limit: d.cfg.Batch})
 	if err != nil {
 		return 0, err
 	}
-	now := s.cfg.Now()
+	now := d.now()
 	for _, x := range xs {
-		s.metrics.dispatchLag.Observe(max(0, now.Sub(x.AvailableAt).Seconds()))
+		d.metrics.dispatchLag.Observe(max(0, now.Sub(x.AvailableAt).Seconds()))
 	}
 	sem := make(chan struct{}, dispatchParallelism)
 	var wg sync.WaitGroup
@@ -70,10 +139,10 @@ func (s *Server) dispatchOnce(ctx context.Context) (int, error) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			ok, err := s.dispatchOne(ctx, x)
+			ok, err := d.dispatchOne(ctx, x)
 			if err != nil && ctx.Err() == nil {
-				s.log.Warn("dispatcher: execution not dispatched; it is claimed again after the lease",
-					"execution", x.ID, "workflow", x.WorkflowID, "version", x.Version, "lease", s.cfg.DispatchLease, "err", err)
+				d.log.Warn("dispatcher: execution not dispatched; it is claimed again after the lease",
+					"execution", x.ID, "workflow", x.WorkflowID, "version", x.Version, "lease", d.cfg.Lease, "err", err)
 			}
 			if ok {
 				mu.Lock()
@@ -88,8 +157,8 @@ func (s *Server) dispatchOnce(ctx context.Context) (int, error) {
 	}
 	// Another server took over the claims not marked after our lease
 	// ended; it publishes the same messages again, which changes nothing.
-	s.metrics.dispatched.Add(float64(len(published)))
-	if _, err := s.store.MarkDispatchedAll(ctx, published, s.cfg.ID, s.cfg.Now()); err != nil {
+	d.metrics.dispatched.Add(float64(len(published)))
+	if _, err := d.store.MarkDispatchedAll(ctx, published, d.owner, d.now()); err != nil {
 		return len(xs), fmt.Errorf("mark %d executions dispatched: %w", len(published), err)
 	}
 	return len(xs), nil
@@ -97,8 +166,8 @@ func (s *Server) dispatchOnce(ctx context.Context) (int, error) {
 
 // dispatchOne publishes x's first messages (ok: published, to be marked
 // dispatched) or ends it without publishing.
-func (s *Server) dispatchOne(ctx context.Context, x *store.Execution) (ok bool, err error) {
-	ctx, span := s.cfg.Tracer.Dispatch(ctx, x.ID, x.WorkflowID, x.Version)
+func (d *dispatcher) dispatchOne(ctx context.Context, x *store.Execution) (ok bool, err error) {
+	ctx, span := d.tracer.Dispatch(ctx, x.ID, x.WorkflowID, x.Version)
 	defer func() {
 		if err != nil {
 			span.SetStatus(codes.Error, err.Error())
@@ -106,14 +175,14 @@ func (s *Server) dispatchOne(ctx context.Context, x *store.Execution) (ok bool, 
 		span.End()
 	}()
 	if x.CancelRequested {
-		return false, s.cancelUndispatched(ctx, x)
+		return false, d.cancelUndispatched(ctx, x)
 	}
-	wf, err := s.defs.get(ctx, x.WorkflowID, x.Version)
+	wf, err := d.defs.get(ctx, x.WorkflowID, x.Version)
 	var ps workflow.Problems
 	if errors.As(err, &ps) {
 		// Valid when stored, invalid now (a node type gone from this
 		// build): dispatching again would fail again.
-		return false, s.endUndispatched(ctx, x, message.CompletionFailed, message.Failure{Error: message.Error{Code: "INVALID_WORKFLOW",
+		return false, d.endUndispatched(ctx, x, message.CompletionFailed, message.Failure{Error: message.Error{Code: "INVALID_WORKFLOW",
 			Message: fmt.Sprintf("workflow %s version %d does not compile on this server: %v", x.WorkflowID, x.Version, ps)}})
 	}
 	if err != nil {
@@ -122,16 +191,16 @@ func (s *Server) dispatchOne(ctx context.Context, x *store.Execution) (ok bool, 
 	var input any
 	if len(x.Input) > 0 {
 		if err := json.Unmarshal(x.Input, &input); err != nil {
-			return false, s.endUndispatched(ctx, x, message.CompletionFailed, message.Failure{Error: message.Error{Code: CodeInputRefused,
+			return false, d.endUndispatched(ctx, x, message.CompletionFailed, message.Failure{Error: message.Error{Code: CodeInputRefused,
 				Message: "the stored trigger payload is not JSON"}})
 		}
 	}
-	err = client.Start(ctx, s.cfg.Broker, s.cfg.Engine, wf, x.ID, input)
+	err = client.Start(ctx, d.broker, d.engine, wf, x.ID, input)
 	if errors.Is(err, engine.ErrInvalid) {
 		// A permanent refusal (the input breaks the policy: enqueued before
 		// the API checked it, or by another way in): dispatching again
 		// would be refused again.
-		return false, s.endUndispatched(ctx, x, message.CompletionFailed, refusedStart(err))
+		return false, d.endUndispatched(ctx, x, message.CompletionFailed, refusedStart(err))
 	}
 	if err != nil {
 		return false, err
@@ -163,27 +232,27 @@ const (
 // recorded as a halted completion, which the store shows as cancelled. The
 // completion's dedupe key is the one a real completion of the execution
 // has, so a late real one is the same event.
-func (s *Server) cancelUndispatched(ctx context.Context, x *store.Execution) error {
+func (d *dispatcher) cancelUndispatched(ctx context.Context, x *store.Execution) error {
 	f := cancelFailure()
-	if err := s.cfg.Engine.Halt(ctx, x.ID, f); err != nil && !errors.Is(err, engine.ErrEnded) {
+	if err := d.engine.Halt(ctx, x.ID, f); err != nil && !errors.Is(err, engine.ErrEnded) {
 		return err
 	}
-	return s.endUndispatched(ctx, x, message.CompletionHalted, f)
+	return d.endUndispatched(ctx, x, message.CompletionHalted, f)
 }
 
 // endUndispatched records a completion for an execution the dispatcher will
 // not publish.
-func (s *Server) endUndispatched(ctx context.Context, x *store.Execution, status string, f message.Failure) error {
-	now := s.cfg.Now().UTC()
+func (d *dispatcher) endUndispatched(ctx context.Context, x *store.Execution, status string, f message.Failure) error {
+	now := d.now().UTC()
 	c := &message.Completion{WorkflowID: x.WorkflowID, ExecutionID: x.ID, Status: status,
 		FinalContext: map[string]any{}, CompletedAt: now, FailureReason: &f}
 	body, err := json.Marshal(c)
 	if err != nil {
 		return err
 	}
-	_, err = s.store.AppendHistory(ctx, []store.HistoryEvent{{ExecutionID: x.ID, DedupeKey: completionKey(x.ID), Completion: c, Body: body, ReceivedAt: now}})
+	_, err = d.store.AppendHistory(ctx, []store.HistoryEvent{{ExecutionID: x.ID, DedupeKey: completionKey(x.ID), Completion: c, Body: body, ReceivedAt: now}})
 	if err == nil {
-		s.notifyCommit()
+		d.commits.notify()
 	}
 	return err
 }
@@ -206,7 +275,7 @@ func (s *Server) halt(ctx context.Context, x *store.Execution) error {
 		return nil // ended already; its completion is on its way
 	}
 	go func() {
-		deadline := time.Now().Add(s.cfg.DispatchLease + 5*time.Second)
+		deadline := time.Now().Add(s.cfg.Dispatch.Lease + 5*time.Second)
 		ctx := context.WithoutCancel(ctx)
 		for time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond)
@@ -228,9 +297,10 @@ func (s *Server) halt(ctx context.Context, x *store.Execution) error {
 
 // defCache keeps compiled workflow versions: versions are immutable.
 type defCache struct {
-	s  *Server
-	mu sync.Mutex
-	m  map[string]*engine.Workflow
+	store  store.Store
+	engine *engine.Engine
+	mu     sync.Mutex
+	m      map[string]*engine.Workflow
 }
 
 func (c *defCache) get(ctx context.Context, id string, version int) (*engine.Workflow, error) {
@@ -241,11 +311,11 @@ func (c *defCache) get(ctx context.Context, id string, version int) (*engine.Wor
 	if wf != nil {
 		return wf, nil
 	}
-	stored, err := c.s.store.GetWorkflow(ctx, id, version)
+	stored, err := c.store.GetWorkflow(ctx, id, version)
 	if err != nil {
 		return nil, fmt.Errorf("workflow %s version %d: %w", id, version, err)
 	}
-	wf, err = c.s.cfg.Engine.Compile(stored.Definition)
+	wf, err = c.engine.Compile(stored.Definition)
 	if err != nil {
 		return nil, fmt.Errorf("workflow %s version %d: %w", id, version, err)
 	}

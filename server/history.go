@@ -1,11 +1,13 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -21,25 +23,79 @@ import (
 // "<type>_<node id>" (seed 003: a user sees what a notification step sent).
 var varNodeTypes = []string{"email", "sms"}
 
+// Defaults of HistoryConfig.
+const (
+	HistoryBatchDefault   = 500
+	HistoryWindowDefault  = 20 * time.Millisecond
+	HistoryHoldMaxDefault = 5 * time.Second
+	historyConsumerFactor = 2
+)
+
+// HistoryConfig configures the history consumer. Every field has the
+// default its comment states.
+type HistoryConfig struct {
+	// Batch is how many statuses and completions one store write takes at
+	// most. Defaults to HistoryBatchDefault.
+	Batch int
+	// Window is how long the history consumer gathers a batch after its
+	// first event. Defaults to HistoryWindowDefault.
+	Window time.Duration
+	// HoldMax is how long the history consumer holds a completion back
+	// while statuses of the nodes in its final context are missing (they
+	// travel on another queue, and under load arrive after it), so that an
+	// execution shows completed only with its node runs recorded. Past it
+	// the completion is recorded anyway (a status that expired or was
+	// purged never comes). Defaults to HistoryHoldMaxDefault.
+	HoldMax time.Duration
+}
+
+func (c HistoryConfig) withDefaults() HistoryConfig {
+	c.Batch = cmp.Or(c.Batch, HistoryBatchDefault)
+	c.Window = cmp.Or(c.Window, HistoryWindowDefault)
+	c.HoldMax = cmp.Or(c.HoldMax, HistoryHoldMaxDefault)
+	return c
+}
+
+func (c HistoryConfig) validate() error {
+	if c.Batch < 0 {
+		return fmt.Errorf("server: Config.History.Batch is %d, want positive", c.Batch)
+	}
+	return nil
+}
+
+// historyConsumer consumes statuses and completions into the store (Run).
+type historyConsumer struct {
+	cfg    HistoryConfig
+	store  store.Store
+	broker broker.Broker
+	log    *slog.Logger
+	// commits is told of every commit, for the live streams.
+	commits *commits
+	vars    varCache
+}
+
+func newHistoryConsumer(cfg HistoryConfig, st store.Store, b broker.Broker, log *slog.Logger, c *commits) *historyConsumer {
+	return &historyConsumer{cfg: cfg, store: st, broker: b, log: log, commits: c}
+}
+
 // pendingEvent is one delivery waiting for its batch's commit.
 type pendingEvent struct {
 	ev   store.HistoryEvent
 	done chan error
 }
 
-// consumeHistory consumes statuses and completions into the store until ctx
-// is done. Each delivery's handler waits for the commit of the batch that
-// holds it, so a message is acked only once it is persisted; batches of up
-// to HistoryBatch events, or what arrived within HistoryWindow, make one
-// store write.
-func (s *Server) consumeHistory(ctx context.Context) error {
-	in := make(chan pendingEvent, s.cfg.HistoryBatch)
+// Run consumes statuses and completions into the store until ctx is done.
+// Each delivery's handler waits for the commit of the batch that holds it,
+// so a message is acked only once it is persisted; batches of up to
+// Batch events, or what arrived within Window, make one store write.
+func (s *historyConsumer) Run(ctx context.Context) error {
+	in := make(chan pendingEvent, s.cfg.Batch)
 	wctx, stopWriter := context.WithCancel(ctx)
 	defer stopWriter()
 	var wg sync.WaitGroup
 	wg.Go(func() { s.historyWriter(wctx, in) })
 	// Enough handlers in flight to fill a batch while the last one commits.
-	opts := broker.ConsumeOptions{Concurrency: s.cfg.HistoryBatch * historyConsumerFactor, Prefetch: s.cfg.HistoryBatch * historyConsumerFactor * 2}
+	opts := broker.ConsumeOptions{Concurrency: s.cfg.Batch * historyConsumerFactor, Prefetch: s.cfg.Batch * historyConsumerFactor * 2}
 	handler := func(ctx context.Context, d *broker.Delivery) error {
 		// A statuses message (one per hop) is one event per status, in
 		// order; the delivery is acked once all are persisted.
@@ -78,7 +134,7 @@ func (s *Server) consumeHistory(ctx context.Context) error {
 	errs := make(chan error, 2)
 	for _, topic := range []broker.Topic{broker.Status, broker.Completion} {
 		wg.Go(func() {
-			err := s.cfg.Broker.Consume(cctx, topic, opts, handler)
+			err := s.broker.Consume(cctx, topic, opts, handler)
 			if err != nil {
 				err = fmt.Errorf("consume %s: %w", topic, err)
 			}
@@ -101,10 +157,10 @@ func (s *Server) consumeHistory(ctx context.Context) error {
 // Completions are held back at least one window and go last in their batch:
 // the statuses a worker publishes with a completion travel on another queue
 // and usually arrive just after it, and a stream reads best with the
-// completion after them. A completion is held longer, up to HistoryHoldMax,
+// completion after them. A completion is held longer, up to HoldMax,
 // while a node of its final context has no recorded end (completeRuns): an
 // execution that shows completed has its node runs.
-func (s *Server) historyWriter(ctx context.Context, in <-chan pendingEvent) {
+func (s *historyConsumer) historyWriter(ctx context.Context, in <-chan pendingEvent) {
 	type heldEvent struct {
 		p        pendingEvent
 		due      time.Time     // when to look again
@@ -113,11 +169,11 @@ func (s *Server) historyWriter(ctx context.Context, in <-chan pendingEvent) {
 	}
 	var held []heldEvent
 	ended := endedNodes{}
-	batch := make([]pendingEvent, 0, s.cfg.HistoryBatch)
+	batch := make([]pendingEvent, 0, s.cfg.Batch)
 	add := func(p pendingEvent) {
 		if p.ev.Completion != nil {
 			now := time.Now()
-			held = append(held, heldEvent{p, now.Add(s.cfg.HistoryWindow), s.cfg.HistoryWindow, now.Add(s.cfg.HistoryHoldMax)})
+			held = append(held, heldEvent{p, now.Add(s.cfg.Window), s.cfg.Window, now.Add(s.cfg.HoldMax)})
 			return
 		}
 		ended.add(p.ev.Status)
@@ -139,9 +195,9 @@ func (s *Server) historyWriter(ctx context.Context, in <-chan pendingEvent) {
 			add(p)
 		case <-idle.C:
 		}
-		window := time.NewTimer(s.cfg.HistoryWindow)
+		window := time.NewTimer(s.cfg.Window)
 	gather:
-		for len(batch)+len(held) < s.cfg.HistoryBatch {
+		for len(batch)+len(held) < s.cfg.Batch {
 			select {
 			case p := <-in:
 				add(p)
@@ -157,7 +213,7 @@ func (s *Server) historyWriter(ctx context.Context, in <-chan pendingEvent) {
 		for _, h := range held {
 			c := h.p.ev.Completion
 			switch {
-			case h.due.After(now) || len(batch) >= 2*s.cfg.HistoryBatch:
+			case h.due.After(now) || len(batch) >= 2*s.cfg.Batch:
 			case now.Before(h.deadline) && !s.completeRuns(ctx, ended, c):
 				h.wait = min(2*h.wait, time.Second) // another server may be recording them
 				h.due = now.Add(h.wait)
@@ -215,7 +271,7 @@ func (e endedNodes) add(st *message.NodeStatus) {
 // being gathered: taken by this writer, else (another server's consumer may
 // have taken it, or this one restarted) in the store's node runs. A key
 // that names no node of the definition (a branch's $item) needs none.
-func (s *Server) completeRuns(ctx context.Context, ended endedNodes, c *message.Completion) bool {
+func (s *historyConsumer) completeRuns(ctx context.Context, ended endedNodes, c *message.Completion) bool {
 	var missing []string
 	for key := range c.FinalContext {
 		id, ok := strings.CutPrefix(key, "$")
@@ -244,7 +300,7 @@ func (s *Server) completeRuns(ctx context.Context, ended endedNodes, c *message.
 	return true
 }
 
-func (s *Server) commitHistory(ctx context.Context, batch []pendingEvent) error {
+func (s *historyConsumer) commitHistory(ctx context.Context, batch []pendingEvent) error {
 	evs := make([]store.HistoryEvent, len(batch))
 	for i, p := range batch {
 		evs[i] = p.ev
@@ -256,7 +312,7 @@ func (s *Server) commitHistory(ctx context.Context, batch []pendingEvent) error 
 		}
 		return err
 	}
-	s.notifyCommit()
+	s.commits.notify()
 	return nil
 }
 
@@ -298,9 +354,9 @@ func completionKey(execID string) string { return "completion:" + execID }
 // addVars sets Vars on the success statuses of email and sms nodes, and
 // on a completion for those its final context holds: the writer holds a
 // completion until its nodes' statuses are recorded, but only for
-// HistoryHoldMax, and the vars are whole once the execution shows completed
+// HoldMax, and the vars are whole once the execution shows completed
 // even when a status comes later than that.
-func (s *Server) addVars(ctx context.Context, evs []store.HistoryEvent) {
+func (s *historyConsumer) addVars(ctx context.Context, evs []store.HistoryEvent) {
 	for i := range evs {
 		if c := evs[i].Completion; c != nil {
 			evs[i].Vars = s.completionVars(ctx, c)
@@ -333,7 +389,7 @@ func varOf(typ, id string, output any) (name string, out json.RawMessage, ok boo
 // completionVars is what addVars records from a completion: the outputs of
 // the email and sms nodes in its final context ("$<node id>"), which are
 // their success outputs, as their statuses carry them.
-func (s *Server) completionVars(ctx context.Context, c *message.Completion) map[string]json.RawMessage {
+func (s *historyConsumer) completionVars(ctx context.Context, c *message.Completion) map[string]json.RawMessage {
 	if len(c.FinalContext) == 0 || !s.vars.mayHave(ctx, s, c.WorkflowID) {
 		return nil
 	}
@@ -367,7 +423,7 @@ type varWorkflow struct {
 	at  time.Time
 }
 
-func (c *varCache) mayHave(ctx context.Context, s *Server, workflowID string) bool {
+func (c *varCache) mayHave(ctx context.Context, s *historyConsumer, workflowID string) bool {
 	now := time.Now()
 	c.mu.Lock()
 	w, ok := c.wfs[workflowID]
@@ -407,7 +463,7 @@ func (c *varCache) mayHave(ctx context.Context, s *Server, workflowID string) bo
 
 // types maps each node id of the execution's definition to its type (nil
 // when the store cannot say).
-func (c *varCache) types(ctx context.Context, s *Server, execID string) map[string]string {
+func (c *varCache) types(ctx context.Context, s *historyConsumer, execID string) map[string]string {
 	c.mu.Lock()
 	types, ok := c.byExec[execID]
 	c.mu.Unlock()

@@ -22,7 +22,7 @@ import (
 // an httptest server: the triggers' tests run it on both stores.
 func triggerTarget(t *testing.T, st store.Store) *target {
 	t.Helper()
-	return runTarget(t, st, "triggers", func(c *server.Config) { c.SchedulePoll = 50 * time.Millisecond })
+	return runTarget(t, st, "triggers", func(c *server.Config) { c.Crons.Poll = 50 * time.Millisecond })
 }
 
 func eachStore(t *testing.T, fn func(t *testing.T, tg *target)) {

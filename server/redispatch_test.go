@@ -78,7 +78,7 @@ func TestRedispatchAfterLostMarkIsHarmless(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The live server: its dispatcher claims it again once the lease ends.
-	s, err := server.New(server.Config{Store: st, Broker: rt.Broker, Engine: rt.Engine, APIToken: "t", DispatchLease: time.Second})
+	s, err := server.New(server.Config{Store: st, Broker: rt.Broker, Engine: rt.Engine, APIToken: "t", Dispatch: server.DispatchConfig{Lease: time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,10 @@
 package server
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -16,7 +14,6 @@ import (
 
 	cron "github.com/netresearch/go-cron"
 
-	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/store"
 )
 
@@ -220,46 +217,6 @@ func slotKey(scheduleID string, slot time.Time) string {
 	return "schedule:" + scheduleID + ":" + slot.UTC().Format(time.RFC3339Nano)
 }
 
-// decide returns the fire of sc's due slots at now: the slots from NextAt
-// up to now, each fired or, when it came due before this server's
-// scheduler started (less ScheduleGrace) — no server was running it —
-// missed and handled by the policy.
-func (s *Server) decide(sc *store.Schedule, p *plan, now, started time.Time) store.Fire {
-	f := store.Fire{ScheduleID: sc.ID, From: *sc.NextAt, At: now}
-	var due, missed []time.Time
-	slot := sc.NextAt
-	for n := 0; slot != nil && !slot.After(now); n++ {
-		if n == maxSlotsScanned {
-			// A long outage: jump to the slots of the last grace period.
-			slot = p.first(now.Add(-s.cfg.ScheduleGrace))
-			continue
-		}
-		if slot.Before(started.Add(-s.cfg.ScheduleGrace)) {
-			missed = append(missed, *slot)
-		} else {
-			due = append(due, *slot)
-		}
-		f.LastSlot = *slot
-		slot = p.next(*slot)
-	}
-	f.Next = slot
-	if p.cfg.Policy == PolicyCatchUp {
-		due = append(missed[max(0, len(missed)-p.cfg.CatchUpMax):], due...)
-	}
-	for _, t := range due {
-		input, _ := scheduleTrigger(sc.ID, sc.Name, t, t.Before(started.Add(-s.cfg.ScheduleGrace)), p.cfg.Input)
-		f.Executions = append(f.Executions, store.ExecutionInput{
-			ID: engine.NewExecutionID(now), WorkflowID: sc.WorkflowID, Input: input, IdempotencyKey: slotKey(sc.ID, t),
-			Trigger: "schedule:" + sc.ID, AvailableAt: t.Add(p.jitterOf(sc.ID, t)), At: now,
-		})
-	}
-	if len(missed) > 0 && p.cfg.Policy == PolicySkip {
-		s.log.Info("schedule: slots missed while no server ran it were skipped (policy skip)",
-			"schedule", sc.ID, "workflow", sc.WorkflowID, "missed", len(missed), "first", missed[0], "last", missed[len(missed)-1])
-	}
-	return f
-}
-
 // scheduleTrigger is the trigger payload ($trigger) of schedule id's
 // execution for slot t.
 func scheduleTrigger(id, name string, t time.Time, late bool, input json.RawMessage) ([]byte, error) {
@@ -271,74 +228,6 @@ func rawOrEmpty(r json.RawMessage) json.RawMessage {
 		return json.RawMessage("{}")
 	}
 	return r
-}
-
-// runSchedules fires due schedule slots until ctx is done. Every replica
-// runs it; FireSchedule's compare-and-set lets one fire each slot. It
-// sleeps until the next slot it saw or SchedulePoll, whichever is first, so
-// slots fire on time and replicas race for them at the same instant.
-func (s *Server) runSchedules(ctx context.Context) error {
-	started := s.cfg.Now()
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-timer.C:
-		}
-		next, err := s.fireSchedules(ctx, started)
-		if err != nil && ctx.Err() == nil {
-			s.log.Warn("schedules: firing failed; retrying", "err", err)
-		}
-		wait := s.cfg.SchedulePoll
-		if !next.IsZero() {
-			wait = min(wait, max(next.Sub(s.cfg.Now()), 0))
-		}
-		timer.Reset(wait)
-	}
-}
-
-// fireSchedules fires every schedule due now once, and returns the
-// earliest slot due within the next SchedulePoll (zero when none).
-func (s *Server) fireSchedules(ctx context.Context, started time.Time) (time.Time, error) {
-	now := s.cfg.Now()
-	due, err := s.store.DueSchedules(ctx, now.Add(s.cfg.SchedulePoll), store.ListLimitMax)
-	if err != nil {
-		return time.Time{}, err
-	}
-	var next time.Time
-	var errs []error
-	for _, sc := range due {
-		if sc.NextAt.After(now) {
-			if next.IsZero() || sc.NextAt.Before(next) {
-				next = *sc.NextAt
-			}
-			continue
-		}
-		var cfg scheduleSettings
-		p, err := (*plan)(nil), json.Unmarshal(sc.Settings, &cfg)
-		if err == nil {
-			p, err = parsePlan(cfg)
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("schedule %s: settings: %w", sc.ID, err))
-			continue
-		}
-		xs, err := s.store.FireSchedule(ctx, s.decide(sc, p, now, started))
-		if errors.Is(err, store.ErrConflict) {
-			continue // another replica fired it first
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("schedule %s: %w", sc.ID, err))
-			continue
-		}
-		if len(xs) > 0 {
-			s.log.Debug("schedule fired", "server", s.cfg.ID, "schedule", sc.ID, "workflow", sc.WorkflowID, "executions", len(xs))
-			s.wakeDispatcher()
-		}
-	}
-	return next, errors.Join(errs...)
 }
 
 // The API.

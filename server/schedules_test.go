@@ -21,11 +21,12 @@ type fakeClock struct {
 func (c *fakeClock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *fakeClock) Set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
 
-// scheduleHarness is a server's scheduler on a SQLite store with a fake
-// clock: no broker, no engine (fired slots are enqueued executions).
+// scheduleHarness is a server's cron triggers on a SQLite store with a
+// fake clock: no broker, no engine (fired slots are enqueued executions).
 type scheduleHarness struct {
 	t     *testing.T
-	s     *Server
+	c     *crons
+	st    store.Store
 	clock *fakeClock
 }
 
@@ -33,13 +34,12 @@ func newScheduleHarness(t *testing.T, start time.Time) *scheduleHarness {
 	t.Helper()
 	st := storetest.SQLite(t)
 	clock := &fakeClock{t: start}
-	s := &Server{cfg: Config{Store: st, Now: clock.Now, Logger: discardLogger()}.withDefaults(), store: st,
-		log: discardLogger(), wake: make(chan struct{}, 1)}
+	c := newCrons(CronConfig{}.withDefaults(), st, discardLogger(), clock.Now, "test", func() {})
 	if _, err := st.CreateWorkflow(context.Background(), store.WorkflowInput{ID: "wf", Name: "wf",
 		Definition: json.RawMessage(`{"id":"wf","nodes":[{"id":"start","type":"trigger","trigger":true}],"edges":[]}`), At: start}); err != nil {
 		t.Fatal(err)
 	}
-	return &scheduleHarness{t: t, s: s, clock: clock}
+	return &scheduleHarness{t: t, c: c, st: st, clock: clock}
 }
 
 // schedule creates a schedule as the API does, at the clock's time.
@@ -51,7 +51,7 @@ func (h *scheduleHarness) schedule(id string, cfg scheduleSettings) {
 	}
 	settings, _ := json.Marshal(p.cfg)
 	now := h.clock.Now()
-	if err := h.s.store.CreateSchedule(context.Background(), &store.Schedule{ID: id, WorkflowID: "wf", Settings: settings,
+	if err := h.st.CreateSchedule(context.Background(), &store.Schedule{ID: id, WorkflowID: "wf", Settings: settings,
 		NextAt: p.first(now), CreatedAt: now}); err != nil {
 		h.t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func (h *scheduleHarness) run(started, until time.Time, step time.Duration) {
 	h.t.Helper()
 	for now := h.clock.Now(); !now.After(until); now = now.Add(step) {
 		h.clock.Set(now)
-		if _, err := h.s.fireSchedules(context.Background(), started); err != nil {
+		if _, err := h.c.fire(context.Background(), started); err != nil {
 			h.t.Fatal(err)
 		}
 	}
@@ -74,7 +74,7 @@ func (h *scheduleHarness) run(started, until time.Time, step time.Duration) {
 // its slot came due.
 func (h *scheduleHarness) fired(id string) []string {
 	h.t.Helper()
-	page, err := h.s.store.ListExecutions(context.Background(), store.ExecutionFilter{WorkflowID: "wf", Limit: 500})
+	page, err := h.st.ListExecutions(context.Background(), store.ExecutionFilter{WorkflowID: "wf", Limit: 500})
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -1,9 +1,16 @@
 // Package server is `rune server`, the master (RFC 001 §12.2): the HTTP API
-// over workflows, executions (trigger instances) and credentials; the
-// dispatcher that claims due executions and publishes their first messages;
-// the history consumer that persists statuses and completions; and the live
-// Server-Sent Events streams. Its state lives in a store.Store, so several
-// servers may share one PostgreSQL database.
+// over workflows, executions (trigger instances) and credentials, with its
+// live Server-Sent Events streams, and four components that Server composes
+// and Run runs, each with its own Config and Run(ctx):
+//
+//   - the dispatcher (dispatcher.go) claims due executions and publishes
+//     their first messages;
+//   - the history consumer (history.go) persists statuses and completions;
+//   - the cron triggers (crons.go) fire the slots of workflows' schedules;
+//   - retention (retention.go) prunes the history of old executions.
+//
+// Its state lives in a store.Store, so several servers may share one
+// PostgreSQL database.
 package server
 
 import (
@@ -29,26 +36,14 @@ import (
 
 // Defaults of Config.
 const (
-	MaxBodyDefault        = 6 << 20 // a definition (5 MiB) and some slack
-	MaxTriggerDefault     = 1 << 20
-	DispatchPollDefault   = 25 * time.Millisecond
-	DispatchLeaseDefault  = 30 * time.Second
-	DispatchBatchDefault  = 200
-	HistoryBatchDefault   = 500
-	HistoryWindowDefault  = 20 * time.Millisecond
-	HistoryHoldMaxDefault = 5 * time.Second
-	StreamPollDefault     = 100 * time.Millisecond
-	HeartbeatDefault      = 10 * time.Second
-	TokenCacheTTLDefault  = 2 * time.Second
-	SessionTTLDefault     = 12 * time.Hour
-	StreamRecheckDefault  = 2 * time.Second
-	MaxStreamsDefault     = 16
-	SchedulePollDefault   = 200 * time.Millisecond
-	ScheduleGraceDefault  = time.Second
-	RetentionEveryDefault = time.Minute
-	RetentionBatchDefault = 500
-	dispatchParallelism   = 32
-	historyConsumerFactor = 2
+	MaxBodyDefault       = 6 << 20 // a definition (5 MiB) and some slack
+	MaxTriggerDefault    = 1 << 20
+	StreamPollDefault    = 100 * time.Millisecond
+	HeartbeatDefault     = 10 * time.Second
+	TokenCacheTTLDefault = 2 * time.Second
+	SessionTTLDefault    = 12 * time.Hour
+	StreamRecheckDefault = 2 * time.Second
+	MaxStreamsDefault    = 16
 )
 
 // Config configures a Server. Store, Broker and Engine are required; every
@@ -75,27 +70,6 @@ type Config struct {
 	MaxBody int64
 	// MaxTrigger bounds a trigger payload in bytes (413 above). Defaults to MaxTriggerDefault.
 	MaxTrigger int64
-	// DispatchPoll is the dispatcher's pause when nothing is due (a trigger
-	// through this server's API wakes it at once). Defaults to DispatchPollDefault.
-	DispatchPoll time.Duration
-	// DispatchLease is how long a claimed, not yet dispatched execution is
-	// this server's before another may dispatch it. Defaults to DispatchLeaseDefault.
-	DispatchLease time.Duration
-	// DispatchBatch is how many executions one claim takes. Defaults to DispatchBatchDefault.
-	DispatchBatch int
-	// HistoryBatch is how many statuses and completions one store write
-	// takes at most. Defaults to HistoryBatchDefault.
-	HistoryBatch int
-	// HistoryWindow is how long the history consumer gathers a batch after
-	// its first event. Defaults to HistoryWindowDefault.
-	HistoryWindow time.Duration
-	// HistoryHoldMax is how long the history consumer holds a completion
-	// back while statuses of the nodes in its final context are missing
-	// (they travel on another queue, and under load arrive after it), so
-	// that an execution shows completed only with its node runs recorded.
-	// Past it the completion is recorded anyway (a status that expired or
-	// was purged never comes). Defaults to HistoryHoldMaxDefault.
-	HistoryHoldMax time.Duration
 	// StreamPoll is how often a live stream reads new events when no commit
 	// of this process woke it (events committed by other replicas).
 	// Defaults to StreamPollDefault.
@@ -119,17 +93,6 @@ type Config struct {
 	// included) has open on this server at once; one more is refused with
 	// 429. Defaults to MaxStreamsDefault.
 	MaxStreams int
-	// SchedulePoll is how often the scheduler looks for due schedule slots.
-	// Defaults to SchedulePollDefault.
-	SchedulePoll time.Duration
-	// ScheduleGrace: a slot that came due more than this before this
-	// server's scheduler started was missed (no server ran it) and is
-	// handled by its schedule's policy; later slots always fire, however
-	// late. Defaults to ScheduleGraceDefault.
-	ScheduleGrace time.Duration
-	// NoSchedules turns the scheduler off (for benchmarks and tests of
-	// other parts). Defaults to false: every replica runs it.
-	NoSchedules bool
 	// Now returns the current time. Defaults to time.Now.
 	Now func() time.Time
 	// Metrics is the registry GET /metrics serves; the server registers
@@ -141,34 +104,33 @@ type Config struct {
 	// ReadyChecks are the dependencies GET /readyz checks besides the
 	// store (the broker, Redis). Defaults to none.
 	ReadyChecks []ReadyCheck
-	// Retention, when positive, prunes the node runs and events of
-	// executions finished longer ago than this (retention.go). Defaults to
-	// 0: history is kept forever.
-	Retention time.Duration
-	// RetentionEvery is the pause between pruning rounds. Defaults to
-	// RetentionEveryDefault.
-	RetentionEvery time.Duration
+
+	// Dispatch configures the dispatcher (dispatcher.go).
+	Dispatch DispatchConfig
+	// History configures the history consumer (history.go).
+	History HistoryConfig
+	// Crons configures the cron triggers, which fire schedules' slots
+	// (crons.go); every replica runs them unless Crons.Off.
+	Crons CronConfig
+	// Retention configures the pruning of old history (retention.go); off
+	// unless Retention.After is set.
+	Retention RetentionConfig
 }
 
 func (c Config) withDefaults() Config {
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	c.MaxBody = cmp.Or(c.MaxBody, MaxBodyDefault)
 	c.MaxTrigger = cmp.Or(c.MaxTrigger, MaxTriggerDefault)
-	c.DispatchPoll = cmp.Or(c.DispatchPoll, DispatchPollDefault)
-	c.DispatchLease = cmp.Or(c.DispatchLease, DispatchLeaseDefault)
-	c.DispatchBatch = cmp.Or(c.DispatchBatch, DispatchBatchDefault)
-	c.HistoryBatch = cmp.Or(c.HistoryBatch, HistoryBatchDefault)
-	c.HistoryWindow = cmp.Or(c.HistoryWindow, HistoryWindowDefault)
-	c.HistoryHoldMax = cmp.Or(c.HistoryHoldMax, HistoryHoldMaxDefault)
 	c.StreamPoll = cmp.Or(c.StreamPoll, StreamPollDefault)
 	c.Heartbeat = cmp.Or(c.Heartbeat, HeartbeatDefault)
 	c.TokenCacheTTL = cmp.Or(c.TokenCacheTTL, TokenCacheTTLDefault)
 	c.SessionTTL = cmp.Or(c.SessionTTL, SessionTTLDefault)
 	c.StreamRecheck = cmp.Or(c.StreamRecheck, StreamRecheckDefault)
 	c.MaxStreams = cmp.Or(c.MaxStreams, MaxStreamsDefault)
-	c.SchedulePoll = cmp.Or(c.SchedulePoll, SchedulePollDefault)
-	c.ScheduleGrace = cmp.Or(c.ScheduleGrace, ScheduleGraceDefault)
-	c.RetentionEvery = cmp.Or(c.RetentionEvery, RetentionEveryDefault)
+	c.Dispatch = c.Dispatch.withDefaults()
+	c.History = c.History.withDefaults()
+	c.Crons = c.Crons.withDefaults()
+	c.Retention = c.Retention.withDefaults()
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -196,32 +158,29 @@ func (c Config) validate() error {
 		return fmt.Errorf("server: Config.MaxBody is %d, want positive", c.MaxBody)
 	case c.MaxTrigger < 0:
 		return fmt.Errorf("server: Config.MaxTrigger is %d, want positive", c.MaxTrigger)
-	case c.Retention < 0:
-		return fmt.Errorf("server: Config.Retention is %v, want positive (or 0: keep history)", c.Retention)
 	case c.SessionTTL < 0 || c.StreamRecheck < 0:
 		return errors.New("server: Config.SessionTTL and Config.StreamRecheck must be positive")
 	case c.MaxStreams < 0:
 		return fmt.Errorf("server: Config.MaxStreams is %d, want positive", c.MaxStreams)
-	case c.DispatchBatch < 0 || c.HistoryBatch < 0:
-		return errors.New("server: Config.DispatchBatch and Config.HistoryBatch must be positive")
 	}
-	return nil
+	return errors.Join(c.Dispatch.validate(), c.History.validate(), c.Retention.validate())
 }
 
-// Server is one `rune server`: Handler serves the API, Run runs the
-// dispatcher and the history consumer.
+// Server is one `rune server`: Handler serves the API, Run runs its
+// components.
 type Server struct {
 	cfg   Config
 	store store.Store
 	log   *slog.Logger
 	mux   *http.ServeMux
 
-	// wake tells the dispatcher an execution is available now.
-	wake chan struct{}
-	// commits is closed and replaced after every history commit, waking
-	// the live streams of this process.
-	commitMu sync.Mutex
-	commits  chan struct{}
+	dispatcher *dispatcher
+	history    *historyConsumer
+	crons      *crons
+	retention  *retention
+	// commits wakes the live streams of this process after every history
+	// commit.
+	commits *commits
 
 	metrics *serverMetrics
 
@@ -230,8 +189,6 @@ type Server struct {
 	sessions tokenCache
 	// streams counts the open event streams of each token.
 	streams streamCounts
-	defs    defCache
-	vars    varCache
 	// hookLimits are the webhooks' rate limits on this replica.
 	hookLimits rateLimits
 }
@@ -243,17 +200,21 @@ func New(cfg Config) (*Server, error) {
 	}
 	cfg = cfg.withDefaults()
 	m := newServerMetrics(cfg.Metrics.Registry())
+	st := meteredStore{Store: cfg.Store, m: m, now: cfg.Now}
 	s := &Server{
 		cfg:     cfg,
-		store:   meteredStore{Store: cfg.Store, m: m, now: cfg.Now},
+		store:   st,
 		log:     cfg.Logger,
-		wake:    make(chan struct{}, 1),
-		commits: make(chan struct{}),
+		commits: newCommits(),
 		metrics: m,
 	}
+	s.dispatcher = newDispatcher(cfg.Dispatch, dispatcherDeps{store: st, broker: cfg.Broker, engine: cfg.Engine, tracer: cfg.Tracer,
+		log: cfg.Logger, now: cfg.Now, owner: cfg.ID, metrics: m, commits: s.commits})
+	s.history = newHistoryConsumer(cfg.History, st, cfg.Broker, cfg.Logger, s.commits)
+	s.crons = newCrons(cfg.Crons, st, cfg.Logger, cfg.Now, cfg.ID, s.dispatcher.wakeUp)
+	s.retention = newRetention(cfg.Retention, st, cfg.Logger, cfg.Now)
 	s.tokens.ttl = cfg.TokenCacheTTL
 	s.sessions.ttl = cfg.TokenCacheTTL
-	s.defs.s = s
 	s.mux = http.NewServeMux()
 	for _, rt := range s.routes() {
 		s.mux.Handle(rt.Method+" "+rt.Path, s.endpoint(rt))
@@ -265,8 +226,10 @@ func New(cfg Config) (*Server, error) {
 // Handler returns the HTTP API.
 func (s *Server) Handler() http.Handler { return s.mux }
 
-// Run runs the dispatcher and the history consumer until ctx is done, or
-// until one of them fails (then both stop and Run returns the error).
+// Run runs the components (the dispatcher and the history consumer, the
+// cron triggers unless Config.Crons.Off, retention when
+// Config.Retention.After is set) until ctx is done, or until one of them
+// fails (then all stop and Run returns the error).
 func (s *Server) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -278,13 +241,13 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 		})
 	}
-	run("dispatcher", s.dispatch)
-	run("history", s.consumeHistory)
-	if !s.cfg.NoSchedules {
-		run("schedules", s.runSchedules)
+	run("dispatcher", s.dispatcher.Run)
+	run("history", s.history.Run)
+	if !s.cfg.Crons.Off {
+		run("schedules", s.crons.Run)
 	}
-	if s.cfg.Retention > 0 {
-		run("retention", s.prune)
+	if s.cfg.Retention.After > 0 {
+		run("retention", s.retention.Run)
 	}
 	wg.Wait()
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
@@ -293,25 +256,50 @@ func (s *Server) Run(ctx context.Context) error {
 	return nil
 }
 
-// notifyCommit wakes the live streams waiting for new events.
-func (s *Server) notifyCommit() {
-	s.commitMu.Lock()
-	close(s.commits)
-	s.commits = make(chan struct{})
-	s.commitMu.Unlock()
-}
-
-// commitSignal returns the channel the next commit closes.
-func (s *Server) commitSignal() <-chan struct{} {
-	s.commitMu.Lock()
-	defer s.commitMu.Unlock()
-	return s.commits
-}
-
-// wakeDispatcher tells the dispatcher to claim now.
-func (s *Server) wakeDispatcher() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
+// rounds runs round at once, then again after the pause it returned or as
+// soon as wake (nil: never) fires, until ctx is done: the loop of the
+// dispatcher, the cron triggers and retention.
+func rounds(ctx context.Context, wake <-chan struct{}, round func(ctx context.Context) time.Duration) error {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-wake:
+		}
+		t.Reset(round(ctx))
 	}
 }
+
+// commits is a broadcast of history commits: every commit closes the
+// channel the waiters hold and replaces it.
+type commits struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func newCommits() *commits { return &commits{ch: make(chan struct{})} }
+
+// notify wakes the live streams waiting for new events.
+func (c *commits) notify() {
+	c.mu.Lock()
+	close(c.ch)
+	c.ch = make(chan struct{})
+	c.mu.Unlock()
+}
+
+// next returns the channel the next commit closes.
+func (c *commits) next() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ch
+}
+
+// commitSignal returns the channel the next history commit closes.
+func (s *Server) commitSignal() <-chan struct{} { return s.commits.next() }
+
+// wakeDispatcher tells the dispatcher to claim now (an execution was
+// enqueued through this server).
+func (s *Server) wakeDispatcher() { s.dispatcher.wakeUp() }

@@ -242,7 +242,7 @@ func TestConsoleSessions(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 	clk := &clock{now: time.Now()}
 	s, tg := runServer(t, st, "admin", func(c *server.Config) {
-		c.APIToken, c.Now, c.NoSchedules, c.SessionTTL = "env-token-one", clk.Now, true, time.Hour
+		c.APIToken, c.Now, c.Crons.Off, c.SessionTTL = "env-token-one", clk.Now, true, time.Hour
 	})
 	tok := storeToken(t, st, "viewer", store.RoleViewer, 0)
 	id, err := s.Login(ctx, tok)
@@ -325,7 +325,7 @@ func TestConsoleSessions(t *testing.T) {
 	if _, acc, err := s.Session(ctx, envID); err != nil || !acc.Purge {
 		t.Fatalf("RUNE_API_TOKEN session: %+v, %v; want an admin", acc, err)
 	}
-	s2, _ := runServer(t, st, "admin2", func(c *server.Config) { c.APIToken, c.Now, c.NoSchedules = "env-token-two", clk.Now, true })
+	s2, _ := runServer(t, st, "admin2", func(c *server.Config) { c.APIToken, c.Now, c.Crons.Off = "env-token-two", clk.Now, true })
 	if _, _, err := s2.Session(ctx, envID); err == nil || !strings.Contains(err.Error(), "RUNE_API_TOKEN") {
 		t.Errorf("a RUNE_API_TOKEN session on a server with another RUNE_API_TOKEN: %v, want refused", err)
 	}

@@ -44,7 +44,7 @@ func TestVarsRecordNotificationResults(t *testing.T) {
 
 // TestVarsWholeWhenStatusesTrailTheCompletion: the statuses a worker
 // publishes with a completion travel on another queue and can come after it;
-// past HistoryHoldMax the completion is recorded without them, and the vars
+// past History.HoldMax the completion is recorded without them, and the vars
 // are whole all the same. Here no status reaches the server until the test
 // has read the completed execution.
 func TestVarsWholeWhenStatusesTrailTheCompletion(t *testing.T) {
@@ -116,7 +116,7 @@ func (b *lateStatuses) Consume(ctx context.Context, topic broker.Topic, opts bro
 }
 
 // notifyRun triggers, through a server whose broker wrap may change and
-// whose HistoryHoldMax is holdMax (0: the default), a workflow with an email
+// whose History.HoldMax is holdMax (0: the default), a workflow with an email
 // node, checks its vars the first time it shows completed, and returns that
 // view of it.
 func notifyRun(t *testing.T, wrap func(broker.Broker) broker.Broker, holdMax time.Duration) *execution {
@@ -136,7 +136,7 @@ func notifyRun(t *testing.T, wrap func(broker.Broker) broker.Broker, holdMax tim
 	if wrap != nil {
 		b = wrap(b)
 	}
-	s, err := server.New(server.Config{Store: st, Broker: b, Engine: rt.Engine, APIToken: "t", HistoryHoldMax: holdMax})
+	s, err := server.New(server.Config{Store: st, Broker: b, Engine: rt.Engine, APIToken: "t", History: server.HistoryConfig{HoldMax: holdMax}})
 	if err != nil {
 		t.Fatal(err)
 	}

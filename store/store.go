@@ -252,13 +252,6 @@ const (
 	ChangeCancelled       = "cancelled"
 )
 
-// ChangeEvent returns the "execution" event recording change of x at at.
-func ChangeEvent(x *Execution, change string, at time.Time) Event {
-	body, _ := json.Marshal(ExecutionChange{Change: change, ExecutionID: x.ID, WorkflowID: x.WorkflowID,
-		Version: x.Version, Status: x.Status, AvailableAt: x.AvailableAt, At: at})
-	return Event{ExecutionID: x.ID, Kind: "execution", Body: body, At: at}
-}
-
 // EventFilter selects events after an id, oldest first.
 type EventFilter struct {
 	ExecutionID string // "" for every execution

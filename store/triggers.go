@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"time"
 )
 
@@ -111,91 +110,4 @@ type TriggerStore interface {
 	// Otherwise (another replica fired the slot, or the schedule was
 	// paused or changed) it is ErrConflict and nothing changes.
 	FireSchedule(ctx context.Context, f Fire) ([]*Execution, error)
-}
-
-// CheckHook validates h and fills in its times.
-func CheckHook(h *Hook) error {
-	switch {
-	case h.ID == "":
-		return invalid("hook id: missing")
-	case h.WorkflowID == "":
-		return invalid("hook %s: workflow id: missing", h.ID)
-	case len(h.SecretHash) == 0:
-		return invalid("hook %s: secret hash: missing", h.ID)
-	case len(h.Settings) > 0 && !json.Valid(h.Settings):
-		return invalid("hook %s: settings: not valid JSON", h.ID)
-	}
-	stamp(&h.CreatedAt, &h.UpdatedAt)
-	return nil
-}
-
-// CheckSchedule validates sc and fills in its times.
-func CheckSchedule(sc *Schedule) error {
-	switch {
-	case sc.ID == "":
-		return invalid("schedule id: missing")
-	case sc.WorkflowID == "":
-		return invalid("schedule %s: workflow id: missing", sc.ID)
-	case len(sc.Settings) > 0 && !json.Valid(sc.Settings):
-		return invalid("schedule %s: settings: not valid JSON", sc.ID)
-	}
-	stamp(&sc.CreatedAt, &sc.UpdatedAt)
-	sc.NextAt, sc.LastSlot = microPtr(sc.NextAt), microPtr(sc.LastSlot)
-	return nil
-}
-
-// CheckFire validates f and returns the executions it enqueues.
-func CheckFire(f *Fire) ([]*Execution, error) {
-	if f.ScheduleID == "" {
-		return nil, invalid("fire: schedule id: missing")
-	}
-	f.At = Micro(orNow(f.At))
-	f.From, f.LastSlot, f.Next = Micro(f.From), Micro(f.LastSlot), microPtr(f.Next)
-	xs := make([]*Execution, 0, len(f.Executions))
-	for _, in := range f.Executions {
-		if in.IdempotencyKey == "" {
-			return nil, invalid("fire %s: execution %s: idempotency key: missing (the slot)", f.ScheduleID, in.ID)
-		}
-		if in.At.IsZero() {
-			in.At = f.At
-		}
-		x, err := NewExecution(in)
-		if err != nil {
-			return nil, err
-		}
-		xs = append(xs, x)
-	}
-	return xs, nil
-}
-
-func orNow(t time.Time) time.Time {
-	if t.IsZero() {
-		return time.Now()
-	}
-	return t
-}
-
-// stamp fills in a stored record's times: updated defaults to now, created
-// to updated, both to the microsecond that the stores keep.
-func stamp(created, updated *time.Time) {
-	*updated = Micro(orNow(*updated))
-	if created.IsZero() {
-		*created = *updated
-	}
-	*created = Micro(*created)
-}
-
-// SlotTaken is FireSchedule's error when f's slot was fired by another
-// server, or the schedule was paused or changed since it was read.
-func SlotTaken(f Fire) error {
-	return fmt.Errorf("schedule %s slot %s: %w: fired by another server, paused or changed", f.ScheduleID,
-		f.From.Format(time.RFC3339Nano), ErrConflict)
-}
-
-func microPtr(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	m := Micro(*t)
-	return &m
 }

@@ -207,7 +207,7 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 		}
 	}
 	s, err := server.New(server.Config{Store: st, Broker: b, Engine: eng, Keys: keys, APIToken: env.getenv("RUNE_API_TOKEN"), Logger: log,
-		DispatchLease: *lease, DispatchPoll: *poll, ReadyChecks: ready, Retention: *retention, Tracer: tr,
+		Dispatch: server.DispatchConfig{Lease: *lease, Poll: *poll}, ReadyChecks: ready, Retention: server.RetentionConfig{After: *retention}, Tracer: tr,
 		SessionTTL: web.sessionTTL, MaxStreams: web.maxStreams})
 	if err != nil {
 		return err
@@ -224,7 +224,8 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 }
 
 // serveHTTP serves h (s's API and the console) on addr, over TLS when
-// tlsCfg is set, and runs its dispatcher and history consumer until ctx is
+// tlsCfg is set, and runs its components (dispatcher, history consumer,
+// cron triggers, retention) until ctx is
 // done, then shuts down gracefully. Nodes may not call the API (pol, nil
 // for none, learns the listener).
 func serveHTTP(ctx context.Context, log *slog.Logger, addr string, tlsCfg *tls.Config, s *server.Server, h http.Handler, distributedMode bool, pol *egress.Policy) error {

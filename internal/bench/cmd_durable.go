@@ -78,7 +78,7 @@ func benchEmbeddedServer(ctx context.Context, env *Env, b embeddedServerBench) (
 	defer rt.Close()
 	// The bench enqueues through the store, as the API does, but cannot wake
 	// the dispatcher as a trigger through the API does: it polls instead.
-	s, err := server.New(server.Config{Store: st, Broker: rt.Broker, Engine: rt.Engine, Logger: log, DispatchPoll: time.Millisecond, NoSchedules: true})
+	s, err := server.New(server.Config{Store: st, Broker: rt.Broker, Engine: rt.Engine, Logger: log, Dispatch: server.DispatchConfig{Poll: time.Millisecond}, Crons: server.CronConfig{Off: true}})
 	if err != nil {
 		return err
 	}

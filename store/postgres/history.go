@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rune-org/rune/store"
+	"github.com/rune-org/rune/store/internal/sqlstore"
 )
 
 // AppendHistory applies a batch in one transaction and about four round
@@ -145,15 +146,11 @@ func (s *Store) NodeRuns(ctx context.Context, id string) ([]*store.NodeRun, erro
 }
 
 func (s *Store) Splits(ctx context.Context, id string) ([]store.SplitProgress, error) {
-	runs, err := s.NodeRuns(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return store.SplitsOf(runs), nil
+	return sqlstore.Splits(s.NodeRuns(ctx, id))
 }
 
 func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]store.Event, error) {
-	limit := store.EventLimit(f.Limit)
+	limit := sqlstore.EventLimit(f.Limit)
 	var rows pgx.Rows
 	if f.ExecutionID == "" {
 		rows, _ = s.pool.Query(ctx, queries["events_all"], f.AfterID, limit)

@@ -7,7 +7,6 @@ package postgres
 import (
 	"context"
 	"embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -19,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rune-org/rune/store"
+	"github.com/rune-org/rune/store/internal/sqlstore"
 	"github.com/rune-org/rune/store/migrate"
 	"github.com/rune-org/rune/store/sqlfile"
 )
@@ -152,23 +152,23 @@ func (t *target) Apply(ctx context.Context, m migrate.Migration) error {
 }
 
 func (s *Store) tx(ctx context.Context, what string, fn func(tx pgx.Tx) error) error {
-	if err := pgx.BeginFunc(ctx, s.pool, fn); err != nil {
-		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrInvalid) {
-			return err
-		}
-		return fmt.Errorf("postgres: %s: %w", what, err)
-	}
-	return nil
+	return sqlstore.Wrap("postgres", what, pgx.BeginFunc(ctx, s.pool, fn))
+}
+
+// got maps the error of a read of one row of what; op names the read in
+// any error but a missing row.
+func got(op, what string, err error) error {
+	return sqlstore.Got("postgres", op, what, errors.Is(err, pgx.ErrNoRows), err)
 }
 
 // Workflows.
 
 func (s *Store) CreateWorkflow(ctx context.Context, in store.WorkflowInput) (*store.Workflow, error) {
-	if err := store.CheckWorkflow(&in, false); err != nil {
+	w, err := sqlstore.NewWorkflow(&in, false)
+	if err != nil {
 		return nil, err
 	}
-	w := &store.Workflow{ID: in.ID, Version: 1, Name: in.Name, Definition: in.Definition, CreatedAt: in.At}
-	err := s.tx(ctx, "create workflow", func(tx pgx.Tx) error {
+	err = s.tx(ctx, "create workflow", func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, queries["workflow_head_insert"], in.ID)
 		if err != nil {
 			return err
@@ -186,11 +186,11 @@ func (s *Store) CreateWorkflow(ctx context.Context, in store.WorkflowInput) (*st
 }
 
 func (s *Store) UpdateWorkflow(ctx context.Context, in store.WorkflowInput) (*store.Workflow, error) {
-	if err := store.CheckWorkflow(&in, true); err != nil {
+	w, err := sqlstore.NewWorkflow(&in, true)
+	if err != nil {
 		return nil, err
 	}
-	w := &store.Workflow{ID: in.ID, Name: in.Name, Definition: in.Definition, CreatedAt: in.At}
-	err := s.tx(ctx, "update workflow", func(tx pgx.Tx) error {
+	err = s.tx(ctx, "update workflow", func(tx pgx.Tx) error {
 		var latest int
 		var deleted *time.Time
 		err := tx.QueryRow(ctx, queries["workflow_head_lock"], in.ID).Scan(&latest, &deleted)
@@ -217,51 +217,44 @@ func (s *Store) GetWorkflow(ctx context.Context, id string, version int) (*store
 	if version == 0 {
 		var deleted *time.Time
 		err := s.pool.QueryRow(ctx, queries["workflow_head"], id).Scan(&version, &deleted)
-		if errors.Is(err, pgx.ErrNoRows) || deleted != nil {
-			return nil, fmt.Errorf("workflow %s: %w", id, store.ErrNotFound)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("postgres: get workflow %s: %w", id, err)
+		if err := sqlstore.Got("postgres", "get workflow "+id, "workflow "+id, errors.Is(err, pgx.ErrNoRows) || deleted != nil, err); err != nil {
+			return nil, err
 		}
 	}
 	rows, _ := s.pool.Query(ctx, queries["workflow_get"], id, version)
 	w, err := pgx.CollectExactlyOneRow(rows, scanWorkflow)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("workflow %s version %d: %w", id, version, store.ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("postgres: get workflow %s: %w", id, err)
+	if err := got("get workflow "+id, fmt.Sprintf("workflow %s version %d", id, version), err); err != nil {
+		return nil, err
 	}
 	return w, nil
 }
 
 func (s *Store) ListWorkflows(ctx context.Context, limit int, cursor string) (store.Page[*store.Workflow], error) {
 	var page store.Page[*store.Workflow]
-	after, err := store.DecodeWorkflowCursor(cursor)
+	after, limit, err := sqlstore.WorkflowPage(limit, cursor)
 	if err != nil {
 		return page, err
 	}
-	limit = store.ListLimit(limit)
 	rows, _ := s.pool.Query(ctx, queries["workflow_list"], after, limit+1)
 	page.Items, err = pgx.CollectRows(rows, scanWorkflow)
 	if err != nil {
 		return page, fmt.Errorf("postgres: list workflows: %w", err)
 	}
-	return store.PageOf(page.Items, limit, store.WorkflowCursor), nil
+	return sqlstore.PageOf(page.Items, limit, store.WorkflowCursor), nil
 }
 
 func (s *Store) ListVersions(ctx context.Context, id string, limit int, cursor string) (store.Page[*store.Workflow], error) {
-	below, err := store.ParseVersionCursor(cursor)
+	below, err := sqlstore.ParseVersionCursor(cursor)
 	if err != nil {
 		return store.Page[*store.Workflow]{}, err
 	}
-	limit = store.ListLimit(limit)
+	limit = sqlstore.ListLimit(limit)
 	rows, _ := s.pool.Query(ctx, queries["workflow_versions"], id, below, limit+1)
 	ws, err := pgx.CollectRows(rows, scanWorkflow)
 	if err != nil {
 		return store.Page[*store.Workflow]{}, fmt.Errorf("postgres: list versions of %s: %w", id, err)
 	}
-	return store.VersionsPage(id, cursor, ws, limit)
+	return sqlstore.VersionsPage(id, cursor, ws, limit)
 }
 
 func (s *Store) DeleteWorkflow(ctx context.Context, id string, at time.Time) error {
@@ -278,7 +271,7 @@ func (s *Store) DeleteWorkflow(ctx context.Context, id string, at time.Time) err
 // Executions.
 
 func (s *Store) CreateExecution(ctx context.Context, in store.ExecutionInput) (*store.Execution, bool, error) {
-	x, err := store.NewExecution(in)
+	x, err := sqlstore.NewExecution(in)
 	if err != nil {
 		return nil, false, err
 	}
@@ -305,19 +298,18 @@ func (s *Store) CreateExecution(ctx context.Context, in store.ExecutionInput) (*
 	var latest int
 	var deleted *time.Time
 	err = s.pool.QueryRow(ctx, queries["workflow_head"], x.WorkflowID).Scan(&latest, &deleted)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows) || err == nil && deleted != nil:
-		return nil, false, fmt.Errorf("execution %s: workflow %s: %w", x.ID, x.WorkflowID, store.ErrNotFound)
-	case err != nil:
+	missing := errors.Is(err, pgx.ErrNoRows) || err == nil && deleted != nil
+	if err != nil && !missing {
 		return nil, false, fmt.Errorf("postgres: create execution %s: %w", x.ID, err)
-	case x.Version > latest:
-		return nil, false, fmt.Errorf("execution %s: workflow %s version %d: %w", x.ID, x.WorkflowID, x.Version, store.ErrNotFound)
+	}
+	if err := sqlstore.CheckHead(x, latest, missing); err != nil {
+		return nil, false, err
 	}
 	return nil, false, fmt.Errorf("execution %s: %w: the id exists", x.ID, store.ErrConflict)
 }
 
 func (s *Store) ClaimExecutions(ctx context.Context, c store.Claim) ([]*store.Execution, error) {
-	if err := store.CheckClaim(&c); err != nil {
+	if err := sqlstore.CheckClaim(&c); err != nil {
 		return nil, err
 	}
 	rows, _ := s.pool.Query(ctx, queries["execution_claim"], c.Owner, c.Now.Add(c.Lease), c.Now, c.Limit)
@@ -336,11 +328,8 @@ func (s *Store) MarkDispatched(ctx context.Context, id, owner string, at time.Ti
 		if err != nil {
 			return err
 		}
-		if x.ClaimedBy != owner {
-			return fmt.Errorf("execution %s: %w: claimed by another dispatcher", id, store.ErrConflict)
-		}
-		if x.DispatchedAt != nil {
-			return nil
+		if mark, err := sqlstore.Dispatchable(x, owner); !mark {
+			return err
 		}
 		_, err = tx.Exec(ctx, queries["execution_dispatched"], at, id)
 		return err
@@ -356,7 +345,7 @@ func (s *Store) MarkDispatchedAll(ctx context.Context, ids []string, owner strin
 	if err != nil {
 		return nil, fmt.Errorf("postgres: mark dispatched: %w", err)
 	}
-	return store.NotMarked(ids, marked), nil
+	return sqlstore.NotMarked(ids, marked), nil
 }
 
 func lockExecution(ctx context.Context, tx pgx.Tx, id string) (*store.Execution, error) {
@@ -371,25 +360,18 @@ func lockExecution(ctx context.Context, tx pgx.Tx, id string) (*store.Execution,
 func (s *Store) GetExecution(ctx context.Context, id string) (*store.Execution, error) {
 	rows, _ := s.pool.Query(ctx, queries["execution_get"], id)
 	x, err := pgx.CollectExactlyOneRow(rows, scanExecution)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("execution %s: %w", id, store.ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("postgres: get execution %s: %w", id, err)
+	if err := got("get execution "+id, "execution "+id, err); err != nil {
+		return nil, err
 	}
 	return x, nil
 }
 
 func (s *Store) ListExecutions(ctx context.Context, f store.ExecutionFilter) (store.Page[*store.Execution], error) {
 	var page store.Page[*store.Execution]
-	if err := store.CheckExecutionFilter(f); err != nil {
-		return page, err
-	}
-	cur, err := store.DecodeCursor(f.Cursor)
+	cur, limit, err := sqlstore.ExecutionPage(f)
 	if err != nil {
 		return page, err
 	}
-	limit := store.ListLimit(f.Limit)
 	var curAt *time.Time
 	if cur.ID != "" {
 		curAt = &cur.At
@@ -400,7 +382,7 @@ func (s *Store) ListExecutions(ctx context.Context, f store.ExecutionFilter) (st
 	if err != nil {
 		return page, fmt.Errorf("postgres: list executions: %w", err)
 	}
-	return store.PageOf(page.Items, limit, store.ExecutionCursor), nil
+	return sqlstore.PageOf(page.Items, limit, store.ExecutionCursor), nil
 }
 
 func (s *Store) CancelExecution(ctx context.Context, id string, at time.Time) (*store.Execution, error) {
@@ -411,17 +393,14 @@ func (s *Store) CancelExecution(ctx context.Context, id string, at time.Time) (*
 		if x, err = lockExecution(ctx, tx, id); err != nil {
 			return err
 		}
-		change, ok := store.Cancel(x, at)
-		if !ok {
-			return fmt.Errorf("execution %s: %w: it is %s", id, store.ErrConflict, x.Status)
-		}
-		if change == "" {
-			return nil
+		e, err := sqlstore.CancelEvent(x, at)
+		if e == nil {
+			return err
 		}
 		if _, err := tx.Exec(ctx, queries["execution_cancel"], x.Status, at, x.FinishedAt, id); err != nil {
 			return err
 		}
-		return insertEvents(ctx, tx, []store.Event{store.ChangeEvent(x, change, at)}, nil)
+		return insertEvents(ctx, tx, []store.Event{*e}, nil)
 	})
 	if errors.Is(err, store.ErrConflict) {
 		return x, err
@@ -435,7 +414,7 @@ func (s *Store) CancelExecution(ctx context.Context, id string, at time.Time) (*
 // Credentials and tokens.
 
 func (s *Store) PutCredential(ctx context.Context, c *store.Credential) error {
-	if err := store.CheckCredential(c); err != nil {
+	if err := sqlstore.CheckCredential(c); err != nil {
 		return err
 	}
 	if _, err := s.pool.Exec(ctx, queries["credential_put"], c.Name, c.Type, c.KeyID, c.Ciphertext, c.CreatedAt, c.UpdatedAt); err != nil {
@@ -447,11 +426,8 @@ func (s *Store) PutCredential(ctx context.Context, c *store.Credential) error {
 func (s *Store) GetCredential(ctx context.Context, name string) (*store.Credential, error) {
 	rows, _ := s.pool.Query(ctx, queries["credential_get"], name)
 	c, err := pgx.CollectExactlyOneRow(rows, scanCredential)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("credential %s: %w", name, store.ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("postgres: get credential %s: %w", name, err)
+	if err := got("get credential "+name, "credential "+name, err); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -477,7 +453,7 @@ func (s *Store) DeleteCredential(ctx context.Context, name string) error {
 }
 
 func (s *Store) CreateToken(ctx context.Context, t *store.Token) error {
-	if err := store.CheckToken(t); err != nil {
+	if err := sqlstore.CheckToken(t); err != nil {
 		return err
 	}
 	tag, err := s.pool.Exec(ctx, queries["token_insert"], t.ID, t.Name, t.Prefix, t.Hash, t.CreatedAt, t.RevokedAt,
@@ -494,11 +470,8 @@ func (s *Store) CreateToken(ctx context.Context, t *store.Token) error {
 func (s *Store) TokenByHash(ctx context.Context, h []byte) (*store.Token, error) {
 	rows, _ := s.pool.Query(ctx, queries["token_by_hash"], h)
 	t, err := pgx.CollectExactlyOneRow(rows, scanToken)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("token: %w", store.ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("postgres: token by hash: %w", err)
+	if err := got("token by hash", "token", err); err != nil {
+		return nil, err
 	}
 	return t, nil
 }
@@ -515,11 +488,8 @@ func (s *Store) ListTokens(ctx context.Context) ([]*store.Token, error) {
 func (s *Store) TokenByID(ctx context.Context, id string) (*store.Token, error) {
 	rows, _ := s.pool.Query(ctx, queries["token_by_id"], id)
 	t, err := pgx.CollectExactlyOneRow(rows, scanToken)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("token %s: %w", id, store.ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("postgres: token by id: %w", err)
+	if err := got("token by id", "token "+id, err); err != nil {
+		return nil, err
 	}
 	return t, nil
 }
@@ -541,7 +511,7 @@ func (s *Store) RevokeToken(ctx context.Context, name string, at time.Time) erro
 // Console sessions.
 
 func (s *Store) CreateSession(ctx context.Context, se *store.Session) error {
-	if err := store.CheckSession(se); err != nil {
+	if err := sqlstore.CheckSession(se); err != nil {
 		return err
 	}
 	tag, err := s.pool.Exec(ctx, queries["session_insert"], se.Hash, se.TokenID, se.CreatedAt, se.ExpiresAt)
@@ -557,11 +527,8 @@ func (s *Store) CreateSession(ctx context.Context, se *store.Session) error {
 func (s *Store) SessionByHash(ctx context.Context, h []byte) (*store.Session, error) {
 	var se store.Session
 	err := s.pool.QueryRow(ctx, queries["session_by_hash"], h).Scan(&se.Hash, &se.TokenID, &se.CreatedAt, &se.ExpiresAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("session: %w", store.ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("postgres: session by hash: %w", err)
+	if err := got("session by hash", "session", err); err != nil {
+		return nil, err
 	}
 	se.CreatedAt, se.ExpiresAt = se.CreatedAt.UTC(), se.ExpiresAt.UTC()
 	return &se, nil
@@ -590,8 +557,8 @@ func (s *Store) PruneSessions(ctx context.Context, before time.Time) (int, error
 func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 
 func (s *Store) PruneHistory(ctx context.Context, before time.Time, limit int) (int, error) {
-	if limit <= 0 {
-		return 0, fmt.Errorf("prune history: %w: limit %d, want positive", store.ErrInvalid, limit)
+	if err := sqlstore.CheckPrune("history", limit); err != nil {
+		return 0, err
 	}
 	var n int
 	err := s.tx(ctx, "prune history", func(tx pgx.Tx) error {
@@ -617,10 +584,7 @@ func (s *Store) PruneHistory(ctx context.Context, before time.Time, limit int) (
 // Audit log.
 
 func (s *Store) AppendAudit(ctx context.Context, e *store.AuditEntry) error {
-	if err := store.CheckAudit(e); err != nil {
-		return err
-	}
-	objects, err := json.Marshal(e.Objects)
+	objects, err := sqlstore.AuditObjects(e)
 	if err != nil {
 		return err
 	}
@@ -631,22 +595,22 @@ func (s *Store) AppendAudit(ctx context.Context, e *store.AuditEntry) error {
 }
 
 func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) (store.Page[*store.AuditEntry], error) {
-	before, err := store.AuditCursor(f.Cursor)
+	before, err := sqlstore.AuditCursor(f.Cursor)
 	if err != nil {
 		return store.Page[*store.AuditEntry]{}, err
 	}
-	limit := store.ListLimit(f.Limit)
+	limit := sqlstore.ListLimit(f.Limit)
 	rows, _ := s.pool.Query(ctx, queries["audit_list"], before, limit+1)
 	es, err := pgx.CollectRows(rows, scanAudit)
 	if err != nil {
 		return store.Page[*store.AuditEntry]{}, fmt.Errorf("postgres: list audit: %w", err)
 	}
-	return store.AuditPage(es, limit), nil
+	return sqlstore.AuditPage(es, limit), nil
 }
 
 func (s *Store) PruneAudit(ctx context.Context, before time.Time, limit int) (int, error) {
-	if limit <= 0 {
-		return 0, fmt.Errorf("prune audit: %w: limit %d, want positive", store.ErrInvalid, limit)
+	if err := sqlstore.CheckPrune("audit", limit); err != nil {
+		return 0, err
 	}
 	tag, err := s.pool.Exec(ctx, queries["audit_prune"], before, limit)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rune-org/rune/store"
+	"github.com/rune-org/rune/store/internal/sqlstore"
 )
 
 // Conversions between the store's types and the columns.
@@ -185,7 +186,7 @@ func scanToken(row pgx.CollectableRow) (*store.Token, error) {
 		return nil, err
 	}
 	t.CreatedAt, t.RevokedAt, t.ExpiresAt = t.CreatedAt.UTC(), utc(t.RevokedAt), utc(t.ExpiresAt)
-	t.Workflows = store.SplitScope(scope)
+	t.Workflows = sqlstore.SplitScope(scope)
 	return &t, nil
 }
 

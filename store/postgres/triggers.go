@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rune-org/rune/store"
+	"github.com/rune-org/rune/store/internal/sqlstore"
 	"github.com/rune-org/rune/store/sqlfile"
 )
 
@@ -58,13 +59,7 @@ func settingsOf(b []byte) []byte {
 func one[T any](ctx context.Context, s *Store, scan pgx.RowToFunc[T], what, query string, args ...any) (T, error) {
 	rows, _ := s.pool.Query(ctx, query, args...)
 	v, err := pgx.CollectExactlyOneRow(rows, scan)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return v, fmt.Errorf("%s: %w", what, store.ErrNotFound)
-	}
-	if err != nil {
-		return v, fmt.Errorf("postgres: get %s: %w", what, err)
-	}
-	return v, nil
+	return v, got("get "+what, what, err)
 }
 
 // exec runs a write of one row: ErrNotFound (or ErrConflict for an insert)
@@ -81,7 +76,7 @@ func (s *Store) exec(ctx context.Context, what string, none error, query string,
 }
 
 func (s *Store) CreateHook(ctx context.Context, h *store.Hook) error {
-	if err := store.CheckHook(h); err != nil {
+	if err := sqlstore.CheckHook(h); err != nil {
 		return err
 	}
 	return s.exec(ctx, "hook "+h.ID, store.ErrConflict, triggerQueries["hook_insert"], h.ID, h.WorkflowID, h.Name,
@@ -106,7 +101,7 @@ func (s *Store) ListHooks(ctx context.Context, workflowID string) ([]*store.Hook
 }
 
 func (s *Store) UpdateHook(ctx context.Context, h *store.Hook) error {
-	if err := store.CheckHook(h); err != nil {
+	if err := sqlstore.CheckHook(h); err != nil {
 		return err
 	}
 	return s.exec(ctx, "hook "+h.ID, store.ErrNotFound, triggerQueries["hook_update"], h.ID, h.Name, h.SecretHash,
@@ -118,7 +113,7 @@ func (s *Store) DeleteHook(ctx context.Context, id string) error {
 }
 
 func (s *Store) CreateSchedule(ctx context.Context, sc *store.Schedule) error {
-	if err := store.CheckSchedule(sc); err != nil {
+	if err := sqlstore.CheckSchedule(sc); err != nil {
 		return err
 	}
 	return s.exec(ctx, "schedule "+sc.ID, store.ErrConflict, triggerQueries["schedule_insert"], sc.ID, sc.WorkflowID,
@@ -139,7 +134,7 @@ func (s *Store) ListSchedules(ctx context.Context, workflowID string) ([]*store.
 }
 
 func (s *Store) UpdateSchedule(ctx context.Context, sc *store.Schedule) error {
-	if err := store.CheckSchedule(sc); err != nil {
+	if err := sqlstore.CheckSchedule(sc); err != nil {
 		return err
 	}
 	return s.exec(ctx, "schedule "+sc.ID, store.ErrNotFound, triggerQueries["schedule_update"], sc.ID, sc.Name,
@@ -151,7 +146,7 @@ func (s *Store) DeleteSchedule(ctx context.Context, id string) error {
 }
 
 func (s *Store) DueSchedules(ctx context.Context, now time.Time, limit int) ([]*store.Schedule, error) {
-	rows, _ := s.pool.Query(ctx, triggerQueries["schedule_due"], orNow(now), store.ListLimit(limit))
+	rows, _ := s.pool.Query(ctx, triggerQueries["schedule_due"], orNow(now), sqlstore.ListLimit(limit))
 	scs, err := pgx.CollectRows(rows, scanSchedule)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: due schedules: %w", err)
@@ -160,7 +155,7 @@ func (s *Store) DueSchedules(ctx context.Context, now time.Time, limit int) ([]*
 }
 
 func (s *Store) FireSchedule(ctx context.Context, f store.Fire) ([]*store.Execution, error) {
-	xs, err := store.CheckFire(&f)
+	xs, err := sqlstore.CheckFire(&f)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +166,7 @@ func (s *Store) FireSchedule(ctx context.Context, f store.Fire) ([]*store.Execut
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return store.SlotTaken(f)
+			return sqlstore.SlotTaken(f)
 		}
 		for _, x := range xs {
 			err := tx.QueryRow(ctx, queries["execution_create_many"], createManyArgs([]*store.Execution{x})...).Scan(new(string), &x.Version)

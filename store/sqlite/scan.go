@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rune-org/rune/store"
+	"github.com/rune-org/rune/store/internal/sqlstore"
 )
 
 // Conversions between the store's types and SQLite's columns: times as
@@ -196,7 +197,7 @@ func scanToken(s scanner) (*store.Token, error) {
 		return nil, err
 	}
 	t.CreatedAt, t.RevokedAt, t.ExpiresAt = timeOf(created), timePtrOf(revoked), timePtrOf(expires)
-	t.Workflows = store.SplitScope(scope)
+	t.Workflows = sqlstore.SplitScope(scope)
 	return &t, nil
 }
 

@@ -10,7 +10,6 @@ import (
 	"context"
 	"database/sql"
 	"embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/rune-org/rune/internal/sqlitedb"
 	"github.com/rune-org/rune/store"
+	"github.com/rune-org/rune/store/internal/sqlstore"
 	"github.com/rune-org/rune/store/migrate"
 	"github.com/rune-org/rune/store/sqlfile"
 
@@ -165,23 +165,23 @@ func inTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
 }
 
 func (s *Store) tx(ctx context.Context, what string, fn func(tx *sql.Tx) error) error {
-	if err := inTx(ctx, s.w, fn); err != nil {
-		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrInvalid) {
-			return err
-		}
-		return fmt.Errorf("sqlite: %s: %w", what, err)
-	}
-	return nil
+	return sqlstore.Wrap("sqlite", what, inTx(ctx, s.w, fn))
+}
+
+// got maps the error of a read of one row of what; op names the read in
+// any error but a missing row.
+func got(op, what string, err error) error {
+	return sqlstore.Got("sqlite", op, what, errors.Is(err, sql.ErrNoRows), err)
 }
 
 // Workflows.
 
 func (s *Store) CreateWorkflow(ctx context.Context, in store.WorkflowInput) (*store.Workflow, error) {
-	if err := store.CheckWorkflow(&in, false); err != nil {
+	w, err := sqlstore.NewWorkflow(&in, false)
+	if err != nil {
 		return nil, err
 	}
-	w := &store.Workflow{ID: in.ID, Version: 1, Name: in.Name, Definition: in.Definition, CreatedAt: in.At}
-	err := s.tx(ctx, "create workflow", func(tx *sql.Tx) error {
+	err = s.tx(ctx, "create workflow", func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, queries["workflow_head_insert"], in.ID)
 		if err != nil {
 			return err
@@ -199,11 +199,11 @@ func (s *Store) CreateWorkflow(ctx context.Context, in store.WorkflowInput) (*st
 }
 
 func (s *Store) UpdateWorkflow(ctx context.Context, in store.WorkflowInput) (*store.Workflow, error) {
-	if err := store.CheckWorkflow(&in, true); err != nil {
+	w, err := sqlstore.NewWorkflow(&in, true)
+	if err != nil {
 		return nil, err
 	}
-	w := &store.Workflow{ID: in.ID, Name: in.Name, Definition: in.Definition, CreatedAt: in.At}
-	err := s.tx(ctx, "update workflow", func(tx *sql.Tx) error {
+	err = s.tx(ctx, "update workflow", func(tx *sql.Tx) error {
 		var latest int
 		var deleted sql.NullInt64
 		err := tx.QueryRowContext(ctx, queries["workflow_head"], in.ID).Scan(&latest, &deleted)
@@ -231,49 +231,42 @@ func (s *Store) GetWorkflow(ctx context.Context, id string, version int) (*store
 		var latest int
 		var deleted sql.NullInt64
 		err := s.r.QueryRowContext(ctx, queries["workflow_head"], id).Scan(&latest, &deleted)
-		if errors.Is(err, sql.ErrNoRows) || deleted.Valid {
-			return nil, fmt.Errorf("workflow %s: %w", id, store.ErrNotFound)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: get workflow %s: %w", id, err)
+		if err := sqlstore.Got("sqlite", "get workflow "+id, "workflow "+id, errors.Is(err, sql.ErrNoRows) || deleted.Valid, err); err != nil {
+			return nil, err
 		}
 		version = latest
 	}
 	w, err := scanWorkflow(s.r.QueryRowContext(ctx, queries["workflow_get"], id, version))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("workflow %s version %d: %w", id, version, store.ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: get workflow %s: %w", id, err)
+	if err := got("get workflow "+id, fmt.Sprintf("workflow %s version %d", id, version), err); err != nil {
+		return nil, err
 	}
 	return w, nil
 }
 
 func (s *Store) ListWorkflows(ctx context.Context, limit int, cursor string) (store.Page[*store.Workflow], error) {
 	var page store.Page[*store.Workflow]
-	after, err := store.DecodeWorkflowCursor(cursor)
+	after, limit, err := sqlstore.WorkflowPage(limit, cursor)
 	if err != nil {
 		return page, err
 	}
-	limit = store.ListLimit(limit)
 	page.Items, err = queryAll(ctx, s.r, scanWorkflow, queries["workflow_list"], after, limit+1)
 	if err != nil {
 		return page, fmt.Errorf("sqlite: list workflows: %w", err)
 	}
-	return store.PageOf(page.Items, limit, store.WorkflowCursor), nil
+	return sqlstore.PageOf(page.Items, limit, store.WorkflowCursor), nil
 }
 
 func (s *Store) ListVersions(ctx context.Context, id string, limit int, cursor string) (store.Page[*store.Workflow], error) {
-	below, err := store.ParseVersionCursor(cursor)
+	below, err := sqlstore.ParseVersionCursor(cursor)
 	if err != nil {
 		return store.Page[*store.Workflow]{}, err
 	}
-	limit = store.ListLimit(limit)
+	limit = sqlstore.ListLimit(limit)
 	ws, err := queryAll(ctx, s.r, scanWorkflow, queries["workflow_versions"], id, below, limit+1)
 	if err != nil {
 		return store.Page[*store.Workflow]{}, fmt.Errorf("sqlite: list versions of %s: %w", id, err)
 	}
-	return store.VersionsPage(id, cursor, ws, limit)
+	return sqlstore.VersionsPage(id, cursor, ws, limit)
 }
 
 func (s *Store) DeleteWorkflow(ctx context.Context, id string, at time.Time) error {
@@ -292,7 +285,7 @@ func (s *Store) DeleteWorkflow(ctx context.Context, id string, at time.Time) err
 // Executions.
 
 func (s *Store) CreateExecution(ctx context.Context, in store.ExecutionInput) (*store.Execution, bool, error) {
-	x, err := store.NewExecution(in)
+	x, err := sqlstore.NewExecution(in)
 	if err != nil {
 		return nil, false, err
 	}
@@ -323,16 +316,12 @@ func createExecution(ctx context.Context, tx *sql.Tx, x *store.Execution) (*stor
 	var latest int
 	var deleted sql.NullInt64
 	err := tx.QueryRowContext(ctx, queries["workflow_head"], x.WorkflowID).Scan(&latest, &deleted)
-	if errors.Is(err, sql.ErrNoRows) || deleted.Valid {
-		return nil, false, fmt.Errorf("execution %s: workflow %s: %w", x.ID, x.WorkflowID, store.ErrNotFound)
-	}
-	if err != nil {
+	missing := errors.Is(err, sql.ErrNoRows) || deleted.Valid
+	if err != nil && !missing {
 		return nil, false, err
 	}
-	if x.Version == 0 {
-		x.Version = latest
-	} else if x.Version > latest {
-		return nil, false, fmt.Errorf("execution %s: workflow %s version %d: %w", x.ID, x.WorkflowID, x.Version, store.ErrNotFound)
+	if err := sqlstore.CheckHead(x, latest, missing); err != nil {
+		return nil, false, err
 	}
 	res, err := tx.ExecContext(ctx, queries["execution_insert"], executionArgs(x)...)
 	if err != nil {
@@ -345,7 +334,7 @@ func createExecution(ctx context.Context, tx *sql.Tx, x *store.Execution) (*stor
 }
 
 func (s *Store) ClaimExecutions(ctx context.Context, c store.Claim) ([]*store.Execution, error) {
-	if err := store.CheckClaim(&c); err != nil {
+	if err := sqlstore.CheckClaim(&c); err != nil {
 		return nil, err
 	}
 	var xs []*store.Execution
@@ -374,11 +363,8 @@ func markDispatched(ctx context.Context, tx *sql.Tx, id, owner string, at time.T
 	if err != nil {
 		return err
 	}
-	if x.ClaimedBy != owner {
-		return fmt.Errorf("execution %s: %w: claimed by another dispatcher", id, store.ErrConflict)
-	}
-	if x.DispatchedAt != nil {
-		return nil
+	if mark, err := sqlstore.Dispatchable(x, owner); !mark {
+		return err
 	}
 	_, err = tx.ExecContext(ctx, queries["execution_dispatched"], micros(at), micros(at), id)
 	return err
@@ -406,25 +392,18 @@ func (s *Store) MarkDispatchedAll(ctx context.Context, ids []string, owner strin
 
 func (s *Store) GetExecution(ctx context.Context, id string) (*store.Execution, error) {
 	x, err := scanExecution(s.r.QueryRowContext(ctx, queries["execution_get"], id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("execution %s: %w", id, store.ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: get execution %s: %w", id, err)
+	if err := got("get execution "+id, "execution "+id, err); err != nil {
+		return nil, err
 	}
 	return x, nil
 }
 
 func (s *Store) ListExecutions(ctx context.Context, f store.ExecutionFilter) (store.Page[*store.Execution], error) {
 	var page store.Page[*store.Execution]
-	if err := store.CheckExecutionFilter(f); err != nil {
-		return page, err
-	}
-	cur, err := store.DecodeCursor(f.Cursor)
+	cur, limit, err := sqlstore.ExecutionPage(f)
 	if err != nil {
 		return page, err
 	}
-	limit := store.ListLimit(f.Limit)
 	var curAt int64
 	if cur.ID != "" {
 		curAt = micros(cur.At)
@@ -434,7 +413,7 @@ func (s *Store) ListExecutions(ctx context.Context, f store.ExecutionFilter) (st
 	if err != nil {
 		return page, fmt.Errorf("sqlite: list executions: %w", err)
 	}
-	return store.PageOf(page.Items, limit, store.ExecutionCursor), nil
+	return sqlstore.PageOf(page.Items, limit, store.ExecutionCursor), nil
 }
 
 func (s *Store) CancelExecution(ctx context.Context, id string, at time.Time) (*store.Execution, error) {
@@ -449,17 +428,14 @@ func (s *Store) CancelExecution(ctx context.Context, id string, at time.Time) (*
 		if err != nil {
 			return err
 		}
-		change, ok := store.Cancel(x, at)
-		if !ok {
-			return fmt.Errorf("execution %s: %w: it is %s", id, store.ErrConflict, x.Status)
-		}
-		if change == "" {
-			return nil
+		e, err := sqlstore.CancelEvent(x, at)
+		if e == nil {
+			return err
 		}
 		if _, err := tx.ExecContext(ctx, queries["execution_cancel"], x.Status, micros(at), microsPtr(x.FinishedAt), id); err != nil {
 			return err
 		}
-		_, err = insertEvent(ctx, tx.StmtContext(ctx, s.hot["event_insert"]), "", store.ChangeEvent(x, change, at))
+		_, err = insertEvent(ctx, tx.StmtContext(ctx, s.hot["event_insert"]), "", *e)
 		return err
 	})
 	if errors.Is(err, store.ErrConflict) {
@@ -582,15 +558,11 @@ func (s *Store) NodeRuns(ctx context.Context, id string) ([]*store.NodeRun, erro
 }
 
 func (s *Store) Splits(ctx context.Context, id string) ([]store.SplitProgress, error) {
-	runs, err := s.NodeRuns(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return store.SplitsOf(runs), nil
+	return sqlstore.Splits(s.NodeRuns(ctx, id))
 }
 
 func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]store.Event, error) {
-	limit := store.EventLimit(f.Limit)
+	limit := sqlstore.EventLimit(f.Limit)
 	var es []store.Event
 	var err error
 	if f.ExecutionID == "" {
@@ -607,7 +579,7 @@ func (s *Store) Events(ctx context.Context, f store.EventFilter) ([]store.Event,
 // Credentials and tokens.
 
 func (s *Store) PutCredential(ctx context.Context, c *store.Credential) error {
-	if err := store.CheckCredential(c); err != nil {
+	if err := sqlstore.CheckCredential(c); err != nil {
 		return err
 	}
 	return s.tx(ctx, "put credential", func(tx *sql.Tx) error {
@@ -619,11 +591,8 @@ func (s *Store) PutCredential(ctx context.Context, c *store.Credential) error {
 
 func (s *Store) GetCredential(ctx context.Context, name string) (*store.Credential, error) {
 	c, err := scanCredential(s.r.QueryRowContext(ctx, queries["credential_get"], name))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("credential %s: %w", name, store.ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: get credential %s: %w", name, err)
+	if err := got("get credential "+name, "credential "+name, err); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -650,7 +619,7 @@ func (s *Store) DeleteCredential(ctx context.Context, name string) error {
 }
 
 func (s *Store) CreateToken(ctx context.Context, t *store.Token) error {
-	if err := store.CheckToken(t); err != nil {
+	if err := sqlstore.CheckToken(t); err != nil {
 		return err
 	}
 	return s.tx(ctx, "create token", func(tx *sql.Tx) error {
@@ -668,11 +637,8 @@ func (s *Store) CreateToken(ctx context.Context, t *store.Token) error {
 
 func (s *Store) TokenByHash(ctx context.Context, h []byte) (*store.Token, error) {
 	t, err := scanToken(s.r.QueryRowContext(ctx, queries["token_by_hash"], h))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("token: %w", store.ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: token by hash: %w", err)
+	if err := got("token by hash", "token", err); err != nil {
+		return nil, err
 	}
 	return t, nil
 }
@@ -687,11 +653,8 @@ func (s *Store) ListTokens(ctx context.Context) ([]*store.Token, error) {
 
 func (s *Store) TokenByID(ctx context.Context, id string) (*store.Token, error) {
 	t, err := scanToken(s.r.QueryRowContext(ctx, queries["token_by_id"], id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("token %s: %w", id, store.ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: token by id: %w", err)
+	if err := got("token by id", "token "+id, err); err != nil {
+		return nil, err
 	}
 	return t, nil
 }
@@ -713,7 +676,7 @@ func (s *Store) RevokeToken(ctx context.Context, name string, at time.Time) erro
 // Console sessions.
 
 func (s *Store) CreateSession(ctx context.Context, se *store.Session) error {
-	if err := store.CheckSession(se); err != nil {
+	if err := sqlstore.CheckSession(se); err != nil {
 		return err
 	}
 	return s.tx(ctx, "create session", func(tx *sql.Tx) error {
@@ -732,11 +695,8 @@ func (s *Store) SessionByHash(ctx context.Context, h []byte) (*store.Session, er
 	var se store.Session
 	var created, expires int64
 	err := s.r.QueryRowContext(ctx, queries["session_by_hash"], h).Scan(&se.Hash, &se.TokenID, &created, &expires)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("session: %w", store.ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: session by hash: %w", err)
+	if err := got("session by hash", "session", err); err != nil {
+		return nil, err
 	}
 	se.CreatedAt, se.ExpiresAt = timeOf(created), timeOf(expires)
 	return &se, nil
@@ -772,8 +732,8 @@ func (s *Store) PruneSessions(ctx context.Context, before time.Time) (int, error
 func (s *Store) Ping(ctx context.Context) error { return s.r.PingContext(ctx) }
 
 func (s *Store) PruneHistory(ctx context.Context, before time.Time, limit int) (int, error) {
-	if limit <= 0 {
-		return 0, fmt.Errorf("prune history: %w: limit %d, want positive", store.ErrInvalid, limit)
+	if err := sqlstore.CheckPrune("history", limit); err != nil {
+		return 0, err
 	}
 	var n int
 	err := s.tx(ctx, "prune history", func(tx *sql.Tx) error {
@@ -813,10 +773,7 @@ func (s *Store) PruneHistory(ctx context.Context, before time.Time, limit int) (
 // Audit log.
 
 func (s *Store) AppendAudit(ctx context.Context, e *store.AuditEntry) error {
-	if err := store.CheckAudit(e); err != nil {
-		return err
-	}
-	objects, err := json.Marshal(e.Objects)
+	objects, err := sqlstore.AuditObjects(e)
 	if err != nil {
 		return err
 	}
@@ -826,21 +783,21 @@ func (s *Store) AppendAudit(ctx context.Context, e *store.AuditEntry) error {
 }
 
 func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) (store.Page[*store.AuditEntry], error) {
-	before, err := store.AuditCursor(f.Cursor)
+	before, err := sqlstore.AuditCursor(f.Cursor)
 	if err != nil {
 		return store.Page[*store.AuditEntry]{}, err
 	}
-	limit := store.ListLimit(f.Limit)
+	limit := sqlstore.ListLimit(f.Limit)
 	es, err := queryAll(ctx, s.r, scanAudit, queries["audit_list"], before, limit+1)
 	if err != nil {
 		return store.Page[*store.AuditEntry]{}, fmt.Errorf("sqlite: list audit: %w", err)
 	}
-	return store.AuditPage(es, limit), nil
+	return sqlstore.AuditPage(es, limit), nil
 }
 
 func (s *Store) PruneAudit(ctx context.Context, before time.Time, limit int) (int, error) {
-	if limit <= 0 {
-		return 0, fmt.Errorf("prune audit: %w: limit %d, want positive", store.ErrInvalid, limit)
+	if err := sqlstore.CheckPrune("audit", limit); err != nil {
+		return 0, err
 	}
 	var n int64
 	err := s.tx(ctx, "prune audit", func(tx *sql.Tx) error {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rune-org/rune/store"
+	"github.com/rune-org/rune/store/internal/sqlstore"
 	"github.com/rune-org/rune/store/sqlfile"
 )
 
@@ -62,13 +63,7 @@ func nullString(s string) any {
 // one returns the single row of query, or ErrNotFound naming what.
 func one[T any](ctx context.Context, s *Store, scan func(scanner) (T, error), what, query string, args ...any) (T, error) {
 	v, err := scan(s.r.QueryRowContext(ctx, query, args...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return v, fmt.Errorf("%s: %w", what, store.ErrNotFound)
-	}
-	if err != nil {
-		return v, fmt.Errorf("sqlite: get %s: %w", what, err)
-	}
-	return v, nil
+	return v, got("get "+what, what, err)
 }
 
 // exec runs a write of one row: none (ErrNotFound, or ErrConflict for an
@@ -87,7 +82,7 @@ func (s *Store) exec(ctx context.Context, what string, none error, query string,
 }
 
 func (s *Store) CreateHook(ctx context.Context, h *store.Hook) error {
-	if err := store.CheckHook(h); err != nil {
+	if err := sqlstore.CheckHook(h); err != nil {
 		return err
 	}
 	return s.exec(ctx, "hook "+h.ID, store.ErrConflict, triggerQueries["hook_insert"], h.ID, h.WorkflowID, h.Name,
@@ -112,7 +107,7 @@ func (s *Store) ListHooks(ctx context.Context, workflowID string) ([]*store.Hook
 }
 
 func (s *Store) UpdateHook(ctx context.Context, h *store.Hook) error {
-	if err := store.CheckHook(h); err != nil {
+	if err := sqlstore.CheckHook(h); err != nil {
 		return err
 	}
 	return s.exec(ctx, "hook "+h.ID, store.ErrNotFound, triggerQueries["hook_update"], h.ID, h.Name, h.SecretHash,
@@ -124,7 +119,7 @@ func (s *Store) DeleteHook(ctx context.Context, id string) error {
 }
 
 func (s *Store) CreateSchedule(ctx context.Context, sc *store.Schedule) error {
-	if err := store.CheckSchedule(sc); err != nil {
+	if err := sqlstore.CheckSchedule(sc); err != nil {
 		return err
 	}
 	return s.exec(ctx, "schedule "+sc.ID, store.ErrConflict, triggerQueries["schedule_insert"], sc.ID, sc.WorkflowID,
@@ -145,7 +140,7 @@ func (s *Store) ListSchedules(ctx context.Context, workflowID string) ([]*store.
 }
 
 func (s *Store) UpdateSchedule(ctx context.Context, sc *store.Schedule) error {
-	if err := store.CheckSchedule(sc); err != nil {
+	if err := sqlstore.CheckSchedule(sc); err != nil {
 		return err
 	}
 	return s.exec(ctx, "schedule "+sc.ID, store.ErrNotFound, triggerQueries["schedule_update"], sc.ID, sc.Name,
@@ -157,7 +152,7 @@ func (s *Store) DeleteSchedule(ctx context.Context, id string) error {
 }
 
 func (s *Store) DueSchedules(ctx context.Context, now time.Time, limit int) ([]*store.Schedule, error) {
-	scs, err := queryAll(ctx, s.r, scanSchedule, triggerQueries["schedule_due"], micros(orNow(now)), store.ListLimit(limit))
+	scs, err := queryAll(ctx, s.r, scanSchedule, triggerQueries["schedule_due"], micros(orNow(now)), sqlstore.ListLimit(limit))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: due schedules: %w", err)
 	}
@@ -165,7 +160,7 @@ func (s *Store) DueSchedules(ctx context.Context, now time.Time, limit int) ([]*
 }
 
 func (s *Store) FireSchedule(ctx context.Context, f store.Fire) ([]*store.Execution, error) {
-	xs, err := store.CheckFire(&f)
+	xs, err := sqlstore.CheckFire(&f)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +174,7 @@ func (s *Store) FireSchedule(ctx context.Context, f store.Fire) ([]*store.Execut
 			return err
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return store.SlotTaken(f)
+			return sqlstore.SlotTaken(f)
 		}
 		for _, x := range xs {
 			x, ok, err := createExecution(ctx, tx, x)
