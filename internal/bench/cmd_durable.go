@@ -30,6 +30,9 @@ type embeddedServerBench struct {
 	// process that sleeps taskSleep).
 	chain     string
 	taskSleep time.Duration
+	// dispatchPoll is the server's Config.DispatchPoll (0: its default);
+	// a test sets it long, so that only the bench's wakes start executions.
+	dispatchPoll time.Duration
 }
 
 // EmbeddedServerResult is what `rune bench --mode embedded-server` reports.
@@ -76,9 +79,11 @@ func benchEmbeddedServer(ctx context.Context, env *Env, b embeddedServerBench) (
 		return err
 	}
 	defer rt.Close()
-	// The bench enqueues through the store, as the API does, but cannot wake
-	// the dispatcher as a trigger through the API does: it polls instead.
-	s, err := server.New(server.Config{Store: st, Broker: rt.Broker, Engine: rt.Engine, Logger: log, Dispatch: server.DispatchConfig{Poll: time.Millisecond}, Crons: server.CronConfig{Off: true}})
+	// The server as `rune server` runs it (its default dispatcher poll): the
+	// bench enqueues through the store, as a trigger through the API does,
+	// and wakes the dispatcher as that trigger does (the API would name the
+	// executions itself, and the bench follows each before it starts).
+	s, err := server.New(server.Config{Store: st, Broker: rt.Broker, Engine: rt.Engine, Logger: log, Dispatch: server.DispatchConfig{Poll: b.dispatchPoll}, Crons: server.CronConfig{Off: true}})
 	if err != nil {
 		return err
 	}
@@ -114,8 +119,11 @@ func benchEmbeddedServer(ctx context.Context, env *Env, b embeddedServerBench) (
 		if err != nil {
 			return err
 		}
-		_, _, err = st.CreateExecution(ctx, store.ExecutionInput{ID: id, WorkflowID: stored.ID, Version: stored.Version, Input: raw, Trigger: "api", At: time.Now()})
-		return err
+		if _, _, err = st.CreateExecution(ctx, store.ExecutionInput{ID: id, WorkflowID: stored.ID, Version: stored.Version, Input: raw, Trigger: "api", At: time.Now()}); err != nil {
+			return err
+		}
+		s.Wake()
+		return nil
 	}
 	ids := func(i int) string { return fmt.Sprintf("exec_%s_bench%07d", t0.UTC().Format("20060102T150405"), i) }
 	res, err := Run(ctx, rt.Broker, rt.Engine, wf, Config{Executions: b.executions, InFlight: b.inflight, Progress: env.Stderr, Start: start, IDs: ids})

@@ -69,8 +69,11 @@ func benchWebhooks(ctx context.Context, env *Env, srv *Deployment, b serverBench
 		return err
 	}
 	fmt.Fprintf(env.Stderr, "rune bench: webhooks on rune server, PostgreSQL schema %s, a worker and a scheduler in this process; signed hook into a %d-node linear workflow\n", rig.tag, b.nodes)
-	body := []byte(`{"event":"push","ref":"main","seed":1}`)
-	deliver := func(id int) (time.Duration, error) {
+	// Each delivery has a body of its own, as a real sender's events do:
+	// the same body signed in the same second is the same signature, which
+	// the hook answers as a replay (200, duplicate), starting nothing.
+	deliver := func(id int, want ...int) (time.Duration, error) {
+		body := fmt.Appendf(nil, `{"event":"push","ref":"main","seed":1,"delivery":%d}`, id)
 		ts := strconv.FormatInt(time.Now().Unix(), 10)
 		mac := hmac.New(sha256.New, []byte(hook.SigningSecret))
 		mac.Write([]byte(ts + "."))
@@ -81,7 +84,7 @@ func benchWebhooks(ctx context.Context, env *Env, srv *Deployment, b serverBench
 		h.Set("X-Rune-Timestamp", ts)
 		h.Set("X-Rune-Signature", "sha256="+hex.EncodeToString(mac.Sum(nil)))
 		t0 := time.Now()
-		_, err := rig.sendWith(ctx, hook.URL, body, false, nil, h, http.StatusAccepted, http.StatusOK)
+		_, err := rig.sendWith(ctx, hook.URL, body, false, nil, h, want...)
 		return time.Since(t0), err
 	}
 	res := WebhookBenchResult{Requests: b.executions, Clients: b.clients, Signed: true, Schema: rig.tag}
@@ -96,7 +99,7 @@ func benchWebhooks(ctx context.Context, env *Env, srv *Deployment, b serverBench
 	for range b.clients {
 		cw.Go(func() {
 			for i := next.Add(1) - 1; i < int64(b.executions); i = next.Add(1) - 1 {
-				d, err := deliver(int(i))
+				d, err := deliver(int(i), http.StatusAccepted) // a new delivery starts an execution
 				if err != nil {
 					errOnce.Do(func() { firstErr = fmt.Errorf("delivery %d: %w", i, err) })
 					return
@@ -121,7 +124,7 @@ func benchWebhooks(ctx context.Context, env *Env, srv *Deployment, b serverBench
 
 	// Replays: a sender retrying every tenth delivery starts nothing.
 	for i := 0; i < b.executions; i += 10 {
-		if _, err := deliver(i); err != nil {
+		if _, err := deliver(i, http.StatusAccepted, http.StatusOK); err != nil {
 			return fmt.Errorf("replay: %w", err)
 		}
 		res.Replays++
