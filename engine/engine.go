@@ -26,7 +26,9 @@ import (
 
 // Config configures an Engine.
 type Config struct {
-	// Registry holds the node types. Required.
+	// Registry holds the node types that do work. Required. The control
+	// nodes (split, aggregator, merge, wait, delay) are the engine's own
+	// (control.go) and need no registering.
 	Registry *node.Registry
 	// Coord does completion accounting and cancellation. Required.
 	Coord coord.Coordinator
@@ -104,6 +106,7 @@ var ErrInvalid = errors.New("invalid message")
 // Engine turns messages into effects. It is safe for concurrent use.
 type Engine struct {
 	cfg      Config
+	types    *node.Registry // Config.Registry's and the control types
 	log      *slog.Logger
 	compiler *expr.Compiler
 	cache    *cache
@@ -146,6 +149,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg:        cfg,
+		types:      withControls(cfg.Registry),
 		log:        cfg.Logger,
 		compiler:   expr.NewCompiler(cfg.Limits),
 		cache:      newCache(cfg.CacheSize),

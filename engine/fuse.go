@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rune-org/rune/message"
+	"github.com/rune-org/rune/node"
 	"github.com/rune-org/rune/tracing"
 	"github.com/rune-org/rune/workflow"
 )
@@ -30,10 +31,14 @@ const (
 	DefaultFuseBudget = 5 * time.Millisecond
 )
 
-// fusible are the node types run in the hop before them: pure (no I/O, no
-// clock but $now), with one message in and their successors out. A split
-// (fan-out), a barrier (fan-in) and a wait are not.
-var fusible = map[string]bool{"set": true, "conditional": true, "switch": true, "log": true}
+// fusible says whether node n runs in the hop before it: its runner is
+// pure (node.Pure: no I/O, no clock but $now), with one message in and its
+// successors out. A control node is not: a split fans out, a barrier joins
+// and a wait suspends.
+func (wf *Workflow) fusible(n *workflow.Node) bool {
+	_, pure := wf.runners[n.ID].(node.Pure)
+	return pure && !isControl(n.Type)
+}
 
 // fusedRecord is one fused node's result, kept in the hop's record.
 type fusedRecord struct {
@@ -160,7 +165,7 @@ func (s *step) fusibleNext(f *effects) *workflow.Node {
 	}
 	m := f.next[0]
 	n, ok := s.wf.Graph.Node(m.CurrentNode)
-	if !ok || !fusible[n.Type] || len(s.wf.parents[n.ID]) > 0 {
+	if !ok || !s.wf.fusible(n) || len(s.wf.parents[n.ID]) > 0 {
 		return nil
 	}
 	return n

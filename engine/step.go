@@ -15,7 +15,7 @@ import (
 	"github.com/rune-org/rune/coord"
 	"github.com/rune-org/rune/message"
 	"github.com/rune-org/rune/node"
-	"github.com/rune-org/rune/nodes"
+
 	"github.com/rune-org/rune/redact"
 	"github.com/rune-org/rune/workflow"
 )
@@ -114,9 +114,9 @@ func (s *step) handle(ctx context.Context) error {
 	}
 	now := s.e.cfg.Now()
 	if !s.resumedAt.IsZero() {
-		return s.finish(ctx, &record{Output: map[string]any{nodes.ResumeAt: s.resumedAt.UTC().Format(time.RFC3339Nano)}, StartedAt: now, FinishedAt: now})
+		return s.finish(ctx, &record{Output: map[string]any{ResumeAt: s.resumedAt.UTC().Format(time.RFC3339Nano)}, StartedAt: now, FinishedAt: now})
 	}
-	if s.node.Type == "aggregator" || s.node.Type == "merge" {
+	if isBarrier(s.node.Type) {
 		return s.finish(ctx, &record{Arrival: true, StartedAt: now, FinishedAt: now})
 	}
 	s.sink.Status(s.status(message.StatusRunning, now))
@@ -129,7 +129,7 @@ func (s *step) handle(ctx context.Context) error {
 		return err
 	}
 	if rec.Err == nil && isWait(s.node.Type) {
-		if due, err := nodes.ResumeTime(rec.Output); err == nil && due.After(s.e.cfg.Now()) {
+		if due, err := ResumeTime(rec.Output); err == nil && due.After(s.e.cfg.Now()) {
 			return s.suspend(ctx, due)
 		}
 	}
@@ -170,7 +170,7 @@ func (s *step) optimistic() bool {
 // is not pure: the node allows it (node.Eager) and the message is a first
 // copy on its first delivery (FirstCopies).
 func (s *step) eager() bool {
-	if !s.resumedAt.IsZero() || s.uncounted || isWait(s.node.Type) || s.node.Type == "aggregator" || s.node.Type == "merge" {
+	if !s.resumedAt.IsZero() || s.uncounted || isWait(s.node.Type) || isBarrier(s.node.Type) {
 		return false
 	}
 	_, eager := s.wf.runners[s.node.ID].(node.Eager)
@@ -405,7 +405,8 @@ func (s *step) outcome(ctx context.Context, rec *record, f *effects) error {
 		f.statuses = append(f.statuses, st)
 		next := s.extend("$"+s.node.ID, rec.Output)
 		if v, ok := s.wf.runners[s.node.ID].(node.Vars); ok {
-			next = withVar(next, v.VarName(), rec.Output)
+			st.Var = v.VarName()
+			next = withVar(next, st.Var, rec.Output)
 		}
 		if s.node.Type == "split" {
 			// Every branch carries the context: big values go by reference.
@@ -450,7 +451,10 @@ func (s *step) outcome(ctx context.Context, rec *record, f *effects) error {
 	switch s.node.Strategy() {
 	case workflow.ErrorIgnore:
 		var edges []string
-		routing := nodes.RoutingEdges(s.node)
+		var routing []string
+		if r, ok := s.wf.runners[s.node.ID].(node.Router); ok {
+			routing = r.RoutingEdges()
+		}
 		for _, id := range s.successEdges(s.node, nil) {
 			if !contains(routing, id) {
 				edges = append(edges, id)

@@ -62,6 +62,14 @@ type Vars interface {
 	VarName() string
 }
 
+// Router is implemented by runners that choose which of their outgoing
+// edges to follow (conditional, switch). RoutingEdges are the edges they
+// choose among: when such a node fails and its error strategy is ignore,
+// none of them is followed, since there is no decision to follow.
+type Router interface {
+	RoutingEdges() []string
+}
+
 // Input is what a node sees when it runs.
 type Input struct {
 	// Env is the expression environment: the accumulated context ("$trigger",
