@@ -634,8 +634,8 @@ func (s *step) statusOf(n *workflow.Node, st string, stack []message.Frame) *mes
 //
 // Timeout messages are not in the execution's live count (they would hold
 // its completion back until the deadline), so finishing one adds its
-// successors without removing itself.
-func (e *Engine) HandleTimeout(ctx context.Context, t *message.Timeout, sink Sink) error {
+// successors without removing itself. d is as for Handle.
+func (e *Engine) HandleTimeout(ctx context.Context, d Delivery, t *message.Timeout, sink Sink) error {
 	if err := t.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
@@ -644,7 +644,7 @@ func (e *Engine) HandleTimeout(ctx context.Context, t *message.Timeout, sink Sin
 	if err != nil {
 		return err
 	}
-	if n == nil || (n.Type != "merge" && n.Type != "aggregator") {
+	if n == nil || !isBarrier(n.Type) {
 		return invalidf("timeout %s: %q is not a merge or aggregator of workflow %q", m.MessageID, m.CurrentNode, wf.Def.ID)
 	}
 	tracing.NodeType(ctx, n.Type)
@@ -652,7 +652,7 @@ func (e *Engine) HandleTimeout(ctx context.Context, t *message.Timeout, sink Sin
 	if err != nil {
 		return err
 	}
-	st := &step{e: e, wf: wf, m: m, node: n, sink: sink, uncounted: true, ref: ref}
+	st := &step{e: e, wf: wf, m: m, node: n, sink: sink, uncounted: true, ref: ref, d: d, trace: d.Trace}
 	b, err := e.cfg.Coord.Begin(ctx, m.ExecutionID, m.MessageID)
 	if err != nil {
 		return fmt.Errorf("engine: begin timeout %s: %w", m.MessageID, err)

@@ -49,14 +49,6 @@ type fusedRecord struct {
 // fuses says whether e fuses the pure nodes of wf.
 func (e *Engine) fuses(wf *Workflow) bool { return !e.cfg.NoFuse && wf.Def.Fused() }
 
-// FuseGate is a Sink that can forbid fused hops for now: MayFuse false
-// means the handled node's successors are published, not run in its hop
-// (a worker that is shutting down finishes the node in hand and takes on
-// nothing more).
-type FuseGate interface {
-	MayFuse() bool
-}
-
 // fuse runs in this hop the pure successors of the step's node, adding
 // their effects to f and their results to rec. On a replay (rec was stored)
 // it takes the results from rec instead, exactly as many as were fused.
@@ -71,7 +63,9 @@ func (s *step) fuse(ctx context.Context, rec *record, f *effects) error {
 		if !s.e.fuses(s.wf) {
 			return nil
 		}
-		if g, ok := s.sink.(FuseGate); ok && !g.MayFuse() {
+		if s.d.draining() {
+			// A worker that is shutting down finishes the node in hand
+			// and takes on nothing more: its successors are published.
 			return nil
 		}
 	}
@@ -101,20 +95,12 @@ func (s *step) fuse(ctx context.Context, rec *record, f *effects) error {
 		if ctx, err = sub.fused(ctx, traced, rec, i, f); err != nil {
 			return err
 		}
-		if ts, ok := s.sink.(TraceSetter); ok && traced {
+		if traced {
 			// The hop's successors are children of its last node, as
 			// the message of a node run alone would be.
-			ts.SetTrace(tracing.SpanTraceparent(ctx))
+			s.trace = tracing.SpanTraceparent(ctx)
 		}
 	}
-}
-
-// TraceSetter is a Sink whose messages carry a traceparent (SetTrace sets
-// it for the messages given to it after): a fused hop moves it on to each
-// node it runs, so that the node run after the hop, in a hop of its own, is
-// a child of the hop's last node.
-type TraceSetter interface {
-	SetTrace(traceparent string)
 }
 
 // fused runs (or replays, from rec) the step's node as the i-th fused node

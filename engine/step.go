@@ -52,6 +52,11 @@ type step struct {
 	// replaying is set when rec comes from the store: fused nodes are
 	// replayed from it, not run.
 	replaying bool
+	// d is what the runtime knows of the message's delivery.
+	d Delivery
+	// trace is the traceparent the messages this step reports carry:
+	// d.Trace, then that of the last node a fused hop ran.
+	trace string
 }
 
 // record is what Finish stores for a message, so that a redelivery publishes
@@ -95,7 +100,7 @@ func (s *step) handle(ctx context.Context) error {
 		// which its Finish says too, after the node ran. Its running
 		// status goes out as a Begin's would: the node may take long.
 		s.unchecked = true
-		s.sink.Status(s.status(message.StatusRunning, s.e.cfg.Now()))
+		s.sink.Status(ctx, s.status(message.StatusRunning, s.e.cfg.Now()))
 		rec, err := s.run(ctx, s.e.cfg.Now())
 		if err != nil {
 			return err
@@ -119,7 +124,7 @@ func (s *step) handle(ctx context.Context) error {
 	if isBarrier(s.node.Type) {
 		return s.finish(ctx, &record{Arrival: true, StartedAt: now, FinishedAt: now})
 	}
-	s.sink.Status(s.status(message.StatusRunning, now))
+	s.sink.Status(ctx, s.status(message.StatusRunning, now))
 	// The node's clock starts after the running status is out: publishing
 	// may block (RabbitMQ's flow control), and a wait's time counts from
 	// its start, so a blocked publish would end short waits before they
@@ -168,13 +173,13 @@ func (s *step) optimistic() bool {
 
 // eager says whether the message may run without Begin although its node
 // is not pure: the node allows it (node.Eager) and the message is a first
-// copy on its first delivery (FirstCopies).
+// copy on its first delivery (Delivery.First).
 func (s *step) eager() bool {
 	if !s.resumedAt.IsZero() || s.uncounted || isWait(s.node.Type) || isBarrier(s.node.Type) {
 		return false
 	}
 	_, eager := s.wf.runners[s.node.ID].(node.Eager)
-	return eager && firstCopy(s.sink)
+	return eager && s.d.firstCopy()
 }
 
 // replay publishes again the effects of a message that finished before,
@@ -218,7 +223,7 @@ func (s *step) suspend(ctx context.Context, due time.Time) error {
 	}
 	st := s.status(message.StatusWaiting, s.e.cfg.Now())
 	st.ResumeAt = &due
-	s.sink.Status(st)
+	s.sink.Status(ctx, st)
 	return nil
 }
 
@@ -637,7 +642,7 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
 		// never have been published.
 		if !out.Last && early == none {
 			for _, st := range f.statuses {
-				s.sink.Status(st)
+				s.sink.Status(ctx, st)
 			}
 		}
 		return nil
@@ -650,21 +655,21 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects) error {
 	s.observe(rec, f, out)
 	if early == none {
 		if running != nil {
-			s.sink.Status(running)
+			s.sink.Status(ctx, running)
 		}
 		for _, st := range f.statuses {
-			s.sink.Status(st)
+			s.sink.Status(ctx, st)
 		}
 	}
 	// This Finish recorded the message (not a duplicate, not a replay):
 	// no other handling publishes these successors but as replays.
-	markFirst(s.sink, !out.Duplicate && !s.replaying)
+	first := !out.Duplicate && !s.replaying
 	for _, n := range f.next {
-		s.sink.Execute(n, f.delay)
+		s.sink.Execute(n, Publish{Delay: f.delay, First: first, Trace: s.trace})
 	}
 	now := s.e.cfg.Now()
 	for _, t := range f.timeouts {
-		s.sink.Timeout(t, max(0, t.Deadline.Sub(now)))
+		s.sink.Timeout(t, Publish{Delay: max(0, t.Deadline.Sub(now)), Trace: s.trace})
 	}
 	at := rec.FinishedAt
 	if out.Duplicate && out.Last {
@@ -753,14 +758,6 @@ func (e *Engine) completionRouted(ctx context.Context, exec string, finished tim
 // first completion in the broker and publishes none.
 const RoutedLog = "completion not recorded as published, but the broker took it: not publishing it again"
 
-// StatusSyncer is a Sink that can publish the statuses reported so far
-// ahead of the other effects. SyncStatuses returns once they are safely
-// published (or with the error that kept them from it); the effects
-// reported after it are published as before.
-type StatusSyncer interface {
-	SyncStatuses(ctx context.Context) error
-}
-
 // statusTiming says what statusesFirst did.
 type statusTiming int
 
@@ -787,8 +784,7 @@ const (
 // nothing was recorded and the statuses are published and confirmed
 // first, as above.
 func (s *step) statusesFirst(ctx context.Context, f *effects, fin coord.Finish) (statusTiming, *coord.Outcome, error) {
-	syncer, ok := s.sink.(StatusSyncer)
-	if !ok || fin.Spawned > 0 || len(f.statuses) == 0 {
+	if fin.Spawned > 0 || len(f.statuses) == 0 {
 		return none, nil, nil
 	}
 	// A message run without Begin asks in place of its Begin, at no cost.
@@ -805,12 +801,12 @@ func (s *step) statusesFirst(ctx context.Context, f *effects, fin coord.Finish) 
 		}
 	}
 	if s.unchecked && s.running != nil {
-		s.sink.Status(s.running)
+		s.sink.Status(ctx, s.running)
 	}
 	for _, st := range f.statuses {
-		s.sink.Status(st)
+		s.sink.Status(ctx, st)
 	}
-	if err := syncer.SyncStatuses(ctx); err != nil {
+	if err := s.sink.Sync(ctx); err != nil {
 		return done, nil, fmt.Errorf("engine: publish the statuses of message %s: %w", s.m.MessageID, err)
 	}
 	return reported, nil, nil

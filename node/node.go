@@ -43,7 +43,7 @@ type Pure interface {
 
 // Eager is implemented by runners that may start before the coordinator
 // has said their message should run, when the message is a first copy on
-// its first delivery (engine.FirstCopies): one coordination round trip per
+// its first delivery (engine.Delivery.First): one coordination round trip per
 // node instead of two. The price, for such a node: a halt (or cancel) that
 // lands while its message is queued is seen after the node ran, whose
 // result is then discarded and which reports skipped; and in the rare race
