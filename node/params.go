@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/rune-org/rune/expr"
@@ -34,7 +35,7 @@ func CheckParams(c *workflow.NodeCheck, known ...string) Params {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		if !contains(known, name) {
+		if !slices.Contains(known, name) {
 			if len(known) == 0 {
 				c.Report("parameters."+name, "unknown parameter: %s nodes take no parameters", c.Node.Type)
 			} else {
@@ -43,15 +44,6 @@ func CheckParams(c *workflow.NodeCheck, known ...string) Params {
 		}
 	}
 	return p
-}
-
-func contains(list []string, s string) bool {
-	for _, e := range list {
-		if e == s {
-			return true
-		}
-	}
-	return false
 }
 
 // String returns the string parameter name; ok is false when it is absent or

@@ -2,12 +2,12 @@ package nodes
 
 import (
 	"context"
-	"errors"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/rune-org/rune/expr"
+	"github.com/rune-org/rune/internal/nodetest"
 	"github.com/rune-org/rune/node"
 	"github.com/rune-org/rune/workflow"
 )
@@ -25,30 +25,11 @@ func checkNode(t *testing.T, n workflow.Node, out ...string) workflow.Problems {
 	return ps
 }
 
-// wantProblems checks that ps has exactly the given paths, each message
-// containing the given text.
-func wantProblems(t *testing.T, ps workflow.Problems, want map[string]string) {
-	t.Helper()
-	got := map[string]string{}
-	for _, p := range ps {
-		got[p.Path] = p.Message
-	}
-	for path, text := range want {
-		msg, ok := got[path]
-		if !ok {
-			t.Errorf("no problem at %s (want %q); got %v", path, text, ps)
-			continue
-		}
-		if !strings.Contains(msg, text) {
-			t.Errorf("%s: %q, want it to contain %q", path, msg, text)
-		}
-	}
-	for path, msg := range got {
-		if _, ok := want[path]; !ok {
-			t.Errorf("unexpected problem %s: %s", path, msg)
-		}
-	}
-}
+// wantProblems and nodeError are nodetest's.
+var (
+	wantProblems = nodetest.WantProblems
+	nodeError    = nodetest.NodeError
+)
 
 func compileNode(t *testing.T, reg *node.Registry, n workflow.Node) node.Runner {
 	t.Helper()
@@ -69,18 +50,6 @@ func compileNode(t *testing.T, reg *node.Registry, n workflow.Node) node.Runner 
 func run(t *testing.T, r node.Runner, env map[string]any) (node.Result, error) {
 	t.Helper()
 	return r.Run(context.Background(), &node.Input{Env: env, NodeID: "n", ExecutionID: "ex1", Attempt: 1})
-}
-
-func nodeError(t *testing.T, err error, code string, retryable bool) *node.Error {
-	t.Helper()
-	var ne *node.Error
-	if !errors.As(err, &ne) {
-		t.Fatalf("error %v (%T), want a *node.Error %s", err, err, code)
-	}
-	if ne.Code != code || ne.Retryable != retryable {
-		t.Fatalf("error %s (retryable %v): %s; want %s (retryable %v)", ne.Code, ne.Retryable, ne.Message, code, retryable)
-	}
-	return ne
 }
 
 func TestRegistry(t *testing.T) {
