@@ -259,6 +259,7 @@ func (e *Engine) Handle(ctx context.Context, d Delivery, m *message.NodeExecutio
 		return err
 	}
 	st := &step{e: e, wf: wf, m: m, node: n, sink: sink, ref: ref, d: d, trace: d.Trace}
+	st.mode = st.modeOf()
 	return st.handle(ctx)
 }
 
@@ -283,7 +284,7 @@ func (e *Engine) Resume(ctx context.Context, d Delivery, m *message.NodeExecutio
 	if err != nil {
 		return err
 	}
-	st := &step{e: e, wf: wf, m: m, node: n, sink: sink, resumedAt: due, ref: ref, d: d, trace: d.Trace}
+	st := &step{e: e, wf: wf, m: m, node: n, sink: sink, mode: modeResume, resumedAt: due, ref: ref, d: d, trace: d.Trace}
 	return st.handle(ctx)
 }
 

@@ -652,7 +652,7 @@ func (e *Engine) HandleTimeout(ctx context.Context, d Delivery, t *message.Timeo
 	if err != nil {
 		return err
 	}
-	st := &step{e: e, wf: wf, m: m, node: n, sink: sink, uncounted: true, ref: ref, d: d, trace: d.Trace}
+	st := &step{e: e, wf: wf, m: m, node: n, sink: sink, mode: modeTimeout, ref: ref, d: d, trace: d.Trace}
 	b, err := e.cfg.Coord.Begin(ctx, m.ExecutionID, m.MessageID)
 	if err != nil {
 		return fmt.Errorf("engine: begin timeout %s: %w", m.MessageID, err)
@@ -661,7 +661,11 @@ func (e *Engine) HandleTimeout(ctx context.Context, d Delivery, t *message.Timeo
 	case coord.Drop:
 		return nil // the execution ended or halted
 	case coord.Replay:
-		return st.replay(ctx, b.Record)
+		rec, err := st.stored(b.Record)
+		if err != nil {
+			return err
+		}
+		return st.settle(ctx, rec, unverified{})
 	}
 	bar, err := st.barriers()
 	if err != nil {
@@ -673,10 +677,10 @@ func (e *Engine) HandleTimeout(ctx context.Context, d Delivery, t *message.Timeo
 		return fmt.Errorf("engine: cancel barrier of %q: %w", n.ID, err)
 	}
 	if !open {
-		return st.finish(ctx, &record{Noop: true, StartedAt: now, FinishedAt: now})
+		return st.settle(ctx, &record{Noop: true, StartedAt: now, FinishedAt: now}, unverified{})
 	}
-	return st.finish(ctx, &record{StartedAt: now, FinishedAt: now, Err: &message.Error{
+	return st.settle(ctx, &record{StartedAt: now, FinishedAt: now, Err: &message.Error{
 		Code:    "TIMEOUT",
 		Message: fmt.Sprintf("Timeout exceeded: %s %q did not complete within %gs", n.Type, n.ID, barrierTimeout(n)),
-	}})
+	}}, unverified{})
 }

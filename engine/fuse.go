@@ -56,7 +56,7 @@ func (s *step) fuse(ctx context.Context, rec *record, f *effects) error {
 	// A resumed wait publishes its successors: the scheduler resumes,
 	// workers run nodes. Barrier timeouts and arrivals have paths of their
 	// own.
-	if rec.Noop || rec.Arrival || s.uncounted || !s.resumedAt.IsZero() {
+	if rec.Noop || rec.Arrival || s.mode == modeTimeout || s.mode == modeResume {
 		return nil
 	}
 	if !s.replaying {
