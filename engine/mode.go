@@ -69,20 +69,19 @@ type unverified struct {
 // recursion.
 func (s *step) settle(ctx context.Context, rec *record, u unverified) error {
 	for {
-		var f *effects
+		var f effects // on the stack: plan and commit only borrow it
 		if rec == nil {
 			// Dropped: close the accounting, report skipped.
 			now := s.e.cfg.Now()
 			rec = &record{Noop: true, StartedAt: now, FinishedAt: now}
-			f = &effects{statuses: []*message.NodeStatus{s.status(message.StatusSkipped, now)}}
+			f.statuses = []*message.NodeStatus{s.status(message.StatusSkipped, now)}
 		} else {
 			rec = s.jsonOutput(rec)
-			var err error
-			if f, err = s.plan(ctx, rec); err != nil {
+			if err := s.plan(ctx, rec, &f); err != nil {
 				return err
 			}
 		}
-		verdict, stored, err := s.commit(ctx, rec, f, u)
+		verdict, stored, err := s.commit(ctx, rec, &f, u)
 		if err != nil {
 			return err
 		}

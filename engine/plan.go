@@ -48,9 +48,9 @@ func (f *effects) endWith(ctx map[string]any) {
 	}
 }
 
-// plan works out the effects of rec (and of the pure nodes fused after it).
-func (s *step) plan(ctx context.Context, rec *record) (*effects, error) {
-	f := &effects{}
+// plan works out into f the effects of rec (and of the pure nodes fused
+// after it).
+func (s *step) plan(ctx context.Context, rec *record, f *effects) error {
 	var err error
 	switch {
 	case rec.Noop:
@@ -60,12 +60,9 @@ func (s *step) plan(ctx context.Context, rec *record) (*effects, error) {
 		err = s.outcome(ctx, rec, f)
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := s.fuse(ctx, rec, f); err != nil {
-		return nil, err
-	}
-	return f, nil
+	return s.fuse(ctx, rec, f)
 }
 
 // outcome turns a node's result into effects: routing on success, retry or
