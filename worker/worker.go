@@ -102,35 +102,35 @@ func Run(ctx context.Context, cfg Config) error {
 	go func() {
 		opts := broker.ConsumeOptions{Concurrency: 2}
 		timeouts <- cfg.Broker.Consume(ctx, broker.Timeout, opts, func(_ context.Context, d *broker.Delivery) error {
-			return handleTimeout(work, ctx, cfg, d)
+			return handleTimeout(work, ctx.Done(), cfg, d)
 		})
 	}()
 	opts := broker.ConsumeOptions{Concurrency: cfg.Concurrency, Prefetch: cfg.Prefetch}
 	err := cfg.Broker.Consume(ctx, broker.Execution, opts, func(_ context.Context, d *broker.Delivery) error {
-		return handle(work, ctx, cfg, d)
+		return handle(work, ctx.Done(), cfg, d)
 	})
 	return errors.Join(err, <-timeouts)
 }
 
-// handleTimeout and handle run a delivery on ctx; running is done once the
-// worker is shutting down.
-func handleTimeout(ctx, running context.Context, cfg Config, d *broker.Delivery) error {
+// handleTimeout and handle run a delivery on ctx; draining is closed once
+// the worker is shutting down.
+func handleTimeout(ctx context.Context, draining <-chan struct{}, cfg Config, d *broker.Delivery) error {
 	t, ok := d.Body.(*message.Timeout)
 	if !ok {
 		return fmt.Errorf("%w: body of %T on %s", broker.ErrReject, d.Body, d.Topic)
 	}
-	return settle(ctx, running, cfg, d, runIDs{exec: t.ExecutionID, workflow: t.WorkflowID, node: t.NodeID, stack: t.LineageStack, attempt: 1},
+	return settle(ctx, draining, cfg, d, runIDs{exec: t.ExecutionID, workflow: t.WorkflowID, node: t.NodeID, stack: t.LineageStack, attempt: 1},
 		func(ctx context.Context, dl engine.Delivery, s engine.Sink) error {
 			return cfg.Engine.HandleTimeout(ctx, dl, t, s)
 		})
 }
 
-func handle(ctx, running context.Context, cfg Config, d *broker.Delivery) error {
+func handle(ctx context.Context, draining <-chan struct{}, cfg Config, d *broker.Delivery) error {
 	m, ok := d.Body.(*message.NodeExecution)
 	if !ok {
 		return fmt.Errorf("%w: body of %T on %s", broker.ErrReject, d.Body, d.Topic)
 	}
-	err := settle(ctx, running, cfg, d, runIDs{exec: m.ExecutionID, workflow: m.WorkflowID, node: m.CurrentNode, stack: m.LineageStack, attempt: m.Attempt},
+	err := settle(ctx, draining, cfg, d, runIDs{exec: m.ExecutionID, workflow: m.WorkflowID, node: m.CurrentNode, stack: m.LineageStack, attempt: m.Attempt},
 		func(ctx context.Context, dl engine.Delivery, s engine.Sink) error {
 			return cfg.Engine.Handle(ctx, dl, m, s)
 		})
@@ -144,11 +144,11 @@ func handle(ctx, running context.Context, cfg Config, d *broker.Delivery) error 
 // outcome into the broker's: nil acks once every effect is published, an
 // invalid message is rejected (dead-lettered), anything else is delivered
 // again.
-func settle(ctx, running context.Context, cfg Config, d *broker.Delivery, ids runIDs, run func(context.Context, engine.Delivery, engine.Sink) error) error {
+func settle(ctx context.Context, draining <-chan struct{}, cfg Config, d *broker.Delivery, ids runIDs, run func(context.Context, engine.Delivery, engine.Sink) error) error {
 	topic := string(d.Topic)
 	cfg.Metrics.InFlight(topic, 1)
 	defer cfg.Metrics.InFlight(topic, -1)
-	dl := engine.Delivery{First: d.First, Redelivered: d.Redelivered, Draining: running.Done()}
+	dl := engine.Delivery{First: d.First, Redelivered: d.Redelivered, Draining: draining}
 	var err error
 	if cfg.Tracer != nil {
 		var span trace.Span
