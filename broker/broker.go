@@ -50,7 +50,7 @@ type Message struct {
 	// body, so one execution is one trace across processes.
 	Trace string
 	// First, on Execution, marks the first copy of a message: published by
-	// the handling that first finished its parent (engine.FirstCopies), of
+	// the handling that first finished its parent (engine.Delivery.First), of
 	// which there is one per message id. Any other copy (a replay's, the
 	// trigger's, a dead letter's) is published without it. Brokers carry it
 	// beside the body and drop it on dead letters; a consumer that gets it

@@ -11,22 +11,25 @@ import (
 	"github.com/rune-org/rune/broker"
 	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/message"
-	"github.com/rune-org/rune/tracing"
-	"github.com/rune-org/rune/worker"
+	"github.com/rune-org/rune/publish"
 )
 
 // Start publishes the first messages of execution execID of wf and waits
 // until the broker has accepted them.
 func Start(ctx context.Context, b broker.Broker, e *engine.Engine, wf *engine.Workflow, execID string, input any) error {
-	p := worker.NewPublisher(ctx, b)
-	p.OnComplete(e.Completed) // a workflow that ends at its trigger
-	// Started under a span of the execution's trace (the server's
-	// dispatch): the first nodes' spans are its children.
-	p.SetTrace(tracing.ExecutionTraceparent(ctx, execID))
-	if err := e.Start(ctx, wf, execID, input, p); err != nil {
+	started := false
+	// Completed: a workflow may end at its trigger.
+	err := publish.Handle(ctx, publish.Config{Broker: b, Completed: e.Completed}, func(s engine.Sink) error {
+		if err := e.Start(ctx, wf, execID, input, s); err != nil {
+			return err
+		}
+		started = true
+		return nil
+	})
+	if err != nil && !started {
 		return err
 	}
-	if err := p.Flush(); err != nil {
+	if err != nil {
 		// Do not leave a live execution behind that nothing will ever run
 		// (issue 12: a refused publish left it for the state's whole TTL).
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -73,7 +76,7 @@ func Wait(ctx context.Context, events <-chan broker.Message, onStatus func(*mess
 				if onStatus != nil {
 					onStatus(body)
 				}
-				if body.Status == message.StatusFailed && body.Error != nil && body.Error.Code == worker.DeadLettered {
+				if body.Status == message.StatusFailed && body.Error != nil && body.Error.Code == message.CodeDeadLettered {
 					// Its message can never run: no completion will come.
 					return nil, &DeadLetteredError{ExecutionID: body.ExecutionID, NodeID: body.NodeID, Reason: body.Error.Message}
 				}

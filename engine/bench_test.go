@@ -43,7 +43,7 @@ func runFirst(b *testing.B, eng *engine.Engine, wf *engine.Workflow, i int) *eng
 		b.Fatal(err)
 	}
 	var f engine.Effects
-	if err := eng.Handle(ctx, start.Next[0].Msg, &f); err != nil {
+	if err := eng.Handle(ctx, engine.Delivery{}, start.Next[0].Msg, &f); err != nil {
 		b.Fatal(err)
 	}
 	return &f

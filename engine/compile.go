@@ -42,7 +42,7 @@ func (e *Engine) Compile(raw []byte) (*Workflow, error) {
 	if wf := e.cache.get(raw); wf != nil {
 		return wf, nil
 	}
-	def, err := workflow.Load(raw, e.cfg.Registry)
+	def, err := workflow.Load(raw, e.types)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +61,7 @@ func (e *Engine) Compile(raw []byte) (*Workflow, error) {
 		if n.Trigger {
 			continue
 		}
-		t, _ := e.cfg.Registry.Lookup(n.Type) // Validate checked it exists
+		t, _ := e.types.Lookup(n.Type) // Validate checked it exists
 		r, err := t.Compile(n, e.compiler)
 		if err != nil {
 			return nil, workflow.Problems{{Path: fmt.Sprintf("nodes[%d]", i), Message: err.Error()}}
@@ -82,9 +82,20 @@ func (e *Engine) Compile(raw []byte) (*Workflow, error) {
 	return wf, nil
 }
 
-// isWait reports node types whose success suspends the branch until the
-// time in their output (RFC 006).
-func isWait(typ string) bool { return typ == "wait" || typ == "delay" }
+// VarNames maps the id of each node whose output is also recorded under
+// $vars (its runner implements node.Vars) to the variable's name.
+func (wf *Workflow) VarNames() map[string]string {
+	var names map[string]string
+	for id, r := range wf.runners {
+		if v, ok := r.(node.Vars); ok {
+			if names == nil {
+				names = map[string]string{}
+			}
+			names[id] = v.VarName()
+		}
+	}
+	return names
+}
 
 // cache holds compiled workflows by the hash of their raw definition.
 type cache struct {

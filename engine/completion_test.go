@@ -24,7 +24,7 @@ const twoEndsDef = `{"id":"ends","nodes":[
 func handleAgain(t *testing.T, h *harness, m *message.NodeExecution) *engine.Effects {
 	t.Helper()
 	var f engine.Effects
-	if err := h.eng.Handle(context.Background(), m, &f); err != nil {
+	if err := h.eng.Handle(context.Background(), engine.Delivery{}, m, &f); err != nil {
 		t.Fatalf("redeliver %s: %v", m.CurrentNode, err)
 	}
 	return &f

@@ -53,7 +53,7 @@ func TestDefinitionsTravelByReference(t *testing.T) {
 	}
 	// Another worker, with an empty cache, runs it.
 	var f engine.Effects
-	if err := refEngine(t, co, defs).Handle(ctx, m, &f); err != nil {
+	if err := refEngine(t, co, defs).Handle(ctx, engine.Delivery{}, m, &f); err != nil {
 		t.Fatal(err)
 	}
 	next := f.Next[0].Msg
@@ -64,7 +64,7 @@ func TestDefinitionsTravelByReference(t *testing.T) {
 	inline := *next
 	inline.DefinitionRef, inline.WorkflowDefinition = "", wf.Raw
 	var g engine.Effects
-	if err := refEngine(t, co, defs).Handle(ctx, &inline, &g); err != nil {
+	if err := refEngine(t, co, defs).Handle(ctx, engine.Delivery{}, &inline, &g); err != nil {
 		t.Fatal(err)
 	}
 	if g.Completion == nil {
@@ -85,7 +85,7 @@ func TestMissingDefinitionIsRefusedWithReason(t *testing.T) {
 	ref := strings.Repeat("ab", 16)
 	m := &message.NodeExecution{MessageID: "m1", WorkflowID: "refs", ExecutionID: "exec_missing", CurrentNode: "a", Attempt: 1,
 		DefinitionRef: ref, AccumulatedContext: map[string]any{"$trigger": nil}}
-	err := eng.Handle(context.Background(), m, &engine.Effects{})
+	err := eng.Handle(context.Background(), engine.Delivery{}, m, &engine.Effects{})
 	if !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), ref) {
 		t.Fatalf("Handle = %v, want ErrInvalid naming definition %s", err, ref)
 	}

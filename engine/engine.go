@@ -26,7 +26,9 @@ import (
 
 // Config configures an Engine.
 type Config struct {
-	// Registry holds the node types. Required.
+	// Registry holds the node types that do work. Required. The control
+	// nodes (split, aggregator, merge, wait, delay) are the engine's own
+	// (control.go) and need no registering.
 	Registry *node.Registry
 	// Coord does completion accounting and cancellation. Required.
 	Coord coord.Coordinator
@@ -82,19 +84,87 @@ type Config struct {
 	FuseBudget time.Duration
 }
 
-// Sink receives the effects of handling one message, in order. The runtime
-// decides how to publish them; it must not acknowledge the message until every
-// effect is safely published.
+// Sink receives the effects of handling one message, in the order the
+// engine reports them, and publishes them; the runtime decides how. It is
+// the engine's one seam to the runtime (package publish is the runtimes'
+// Sink; Effects records effects in memory). Its contract:
+//
+//   - Status, Execute, Timeout and Complete queue an effect. Nothing
+//     reported is safe until Sync returned nil; a runtime must not
+//     acknowledge the handled message before.
+//   - Status may publish a running status at once, under ctx (a user then
+//     sees a slow node run); every other effect waits for Sync.
+//   - Effects go out in the order reported: a status reported before a
+//     successor or a completion is never published after it.
+//   - Sync publishes everything reported so far and returns once it is
+//     safely published, or with the error that kept it from it. Effects
+//     reported after a Sync go out at the next one. The engine calls Sync
+//     itself when some statuses must be safe before it goes on (see
+//     statusesFirst); the runtime calls it at the end of the handling.
+//
+// A Sink serves one handling and is not safe for concurrent use.
 type Sink interface {
 	// Status reports node progress.
-	Status(s *message.NodeStatus)
-	// Execute sends a message to run a node, held back for delay (retries).
-	Execute(m *message.NodeExecution, delay time.Duration)
+	Status(ctx context.Context, s *message.NodeStatus)
+	// Execute sends a message to run a node.
+	Execute(m *message.NodeExecution, how Publish)
+	// Timeout arms a barrier's deadline: t is delivered to HandleTimeout
+	// after how.Delay.
+	Timeout(t *message.Timeout, how Publish)
 	// Complete ends the execution.
 	Complete(c *message.Completion)
-	// Timeout arms a barrier's deadline: t is delivered to HandleTimeout
-	// after delay.
-	Timeout(t *message.Timeout, delay time.Duration)
+	// Sync publishes what was reported and waits until it is safe.
+	Sync(ctx context.Context) error
+}
+
+// Publish says how a message the engine reports is to be published.
+type Publish struct {
+	// Delay holds the message back (a retry's backoff, a barrier's
+	// deadline).
+	Delay time.Duration
+	// First marks a first copy (see Delivery.First): a successor reported
+	// by the handling whose Finish first recorded its parent.
+	First bool
+	// Trace is the traceparent the message carries, so that the span of
+	// its handling is a child of the span that reported it ("": none).
+	Trace string
+}
+
+// Delivery is what the runtime knows of the message it hands the engine.
+// The zero Delivery is a message that may have been delivered before,
+// untraced, by a runtime that is not draining.
+type Delivery struct {
+	// First says the message is a first copy (broker.Message.First: a
+	// successor published by the handling whose Finish first recorded its
+	// parent, so each message id has at most one). With Redelivered false,
+	// no earlier delivery of it ran, and the engine may run an eager node
+	// (node.Eager) before asking the coordinator: its Finish makes Begin's
+	// checks (coord.Finish.Optimistic). Every other copy (a replay's, a
+	// trigger's, a retry's, a dead letter's) is unmarked.
+	First bool
+	// Redelivered says the broker delivered the message before.
+	Redelivered bool
+	// Trace is the traceparent of the handling's span: the messages the
+	// handling reports carry it (and a fused hop moves it on to each node
+	// it runs). "" traces nothing.
+	Trace string
+	// Draining is closed once the runtime stops taking new work: the
+	// engine then finishes the node in hand but fuses no more (its
+	// successors are published for another worker). Nil never closes.
+	Draining <-chan struct{}
+}
+
+// firstCopy reports whether d is a first copy's first delivery.
+func (d Delivery) firstCopy() bool { return d.First && !d.Redelivered }
+
+// draining reports whether d's runtime has stopped taking new work.
+func (d Delivery) draining() bool {
+	select {
+	case <-d.Draining:
+		return true
+	default:
+		return false
+	}
 }
 
 // ErrInvalid marks a message that can never be handled (bad definition,
@@ -104,6 +174,7 @@ var ErrInvalid = errors.New("invalid message")
 // Engine turns messages into effects. It is safe for concurrent use.
 type Engine struct {
 	cfg      Config
+	types    *node.Registry // Config.Registry's and the control types
 	log      *slog.Logger
 	compiler *expr.Compiler
 	cache    *cache
@@ -146,6 +217,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg:        cfg,
+		types:      withControls(cfg.Registry),
 		log:        cfg.Logger,
 		compiler:   expr.NewCompiler(cfg.Limits),
 		cache:      newCache(cfg.CacheSize),
@@ -160,13 +232,14 @@ func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
 }
 
-// Handle runs the node that m names and reports every effect to sink.
+// Handle runs the node that m names, delivered as d says, and reports every
+// effect to sink.
 //
 // A returned error wrapping ErrInvalid means m can never be handled; any other
 // error (coordination unreachable, ctx done) means m should be delivered
 // again later. A node's own failure is not an error of Handle: it becomes a
 // failed status and follows the node's error strategy.
-func (e *Engine) Handle(ctx context.Context, m *message.NodeExecution, sink Sink) error {
+func (e *Engine) Handle(ctx context.Context, d Delivery, m *message.NodeExecution, sink Sink) error {
 	if err := m.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
@@ -185,15 +258,17 @@ func (e *Engine) Handle(ctx context.Context, m *message.NodeExecution, sink Sink
 	if err != nil {
 		return err
 	}
-	st := &step{e: e, wf: wf, m: m, node: n, sink: sink, ref: ref}
+	st := &step{e: e, wf: wf, m: m, node: n, sink: sink, ref: ref, d: d, trace: d.Trace}
+	st.mode = st.modeOf()
 	return st.handle(ctx)
 }
 
 // Resume ends the wait of a wait or delay node whose timer came due at due:
 // the node succeeds and its successors are reported to sink (RFC 006 §5.2).
+// d says what the runtime knows (a scheduler: the trace of its span).
 // m is the frozen message of the wait node. Resuming twice is harmless: the
 // second time replays the first one's effects, with the same message ids.
-func (e *Engine) Resume(ctx context.Context, m *message.NodeExecution, due time.Time, sink Sink) error {
+func (e *Engine) Resume(ctx context.Context, d Delivery, m *message.NodeExecution, due time.Time, sink Sink) error {
 	if err := m.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
@@ -209,7 +284,7 @@ func (e *Engine) Resume(ctx context.Context, m *message.NodeExecution, due time.
 	if err != nil {
 		return err
 	}
-	st := &step{e: e, wf: wf, m: m, node: n, sink: sink, resumedAt: due, ref: ref}
+	st := &step{e: e, wf: wf, m: m, node: n, sink: sink, mode: modeResume, resumedAt: due, ref: ref, d: d, trace: d.Trace}
 	return st.handle(ctx)
 }
 

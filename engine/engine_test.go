@@ -108,7 +108,7 @@ func (h *harness) step(i int) engine.Delayed {
 	d := h.queue[i]
 	h.queue = append(h.queue[:i:i], h.queue[i+1:]...)
 	var f engine.Effects
-	if err := h.eng.Handle(context.Background(), d.Msg, &f); err != nil {
+	if err := h.eng.Handle(context.Background(), engine.Delivery{}, d.Msg, &f); err != nil {
 		h.t.Fatalf("handle %s: %v", d.Msg.CurrentNode, err)
 	}
 	h.absorb(&f)
@@ -556,7 +556,7 @@ func TestInvalidMessagesAreRejected(t *testing.T) {
 	for name, mutate := range cases {
 		m := good
 		mutate(&m)
-		err := h.eng.Handle(context.Background(), &m, &engine.Effects{})
+		err := h.eng.Handle(context.Background(), engine.Delivery{}, &m, &engine.Effects{})
 		if err == nil || !strings.Contains(err.Error(), "invalid") {
 			t.Errorf("%s: Handle = %v, want an ErrInvalid", name, err)
 		}

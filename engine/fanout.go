@@ -12,7 +12,7 @@ import (
 	"github.com/rune-org/rune/coord"
 	"github.com/rune-org/rune/message"
 	"github.com/rune-org/rune/node"
-	"github.com/rune-org/rune/nodes"
+
 	"github.com/rune-org/rune/tracing"
 	"github.com/rune-org/rune/workflow"
 )
@@ -227,7 +227,7 @@ func (s *step) barriers() (coord.Barriers, error) {
 }
 
 func (s *step) barrierSpec(n *workflow.Node, total, need int, state []byte) coord.BarrierSpec {
-	timeout := time.Duration(nodes.BarrierTimeout(n) * float64(time.Second))
+	timeout := time.Duration(barrierTimeout(n) * float64(time.Second))
 	// The barrier outlives its timeout, so the timeout finds it.
 	return coord.BarrierSpec{Total: total, Need: need, State: state, TTL: timeout + time.Hour}
 }
@@ -304,7 +304,7 @@ func (s *step) split(ctx context.Context, f *effects, next map[string]any) error
 // merge) if its barrier is still open at the deadline (RFC 005 §5). It runs
 // n with ctx and stack: the context and lineage n's successors would take.
 func (s *step) timeout(n *workflow.Node, key string, ctx map[string]any, stack []message.Frame) *message.Timeout {
-	deadline := s.e.cfg.Now().Add(time.Duration(nodes.BarrierTimeout(n) * float64(time.Second)))
+	deadline := s.e.cfg.Now().Add(time.Duration(barrierTimeout(n) * float64(time.Second)))
 	m := &message.NodeExecution{
 		MessageID:          childID(s.m.ExecutionID+"/"+key, "timeout"),
 		WorkflowID:         s.m.WorkflowID,
@@ -489,7 +489,7 @@ func (s *step) arriveAtMerge(ctx context.Context, f *effects, merge *workflow.No
 		return err
 	}
 	need := len(parents)
-	if nodes.MergeWaitsForAny(merge) {
+	if mergeWaitsForAny(merge) {
 		need = 1
 	}
 	v.By, v.At = s.m.MessageID, s.e.cfg.Now().UnixMilli()
@@ -573,7 +573,7 @@ func (s *step) skipInput(ctx context.Context, f *effects, d deadArrival, next ma
 // skipMerge tells merge d that its parent d.parent will not come.
 func (s *step) skipMerge(ctx context.Context, f *effects, d deadArrival, next map[string]any, stack []message.Frame) error {
 	merge, _ := s.wf.Graph.Node(d.merge)
-	if nodes.MergeWaitsForAny(merge) {
+	if mergeWaitsForAny(merge) {
 		return nil // a race is won by an arrival, never by an absence
 	}
 	return s.arriveAtMerge(ctx, f, merge, d.parent, slot{S: slotSkipped, From: d.parent}, next, stack)
@@ -612,7 +612,7 @@ func (s *step) fireMerge(ctx context.Context, f *effects, merge *workflow.Node, 
 		s.observeWait(merge, first)
 	}
 	out := map[string]any{"items": items, "from": from}
-	if nodes.MergeWaitsForAny(merge) {
+	if mergeWaitsForAny(merge) {
 		out["winner"] = from[0]
 	}
 	union["$"+merge.ID] = out
@@ -636,8 +636,8 @@ func (s *step) statusOf(n *workflow.Node, st string, stack []message.Frame) *mes
 //
 // Timeout messages are not in the execution's live count (they would hold
 // its completion back until the deadline), so finishing one adds its
-// successors without removing itself.
-func (e *Engine) HandleTimeout(ctx context.Context, t *message.Timeout, sink Sink) error {
+// successors without removing itself. d is as for Handle.
+func (e *Engine) HandleTimeout(ctx context.Context, d Delivery, t *message.Timeout, sink Sink) error {
 	if err := t.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
@@ -646,7 +646,7 @@ func (e *Engine) HandleTimeout(ctx context.Context, t *message.Timeout, sink Sin
 	if err != nil {
 		return err
 	}
-	if n == nil || (n.Type != "merge" && n.Type != "aggregator") {
+	if n == nil || !isBarrier(n.Type) {
 		return invalidf("timeout %s: %q is not a merge or aggregator of workflow %q", m.MessageID, m.CurrentNode, wf.Def.ID)
 	}
 	tracing.NodeType(ctx, n.Type)
@@ -654,7 +654,7 @@ func (e *Engine) HandleTimeout(ctx context.Context, t *message.Timeout, sink Sin
 	if err != nil {
 		return err
 	}
-	st := &step{e: e, wf: wf, m: m, node: n, sink: sink, uncounted: true, ref: ref}
+	st := &step{e: e, wf: wf, m: m, node: n, sink: sink, mode: modeTimeout, ref: ref, d: d, trace: d.Trace}
 	b, err := e.cfg.Coord.Begin(ctx, m.ExecutionID, m.MessageID)
 	if err != nil {
 		return fmt.Errorf("engine: begin timeout %s: %w", m.MessageID, err)
@@ -663,7 +663,11 @@ func (e *Engine) HandleTimeout(ctx context.Context, t *message.Timeout, sink Sin
 	case coord.Drop:
 		return nil // the execution ended or halted
 	case coord.Replay:
-		return st.replay(ctx, b.Record)
+		rec, err := st.stored(b.Record)
+		if err != nil {
+			return err
+		}
+		return st.settle(ctx, rec, unverified{})
 	}
 	bar, err := st.barriers()
 	if err != nil {
@@ -675,10 +679,10 @@ func (e *Engine) HandleTimeout(ctx context.Context, t *message.Timeout, sink Sin
 		return fmt.Errorf("engine: cancel barrier of %q: %w", n.ID, err)
 	}
 	if !open {
-		return st.finish(ctx, &record{Noop: true, StartedAt: now, FinishedAt: now})
+		return st.settle(ctx, &record{Noop: true, StartedAt: now, FinishedAt: now}, unverified{})
 	}
-	return st.finish(ctx, &record{StartedAt: now, FinishedAt: now, Err: &message.Error{
+	return st.settle(ctx, &record{StartedAt: now, FinishedAt: now, Err: &message.Error{
 		Code:    "TIMEOUT",
-		Message: fmt.Sprintf("Timeout exceeded: %s %q did not complete within %gs", n.Type, n.ID, nodes.BarrierTimeout(n)),
-	}})
+		Message: fmt.Sprintf("Timeout exceeded: %s %q did not complete within %gs", n.Type, n.ID, barrierTimeout(n)),
+	}}, unverified{})
 }

@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/rune-org/rune/coord"
 	coordmem "github.com/rune-org/rune/coord/memory"
@@ -27,20 +26,16 @@ func (c *countingCoord) Begin(ctx context.Context, exec, id string) (coord.Begin
 	return c.Coordinator.Begin(ctx, exec, id)
 }
 
-// firstSink is an engine.FirstCopies sink: first is what it says of the
-// message handled; marks are what it was told of each successor.
+// firstSink records effects; marks are what it was told of each successor
+// (engine.Publish.First).
 type firstSink struct {
 	engine.Effects
-	first bool
-	mark  bool
 	marks []bool
 }
 
-func (s *firstSink) FirstCopy() bool      { return s.first }
-func (s *firstSink) MarkFirst(first bool) { s.mark = first }
-func (s *firstSink) Execute(m *message.NodeExecution, d time.Duration) {
-	s.Effects.Execute(m, d)
-	s.marks = append(s.marks, s.mark)
+func (s *firstSink) Execute(m *message.NodeExecution, how engine.Publish) {
+	s.Effects.Execute(m, how)
+	s.marks = append(s.marks, how.First)
 }
 
 const eagerChain = `{"id":"eager","nodes":[
@@ -78,8 +73,8 @@ func newFirstHarness(t *testing.T) *firstHarness {
 // handle handles m as a delivery that is (first) or is not a first copy.
 func (h *firstHarness) handle(m *message.NodeExecution, first bool) *firstSink {
 	h.t.Helper()
-	s := &firstSink{first: first}
-	if err := h.eng.Handle(context.Background(), m, s); err != nil {
+	s := &firstSink{}
+	if err := h.eng.Handle(context.Background(), engine.Delivery{First: first}, m, s); err != nil {
 		h.t.Fatalf("handle %s: %v", m.CurrentNode, err)
 	}
 	return s
@@ -207,7 +202,7 @@ func TestFirstCopyNotEager(t *testing.T) {
 	if err := eng.Start(context.Background(), wf, "exec_plain", nil, &f); err != nil {
 		t.Fatal(err)
 	}
-	if err := eng.Handle(context.Background(), f.Next[0].Msg, &firstSink{first: true}); err != nil {
+	if err := eng.Handle(context.Background(), engine.Delivery{First: true}, f.Next[0].Msg, &firstSink{}); err != nil {
 		t.Fatal(err)
 	}
 	if co.begins.Load() != 1 {

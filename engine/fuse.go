@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rune-org/rune/message"
+	"github.com/rune-org/rune/node"
 	"github.com/rune-org/rune/tracing"
 	"github.com/rune-org/rune/workflow"
 )
@@ -30,10 +31,14 @@ const (
 	DefaultFuseBudget = 5 * time.Millisecond
 )
 
-// fusible are the node types run in the hop before them: pure (no I/O, no
-// clock but $now), with one message in and their successors out. A split
-// (fan-out), a barrier (fan-in) and a wait are not.
-var fusible = map[string]bool{"set": true, "conditional": true, "switch": true, "log": true}
+// fusible says whether node n runs in the hop before it: its runner is
+// pure (node.Pure: no I/O, no clock but $now), with one message in and its
+// successors out. A control node is not: a split fans out, a barrier joins
+// and a wait suspends.
+func (wf *Workflow) fusible(n *workflow.Node) bool {
+	_, pure := wf.runners[n.ID].(node.Pure)
+	return pure && !isControl(n.Type)
+}
 
 // fusedRecord is one fused node's result, kept in the hop's record.
 type fusedRecord struct {
@@ -44,14 +49,6 @@ type fusedRecord struct {
 // fuses says whether e fuses the pure nodes of wf.
 func (e *Engine) fuses(wf *Workflow) bool { return !e.cfg.NoFuse && wf.Def.Fused() }
 
-// FuseGate is a Sink that can forbid fused hops for now: MayFuse false
-// means the handled node's successors are published, not run in its hop
-// (a worker that is shutting down finishes the node in hand and takes on
-// nothing more).
-type FuseGate interface {
-	MayFuse() bool
-}
-
 // fuse runs in this hop the pure successors of the step's node, adding
 // their effects to f and their results to rec. On a replay (rec was stored)
 // it takes the results from rec instead, exactly as many as were fused.
@@ -59,14 +56,16 @@ func (s *step) fuse(ctx context.Context, rec *record, f *effects) error {
 	// A resumed wait publishes its successors: the scheduler resumes,
 	// workers run nodes. Barrier timeouts and arrivals have paths of their
 	// own.
-	if rec.Noop || rec.Arrival || s.uncounted || !s.resumedAt.IsZero() {
+	if rec.Noop || rec.Arrival || s.mode == modeTimeout || s.mode == modeResume {
 		return nil
 	}
 	if !s.replaying {
 		if !s.e.fuses(s.wf) {
 			return nil
 		}
-		if g, ok := s.sink.(FuseGate); ok && !g.MayFuse() {
+		if s.d.draining() {
+			// A worker that is shutting down finishes the node in hand
+			// and takes on nothing more: its successors are published.
 			return nil
 		}
 	}
@@ -96,20 +95,12 @@ func (s *step) fuse(ctx context.Context, rec *record, f *effects) error {
 		if ctx, err = sub.fused(ctx, traced, rec, i, f); err != nil {
 			return err
 		}
-		if ts, ok := s.sink.(TraceSetter); ok && traced {
+		if traced {
 			// The hop's successors are children of its last node, as
 			// the message of a node run alone would be.
-			ts.SetTrace(tracing.SpanTraceparent(ctx))
+			s.trace = tracing.SpanTraceparent(ctx)
 		}
 	}
-}
-
-// TraceSetter is a Sink whose messages carry a traceparent (SetTrace sets
-// it for the messages given to it after): a fused hop moves it on to each
-// node it runs, so that the node run after the hop, in a hop of its own, is
-// a child of the hop's last node.
-type TraceSetter interface {
-	SetTrace(traceparent string)
 }
 
 // fused runs (or replays, from rec) the step's node as the i-th fused node
@@ -160,7 +151,7 @@ func (s *step) fusibleNext(f *effects) *workflow.Node {
 	}
 	m := f.next[0]
 	n, ok := s.wf.Graph.Node(m.CurrentNode)
-	if !ok || !fusible[n.Type] || len(s.wf.parents[n.ID]) > 0 {
+	if !ok || !s.wf.fusible(n) || len(s.wf.parents[n.ID]) > 0 {
 		return nil
 	}
 	return n

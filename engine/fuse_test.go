@@ -63,7 +63,7 @@ func runAll(t *testing.T, eng *engine.Engine, def string) (hops []*engine.Effect
 	first = queue[0]
 	for len(queue) > 0 {
 		var f engine.Effects
-		if err := eng.Handle(context.Background(), queue[0], &f); err != nil {
+		if err := eng.Handle(context.Background(), engine.Delivery{}, queue[0], &f); err != nil {
 			t.Fatal(err)
 		}
 		queue = queue[1:]
@@ -124,7 +124,7 @@ func TestRedeliveredFusedHopIsByteIdentical(t *testing.T) {
 	eng := fuseEngine(t, false)
 	hops, first := runAll(t, eng, fmt.Sprintf(fuseChain, ""))
 	var again engine.Effects
-	if err := eng.Handle(context.Background(), first, &again); err != nil {
+	if err := eng.Handle(context.Background(), engine.Delivery{}, first, &again); err != nil {
 		t.Fatal(err)
 	}
 	// The first node's running status is reported by the delivery that

@@ -40,15 +40,15 @@ func (c loggingCoord) Begin(ctx context.Context, exec, id string) (coord.Begin, 
 	return c.Coordinator.Begin(ctx, exec, id)
 }
 
-// syncSink is a sink that can publish its statuses ahead (a StatusSyncer).
+// syncSink is a sink that journals its statuses, completion and syncs.
 type syncSink struct {
 	engine.Effects
 	j *journal
 }
 
-func (s *syncSink) Status(st *message.NodeStatus) {
+func (s *syncSink) Status(ctx context.Context, st *message.NodeStatus) {
 	s.j.lines = append(s.j.lines, st.NodeID+":"+st.Status)
-	s.Effects.Status(st)
+	s.Effects.Status(ctx, st)
 }
 
 func (s *syncSink) Complete(c *message.Completion) {
@@ -56,7 +56,7 @@ func (s *syncSink) Complete(c *message.Completion) {
 	s.Effects.Complete(c)
 }
 
-func (s *syncSink) SyncStatuses(context.Context) error {
+func (s *syncSink) Sync(context.Context) error {
 	s.j.lines = append(s.j.lines, "sync")
 	return nil
 }
@@ -91,7 +91,7 @@ func handleJournaled(t *testing.T, eng *engine.Engine, j *journal, m *message.No
 	t.Helper()
 	j.lines = nil
 	sink := &syncSink{j: j}
-	if err := eng.Handle(context.Background(), m, sink); err != nil {
+	if err := eng.Handle(context.Background(), engine.Delivery{}, m, sink); err != nil {
 		t.Fatal(err)
 	}
 	return &sink.Effects

@@ -93,7 +93,7 @@ func TestResolvedSecretsAreRedactedForEveryNodeType(t *testing.T) {
 			t.Fatal(err)
 		}
 		var all engine.Effects
-		if err := eng.Handle(context.Background(), f.Next[0].Msg, &all); err != nil {
+		if err := eng.Handle(context.Background(), engine.Delivery{}, f.Next[0].Msg, &all); err != nil {
 			t.Fatal(err)
 		}
 		out, _ := json.Marshal(all)

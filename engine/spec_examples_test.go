@@ -20,9 +20,9 @@ import (
 	"time"
 
 	"github.com/rune-org/rune/embedded"
+	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/internal/catcher"
 	"github.com/rune-org/rune/message"
-	"github.com/rune-org/rune/nodes"
 	"github.com/rune-org/rune/secrets"
 )
 
@@ -225,7 +225,7 @@ func TestSpecRFC006WaitExample(t *testing.T) {
 		}
 		took := time.Since(start)
 		out, _ := c.FinalContext["$wait_node_1"].(map[string]any)
-		resume, err := nodes.ResumeTime(out)
+		resume, err := engine.ResumeTime(out)
 		if c.Status != message.CompletionCompleted || err != nil || took < time.Second {
 			t.Fatalf("completion %s after %v, $wait_node_1 %v; want completed after 1 s", c.Status, took, out)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rune-org/rune/coord"
 	"github.com/rune-org/rune/message"
+	"github.com/rune-org/rune/tracing"
 )
 
 // NewExecutionID returns a fresh execution id: "exec_" + time + randomness,
@@ -48,7 +49,10 @@ func (e *Engine) Start(ctx context.Context, wf *Workflow, execID string, input a
 	}
 	now := e.cfg.Now().UTC()
 	acc := map[string]any{"$trigger": input}
-	sink.Status(&message.NodeStatus{
+	// Started under a span of the execution's trace (the server's
+	// dispatch), the first nodes' spans are its children.
+	trace := tracing.ExecutionTraceparent(ctx, execID)
+	sink.Status(ctx, &message.NodeStatus{
 		WorkflowID: wf.Def.ID, ExecutionID: execID, NodeID: trig.ID,
 		Status: message.StatusSuccess, Output: input, ExecutedAt: now, Attempt: 1,
 	})
@@ -71,13 +75,14 @@ func (e *Engine) Start(ctx context.Context, wf *Workflow, execID string, input a
 			AccumulatedContext: acc,
 		}
 		definitionOf(m, first, ref)
-		sink.Execute(m, 0)
+		sink.Execute(m, Publish{Trace: trace})
 	}
 	return nil
 }
 
-// Effects records what handling produced; it implements Sink. Tests and
-// simple callers use it.
+// Effects records what handling produced; it implements Sink (Sync does
+// nothing: what it records is its caller's at once). Tests and simple
+// callers use it.
 type Effects struct {
 	Statuses   []*message.NodeStatus
 	Next       []Delayed
@@ -91,14 +96,17 @@ type Delayed struct {
 	Delay time.Duration
 }
 
-func (f *Effects) Status(s *message.NodeStatus) { f.Statuses = append(f.Statuses, s) }
-func (f *Effects) Execute(m *message.NodeExecution, d time.Duration) {
-	f.Next = append(f.Next, Delayed{Msg: m, Delay: d})
+func (f *Effects) Status(_ context.Context, s *message.NodeStatus) {
+	f.Statuses = append(f.Statuses, s)
+}
+func (f *Effects) Execute(m *message.NodeExecution, how Publish) {
+	f.Next = append(f.Next, Delayed{Msg: m, Delay: how.Delay})
 }
 func (f *Effects) Complete(c *message.Completion) { f.Completion = c }
-func (f *Effects) Timeout(t *message.Timeout, _ time.Duration) {
+func (f *Effects) Timeout(t *message.Timeout, _ Publish) {
 	f.Timeouts = append(f.Timeouts, t)
 }
+func (f *Effects) Sync(context.Context) error { return nil }
 
 // AbortStart ends execution execID of wf after Start succeeded but its
 // first messages could not all be published: it halts the execution and

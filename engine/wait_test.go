@@ -38,7 +38,7 @@ func (h *harness) resume(tm coord.Timer) {
 		h.t.Fatal(err)
 	}
 	var f engine.Effects
-	if err := h.eng.Resume(context.Background(), &m, tm.Due, &f); err != nil {
+	if err := h.eng.Resume(context.Background(), engine.Delivery{}, &m, tm.Due, &f); err != nil {
 		h.t.Fatalf("resume: %v", err)
 	}
 	h.absorb(&f)
@@ -223,7 +223,7 @@ func TestSuspendInHaltedExecutionWakesAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	var g engine.Effects
-	if err := eng.Handle(ctx, f.Next[0].Msg, &g); err != nil {
+	if err := eng.Handle(ctx, engine.Delivery{}, f.Next[0].Msg, &g); err != nil {
 		t.Fatal(err)
 	}
 	ts, err := timers.Claim(ctx, time.Now().Add(time.Second), 10, time.Minute)

@@ -84,6 +84,11 @@ type NodeStatus struct {
 	// {"processed","total"} for aggregators, {"arrived","expected"} for merges.
 	Details      map[string]any `json:"details,omitempty"`
 	LineageStack []Frame        `json:"lineage_stack,omitempty"`
+	// Var, on a success status of a node whose output is also recorded
+	// under $vars (node.Vars: the email and sms nodes), is the variable's
+	// name ("email_<node id>"): the execution's vars record the output
+	// under it. Added in issue 32; empty on every other status.
+	Var string `json:"var,omitempty"`
 }
 
 // CodeDeadLettered is the error code of the failed status a worker reports

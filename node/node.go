@@ -43,7 +43,7 @@ type Pure interface {
 
 // Eager is implemented by runners that may start before the coordinator
 // has said their message should run, when the message is a first copy on
-// its first delivery (engine.FirstCopies): one coordination round trip per
+// its first delivery (engine.Delivery.First): one coordination round trip per
 // node instead of two. The price, for such a node: a halt (or cancel) that
 // lands while its message is queued is seen after the node ran, whose
 // result is then discarded and which reports skipped; and in the rare race
@@ -60,6 +60,14 @@ type Eager interface {
 // engine adds it to the context that later nodes and the completion see.
 type Vars interface {
 	VarName() string
+}
+
+// Router is implemented by runners that choose which of their outgoing
+// edges to follow (conditional, switch). RoutingEdges are the edges they
+// choose among: when such a node fails and its error strategy is ignore,
+// none of them is followed, since there is no decision to follow.
+type Router interface {
+	RoutingEdges() []string
 }
 
 // Input is what a node sees when it runs.

@@ -13,13 +13,13 @@ import (
 type conditionalType struct{}
 
 func (conditionalType) Check(c *workflow.NodeCheck) {
-	p := newParamCheck(c, "expression", "true_edge_id", "false_edge_id")
-	if src, ok := p.string("expression", true); ok {
-		p.expression("parameters.expression", src)
+	p := node.CheckParams(c, "expression", "true_edge_id", "false_edge_id")
+	if src, ok := p.String("expression", true); ok {
+		p.Expression("parameters.expression", src)
 	}
 	for _, name := range []string{"true_edge_id", "false_edge_id"} {
-		if id, ok := p.string(name, false); ok && id != "" {
-			p.edge("parameters."+name, id)
+		if id, ok := p.String(name, false); ok && id != "" {
+			p.Edge("parameters."+name, id)
 		}
 	}
 }
@@ -28,7 +28,7 @@ func (conditionalType) Compile(n *workflow.Node, c *expr.Compiler) (node.Runner,
 	src, _ := n.Parameters["expression"].(string)
 	v, err := c.Expression(src)
 	if err != nil {
-		return nil, compileErr(n, "expression", err)
+		return nil, node.CompileError(n, "expression", err)
 	}
 	r := &conditionalRunner{cond: v}
 	r.trueEdge, _ = n.Parameters["true_edge_id"].(string)
@@ -39,6 +39,11 @@ func (conditionalType) Compile(n *workflow.Node, c *expr.Compiler) (node.Runner,
 type conditionalRunner struct {
 	cond                expr.Value
 	trueEdge, falseEdge string
+}
+
+// RoutingEdges implements node.Router.
+func (r *conditionalRunner) RoutingEdges() []string {
+	return []string{r.trueEdge, r.falseEdge}
 }
 
 func (r *conditionalRunner) Run(_ context.Context, in *node.Input) (node.Result, error) {

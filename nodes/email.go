@@ -35,14 +35,14 @@ var htmlTag = regexp.MustCompile(`(?i)<(!doctype\s+html[^<>]*|/?(html|head|body|
 func bodyIsHTML(body string) bool { return htmlTag.MatchString(body) }
 
 func (*emailType) Check(c *workflow.NodeCheck) {
-	p := newParamCheck(c, emailParams...)
-	p.stringOrList("to", true)
-	p.stringOrList("cc", false)
-	p.stringOrList("bcc", false)
-	p.stringOrList("reply_to", false)
+	p := node.CheckParams(c, emailParams...)
+	checkStringOrList(p, "to", true)
+	checkStringOrList(p, "cc", false)
+	checkStringOrList(p, "bcc", false)
+	checkStringOrList(p, "reply_to", false)
 	for _, name := range []string{"from", "subject", "text", "html", "body"} {
-		if s, ok := p.string(name, name == "subject"); ok {
-			p.liquid("parameters."+name, s)
+		if s, ok := p.String(name, name == "subject"); ok {
+			checkLiquid(p, "parameters."+name, s)
 		}
 	}
 	_, hasText := c.Node.Parameters["text"]
@@ -70,7 +70,7 @@ func (*emailType) Check(c *workflow.NodeCheck) {
 			case !ok:
 				c.Report(field, "must be a string, not %s", expr.TypeName(v))
 			default:
-				p.liquid(field, s)
+				checkLiquid(p, field, s)
 			}
 		}
 	}
@@ -106,7 +106,7 @@ func (t *emailType) Compile(n *workflow.Node, c *expr.Compiler) (node.Runner, er
 		s, _ := v.(string)
 		lv, err := c.Liquid(s)
 		if err != nil {
-			return nil, compileErr(n, "headers"+fieldPath(name), err)
+			return nil, node.CompileError(n, "headers"+fieldPath(name), err)
 		}
 		r.headers = append(r.headers, emailHeader{name: name, v: &liquidField{name: "headers" + fieldPath(name), v: lv}})
 	}
@@ -217,7 +217,7 @@ func (r *emailRunner) Run(ctx context.Context, in *node.Input) (node.Result, err
 	}
 	if m.from == nil {
 		if cfg.from == "" {
-			return node.Result{}, invalidParam("from", "required: neither the node nor credential %q sets a sender", r.ref)
+			return node.Result{}, node.InvalidParam("from", "required: neither the node nor credential %q sets a sender", r.ref)
 		}
 		a, err := netmail.ParseAddress(cfg.from)
 		if err != nil {
@@ -249,7 +249,7 @@ func (r *emailRunner) message(in *node.Input) (*rendered, error) {
 		return nil, err
 	}
 	if len(m.to) == 0 {
-		return nil, invalidParam("to", "rendered to no address")
+		return nil, node.InvalidParam("to", "rendered to no address")
 	}
 	for _, l := range []struct {
 		dst *[]*netmail.Address
@@ -269,7 +269,7 @@ func (r *emailRunner) message(in *node.Input) (*rendered, error) {
 		case 1:
 			m.from = from[0]
 		default:
-			return nil, invalidParam("from", "want one sender, got %d addresses", len(from))
+			return nil, node.InvalidParam("from", "want one sender, got %d addresses", len(from))
 		}
 	}
 	for _, f := range []struct {
@@ -300,7 +300,7 @@ func (r *emailRunner) message(in *node.Input) (*rendered, error) {
 			return nil, err
 		}
 		if strings.ContainsAny(v, "\r\n") {
-			return nil, invalidParam(h.v.name, "a header value must be one line")
+			return nil, node.InvalidParam(h.v.name, "a header value must be one line")
 		}
 		m.headers = append(m.headers, [2]string{h.name, v})
 	}

@@ -48,20 +48,20 @@ type httpType struct {
 }
 
 func (*httpType) Check(c *workflow.NodeCheck) {
-	p := newParamCheck(c, "method", "url", "headers", "query", "body", "timeout", "idempotency_key")
+	p := node.CheckParams(c, "method", "url", "headers", "query", "body", "timeout", "idempotency_key")
 	checkIdempotencyKey(c)
-	if m, ok := p.string("method", false); ok && !contains(httpMethods, strings.ToUpper(m)) {
+	if m, ok := p.String("method", false); ok && !slices.Contains(httpMethods, strings.ToUpper(m)) {
 		c.Report("parameters.method", "unknown method %q (known: %s)", m, strings.Join(httpMethods, ", "))
 	}
-	if u, ok := p.string("url", true); ok {
+	if u, ok := p.String("url", true); ok {
 		if strings.Contains(u, "{{") {
-			p.template("parameters.url", u)
+			p.Template("parameters.url", u)
 		} else if _, err := parseURL(u); err != nil {
 			c.Report("parameters.url", "%v", err)
 		}
 	}
 	for _, name := range []string{"headers", "query"} {
-		raw, present := p.params[name]
+		raw, present := p.Values[name]
 		if !present || raw == nil {
 			continue
 		}
@@ -82,17 +82,17 @@ func (*httpType) Check(c *workflow.NodeCheck) {
 				if name == "headers" {
 					c.Report(field, "must be a string, number or boolean, not an array")
 				} else {
-					p.template(field, v)
+					p.Template(field, v)
 				}
 			default:
-				p.template(field, v)
+				p.Template(field, v)
 			}
 		}
 	}
-	if body, present := p.params["body"]; present {
-		p.template("parameters.body", body)
+	if body, present := p.Values["body"]; present {
+		p.Template("parameters.body", body)
 	}
-	if t, ok := p.string("timeout", false); ok {
+	if t, ok := p.String("timeout", false); ok {
 		if d, err := workflow.ParseDuration(t); err != nil {
 			c.Report("parameters.timeout", "%v", err)
 		} else if d <= 0 {
@@ -128,7 +128,7 @@ func (t *httpType) Compile(n *workflow.Node, c *expr.Compiler) (node.Runner, err
 	var err error
 	u, _ := n.Parameters["url"].(string)
 	if r.url, err = c.Value(u); err != nil {
-		return nil, compileErr(n, "url", err)
+		return nil, node.CompileError(n, "url", err)
 	}
 	compileObject := func(name string) ([]namedValue, error) {
 		obj, _ := n.Parameters[name].(map[string]any)
@@ -136,7 +136,7 @@ func (t *httpType) Compile(n *workflow.Node, c *expr.Compiler) (node.Runner, err
 		for _, k := range slices.Sorted(maps.Keys(obj)) {
 			v, err := c.Value(obj[k])
 			if err != nil {
-				return nil, compileErr(n, name+fieldPath(k), err)
+				return nil, node.CompileError(n, name+fieldPath(k), err)
 			}
 			out = append(out, namedValue{name: k, v: v})
 		}
@@ -150,13 +150,13 @@ func (t *httpType) Compile(n *workflow.Node, c *expr.Compiler) (node.Runner, err
 	}
 	if body, ok := n.Parameters["body"]; ok && body != nil {
 		if r.body, err = c.Value(body); err != nil {
-			return nil, compileErr(n, "body", err)
+			return nil, node.CompileError(n, "body", err)
 		}
 	}
 	if ts, ok := n.Parameters["timeout"].(string); ok && ts != "" {
 		d, err := workflow.ParseDuration(ts)
 		if err != nil || d <= 0 {
-			return nil, compileErr(n, "timeout", fmt.Errorf("invalid timeout %q", ts))
+			return nil, node.CompileError(n, "timeout", fmt.Errorf("invalid timeout %q", ts))
 		}
 		r.timeout = d
 	}
@@ -242,26 +242,26 @@ func (r *httpRunner) call(ctx context.Context, in *node.Input) (node.Result, err
 func (r *httpRunner) request(ctx context.Context, in *node.Input) (_ *http.Request, credHeaders []string, err error) {
 	rawURL, err := r.url.Eval(in.Env)
 	if err != nil {
-		return nil, nil, exprError("url", err)
+		return nil, nil, node.ExprError("url", err)
 	}
 	us, ok := rawURL.(string)
 	if !ok {
-		return nil, nil, invalidParam("url", "must render to a string, not %s", expr.TypeName(rawURL))
+		return nil, nil, node.InvalidParam("url", "must render to a string, not %s", expr.TypeName(rawURL))
 	}
 	u, err := parseURL(us)
 	if err != nil {
-		return nil, nil, invalidParam("url", "%v", err)
+		return nil, nil, node.InvalidParam("url", "%v", err)
 	}
 	if len(r.query) > 0 {
 		q := u.Query()
 		for _, nv := range r.query {
 			v, err := nv.v.Eval(in.Env)
 			if err != nil {
-				return nil, nil, exprError("query"+fieldPath(nv.name), err)
+				return nil, nil, node.ExprError("query"+fieldPath(nv.name), err)
 			}
 			vals, err := queryValues(v)
 			if err != nil {
-				return nil, nil, invalidParam("query"+fieldPath(nv.name), "%v", err)
+				return nil, nil, node.InvalidParam("query"+fieldPath(nv.name), "%v", err)
 			}
 			for _, s := range vals {
 				q.Add(nv.name, s)
@@ -275,7 +275,7 @@ func (r *httpRunner) request(ctx context.Context, in *node.Input) (_ *http.Reque
 	if r.body != nil {
 		v, err := r.body.Eval(in.Env)
 		if err != nil {
-			return nil, nil, exprError("body", err)
+			return nil, nil, node.ExprError("body", err)
 		}
 		switch v := v.(type) {
 		case nil:
@@ -284,14 +284,14 @@ func (r *httpRunner) request(ctx context.Context, in *node.Input) (_ *http.Reque
 		default:
 			b, err := json.Marshal(v)
 			if err != nil {
-				return nil, nil, invalidParam("body", "cannot encode as JSON: %v", err)
+				return nil, nil, node.InvalidParam("body", "cannot encode as JSON: %v", err)
 			}
 			body, contentType = bytes.NewReader(b), "application/json"
 		}
 	}
 	req, err := http.NewRequestWithContext(ctx, r.method, u.String(), body)
 	if err != nil {
-		return nil, nil, invalidParam("url", "%v", err)
+		return nil, nil, node.InvalidParam("url", "%v", err)
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
@@ -299,14 +299,14 @@ func (r *httpRunner) request(ctx context.Context, in *node.Input) (_ *http.Reque
 	for _, nv := range r.headers {
 		v, err := nv.v.Eval(in.Env)
 		if err != nil {
-			return nil, nil, exprError("headers"+fieldPath(nv.name), err)
+			return nil, nil, node.ExprError("headers"+fieldPath(nv.name), err)
 		}
 		s, err := scalarText(v)
 		if err != nil {
-			return nil, nil, invalidParam("headers"+fieldPath(nv.name), "%v", err)
+			return nil, nil, node.InvalidParam("headers"+fieldPath(nv.name), "%v", err)
 		}
 		if strings.ContainsAny(s, "\r\n") {
-			return nil, nil, invalidParam("headers"+fieldPath(nv.name), "must not contain line breaks")
+			return nil, nil, node.InvalidParam("headers"+fieldPath(nv.name), "must not contain line breaks")
 		}
 		req.Header.Set(nv.name, s)
 	}

@@ -23,11 +23,11 @@ var logLevels = map[string]slog.Level{
 }
 
 func (*logType) Check(c *workflow.NodeCheck) {
-	p := newParamCheck(c, "message", "level")
-	if msg, ok := p.string("message", true); ok {
-		p.template("parameters.message", msg)
+	p := node.CheckParams(c, "message", "level")
+	if msg, ok := p.String("message", true); ok {
+		p.Template("parameters.message", msg)
 	}
-	if lvl, ok := p.string("level", false); ok {
+	if lvl, ok := p.String("level", false); ok {
 		if _, known := logLevels[lvl]; !known {
 			c.Report("parameters.level", "unknown level %q (known: debug, info, warn, error)", lvl)
 		}
@@ -38,7 +38,7 @@ func (t *logType) Compile(n *workflow.Node, c *expr.Compiler) (node.Runner, erro
 	msg, _ := n.Parameters["message"].(string)
 	v, err := c.Value(msg)
 	if err != nil {
-		return nil, compileErr(n, "message", err)
+		return nil, node.CompileError(n, "message", err)
 	}
 	level, _ := n.Parameters["level"].(string)
 	if level == "" {
@@ -57,14 +57,14 @@ type logRunner struct {
 func (r *logRunner) Run(ctx context.Context, in *node.Input) (node.Result, error) {
 	v, err := r.message.Eval(in.Env)
 	if err != nil {
-		return node.Result{}, exprError("message", err)
+		return node.Result{}, node.ExprError("message", err)
 	}
 	msg, ok := v.(string)
 	if !ok {
 		// A message that is exactly one {{ }} may yield any JSON value.
 		b, err := json.Marshal(v)
 		if err != nil {
-			return node.Result{}, invalidParam("message", "cannot render %s as text", expr.TypeName(v))
+			return node.Result{}, node.InvalidParam("message", "cannot render %s as text", expr.TypeName(v))
 		}
 		msg = string(b)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rune-org/rune/expr"
+	"github.com/rune-org/rune/internal/nodetest"
 	"github.com/rune-org/rune/node"
 	"github.com/rune-org/rune/workflow"
 )
@@ -25,30 +26,11 @@ func checkNode(t *testing.T, n workflow.Node, out ...string) workflow.Problems {
 	return ps
 }
 
-// wantProblems checks that ps has exactly the given paths, each message
-// containing the given text.
-func wantProblems(t *testing.T, ps workflow.Problems, want map[string]string) {
-	t.Helper()
-	got := map[string]string{}
-	for _, p := range ps {
-		got[p.Path] = p.Message
-	}
-	for path, text := range want {
-		msg, ok := got[path]
-		if !ok {
-			t.Errorf("no problem at %s (want %q); got %v", path, text, ps)
-			continue
-		}
-		if !strings.Contains(msg, text) {
-			t.Errorf("%s: %q, want it to contain %q", path, msg, text)
-		}
-	}
-	for path, msg := range got {
-		if _, ok := want[path]; !ok {
-			t.Errorf("unexpected problem %s: %s", path, msg)
-		}
-	}
-}
+// wantProblems and nodeError are nodetest's.
+var (
+	wantProblems = nodetest.WantProblems
+	nodeError    = nodetest.NodeError
+)
 
 func compileNode(t *testing.T, reg *node.Registry, n workflow.Node) node.Runner {
 	t.Helper()
@@ -56,7 +38,7 @@ func compileNode(t *testing.T, reg *node.Registry, n workflow.Node) node.Runner 
 	if !ok {
 		t.Fatalf("type %q not registered", n.Type)
 	}
-	if ps := checkNode(t, n, RoutingEdges(&n)...); len(ps) > 0 {
+	if ps := checkNode(t, n, routingEdges(&n)...); len(ps) > 0 {
 		t.Fatalf("check: %v", ps)
 	}
 	r, err := typ.Compile(&n, expr.NewCompiler(expr.Limits{}))
@@ -71,20 +53,8 @@ func run(t *testing.T, r node.Runner, env map[string]any) (node.Result, error) {
 	return r.Run(context.Background(), &node.Input{Env: env, NodeID: "n", ExecutionID: "ex1", Attempt: 1})
 }
 
-func nodeError(t *testing.T, err error, code string, retryable bool) *node.Error {
-	t.Helper()
-	var ne *node.Error
-	if !errors.As(err, &ne) {
-		t.Fatalf("error %v (%T), want a *node.Error %s", err, err, code)
-	}
-	if ne.Code != code || ne.Retryable != retryable {
-		t.Fatalf("error %s (retryable %v): %s; want %s (retryable %v)", ne.Code, ne.Retryable, ne.Message, code, retryable)
-	}
-	return ne
-}
-
 func TestRegistry(t *testing.T) {
-	want := []string{"aggregator", "conditional", "delay", "email", "http", "log", "merge", "set", "sms", "split", "switch", "trigger", "wait"}
+	want := []string{"conditional", "email", "http", "log", "set", "sms", "switch", "trigger"}
 	if got := NewRegistry(Options{}).Names(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Names() = %v, want %v", got, want)
 	}
@@ -130,9 +100,6 @@ func TestPureRunners(t *testing.T) {
 		"log":         {"message": "hi"},
 		"conditional": {"expression": "true"},
 		"switch":      {"cases": []any{}},
-		"wait":        {"amount": 1.0},
-		"delay":       {"delayMs": 1.0},
-		"split":       {"input_array": []any{}},
 	}
 	for typ, params := range pure {
 		r := compileNode(t, reg, workflow.Node{ID: "n", Type: typ, Parameters: params})
@@ -170,4 +137,24 @@ func TestCheckHints(t *testing.T) {
 	if len(got) != 2 {
 		t.Errorf("%d problems, want 2: %v", len(got), got)
 	}
+}
+
+// routingEdges are the edges a conditional or switch node names, which
+// its check wants to leave it.
+func routingEdges(n *workflow.Node) []string {
+	var ids []string
+	for _, k := range []string{"true_edge_id", "false_edge_id", "default_edge"} {
+		if s, ok := n.Parameters[k].(string); ok {
+			ids = append(ids, s)
+		}
+	}
+	cases, _ := n.Parameters["cases"].([]any)
+	for _, c := range cases {
+		if m, ok := c.(map[string]any); ok {
+			if s, ok := m["edge"].(string); ok {
+				ids = append(ids, s)
+			}
+		}
+	}
+	return ids
 }

@@ -55,21 +55,21 @@ func (f *liquidField) render(env map[string]any) (string, error) {
 	}
 	out, err := f.v.Eval(env)
 	if err != nil {
-		return "", exprError(f.name, err)
+		return "", node.ExprError(f.name, err)
 	}
 	s, _ := out.(string)
 	return s, nil
 }
 
-// liquid reports a Liquid parameter that does not compile or reads a name
-// no node defines.
-func (p paramCheck) liquid(field, src string) {
+// checkLiquid reports a Liquid parameter that does not compile or reads a
+// name no node defines.
+func checkLiquid(p node.Params, field, src string) {
 	v, err := expr.NewCompiler(expr.Limits{}).Liquid(src)
 	if err != nil {
-		p.c.Report(field, "%v", err)
+		p.C.Report(field, "%v", err)
 		return
 	}
-	p.c.References(field, expr.Refs(v))
+	p.C.References(field, expr.Refs(v))
 }
 
 // liquidParam compiles the string parameter name, nil when absent.
@@ -80,42 +80,42 @@ func liquidParam(n *workflow.Node, c *expr.Compiler, name string) (*liquidField,
 	}
 	v, err := c.Liquid(s)
 	if err != nil {
-		return nil, compileErr(n, name, err)
+		return nil, node.CompileError(n, name, err)
 	}
 	return &liquidField{name: name, v: v}, nil
 }
 
 // checkStringOrList checks a parameter that is a string or a list of strings,
 // each a Liquid template.
-func (p paramCheck) stringOrList(name string, required bool) {
-	v, present := p.params[name]
+func checkStringOrList(p node.Params, name string, required bool) {
+	v, present := p.Values[name]
 	if !present || v == nil {
 		if required {
-			p.c.Report("parameters."+name, "required")
+			p.C.Report("parameters."+name, "required")
 		}
 		return
 	}
 	switch v := v.(type) {
 	case string:
 		if required && strings.TrimSpace(v) == "" {
-			p.c.Report("parameters."+name, "required")
+			p.C.Report("parameters."+name, "required")
 			return
 		}
-		p.liquid("parameters."+name, v)
+		checkLiquid(p, "parameters."+name, v)
 	case []any:
 		if required && len(v) == 0 {
-			p.c.Report("parameters."+name, "required: at least one address")
+			p.C.Report("parameters."+name, "required: at least one address")
 		}
 		for i, e := range v {
 			s, ok := e.(string)
 			if !ok {
-				p.c.Report(fmt.Sprintf("parameters.%s[%d]", name, i), "must be a string, not %s", expr.TypeName(e))
+				p.C.Report(fmt.Sprintf("parameters.%s[%d]", name, i), "must be a string, not %s", expr.TypeName(e))
 				continue
 			}
-			p.liquid(fmt.Sprintf("parameters.%s[%d]", name, i), s)
+			checkLiquid(p, fmt.Sprintf("parameters.%s[%d]", name, i), s)
 		}
 	default:
-		p.c.Report("parameters."+name, "must be a string or a list of strings, not %s", expr.TypeName(v))
+		p.C.Report("parameters."+name, "must be a string or a list of strings, not %s", expr.TypeName(v))
 	}
 }
 
@@ -135,7 +135,7 @@ func liquidList(n *workflow.Node, c *expr.Compiler, name string) ([]*liquidField
 	for i, s := range srcs {
 		v, err := c.Liquid(s)
 		if err != nil {
-			return nil, compileErr(n, name, err)
+			return nil, node.CompileError(n, name, err)
 		}
 		field := name
 		if _, isList := n.Parameters[name].([]any); isList {

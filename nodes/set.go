@@ -17,8 +17,8 @@ import (
 type setType struct{}
 
 func (setType) Check(c *workflow.NodeCheck) {
-	p := newParamCheck(c, "values", "keep")
-	raw, present := p.params["values"]
+	p := node.CheckParams(c, "values", "keep")
+	raw, present := p.Values["values"]
 	values, ok := raw.(map[string]any)
 	switch {
 	case !present || raw == nil:
@@ -27,10 +27,10 @@ func (setType) Check(c *workflow.NodeCheck) {
 		c.Report("parameters.values", "must be an object of name → value, not %s", expr.TypeName(raw))
 	default:
 		for _, name := range slices.Sorted(maps.Keys(values)) {
-			p.template("parameters.values"+fieldPath(name), values[name])
+			p.Template("parameters.values"+fieldPath(name), values[name])
 		}
 	}
-	rawKeep, present := p.params["keep"]
+	rawKeep, present := p.Values["keep"]
 	if !present || rawKeep == nil {
 		return
 	}
@@ -69,7 +69,7 @@ func (setType) Compile(n *workflow.Node, c *expr.Compiler) (node.Runner, error) 
 		}
 		v, err := c.Value(values[name])
 		if err != nil {
-			return nil, compileErr(n, "values"+fieldPath(name), err)
+			return nil, node.CompileError(n, "values"+fieldPath(name), err)
 		}
 		r.names = append(r.names, name)
 		r.values = append(r.values, v)
@@ -87,7 +87,7 @@ func (r *setRunner) Run(_ context.Context, in *node.Input) (node.Result, error) 
 	for i, v := range r.values {
 		val, err := v.Eval(in.Env)
 		if err != nil {
-			return node.Result{}, exprError("values"+fieldPath(r.names[i]), err)
+			return node.Result{}, node.ExprError("values"+fieldPath(r.names[i]), err)
 		}
 		out[r.names[i]] = val
 	}

@@ -343,10 +343,10 @@ type smsType struct {
 }
 
 func (*smsType) Check(c *workflow.NodeCheck) {
-	p := newParamCheck(c, "from", "to", "body")
+	p := node.CheckParams(c, "from", "to", "body")
 	for _, name := range []string{"from", "to", "body"} {
-		if s, ok := p.string(name, name != "from"); ok {
-			p.liquid("parameters."+name, s)
+		if s, ok := p.String(name, name != "from"); ok {
+			checkLiquid(p, "parameters."+name, s)
 		}
 	}
 	if credRef(c.Node) == "" {
@@ -393,7 +393,7 @@ func (r *smsRunner) Run(ctx context.Context, in *node.Input) (node.Result, error
 		}
 	}
 	if m.Body == "" {
-		return node.Result{}, invalidParam("body", "rendered to an empty message")
+		return node.Result{}, node.InvalidParam("body", "rendered to an empty message")
 	}
 	fields, err := credentialFields(ctx, in, r.ref, "twilio", "webhook")
 	if err != nil {

@@ -14,11 +14,11 @@ import (
 type switchType struct{}
 
 func (switchType) Check(c *workflow.NodeCheck) {
-	p := newParamCheck(c, "cases", "default_edge")
-	if id, ok := p.string("default_edge", false); ok && id != "" {
-		p.edge("parameters.default_edge", id)
+	p := node.CheckParams(c, "cases", "default_edge")
+	if id, ok := p.String("default_edge", false); ok && id != "" {
+		p.Edge("parameters.default_edge", id)
 	}
-	raw, present := p.params["cases"]
+	raw, present := p.Values["cases"]
 	if !present || raw == nil {
 		c.Report("parameters.cases", "required: a list of {\"expression\", \"edge\"}")
 		return
@@ -44,13 +44,13 @@ func (switchType) Check(c *workflow.NodeCheck) {
 		case !ok || src == "":
 			c.Report(at+".expression", "required: a string")
 		default:
-			p.expression(at+".expression", src)
+			p.Expression(at+".expression", src)
 		}
 		switch edge, ok := cs["edge"].(string); {
 		case !ok || edge == "":
 			c.Report(at+".edge", "required: the id of an edge leaving the node")
 		default:
-			p.edge(at+".edge", edge)
+			p.Edge(at+".edge", edge)
 		}
 	}
 }
@@ -65,7 +65,7 @@ func (switchType) Compile(n *workflow.Node, c *expr.Compiler) (node.Runner, erro
 		field := fmt.Sprintf("cases[%d].expression", i)
 		v, err := c.Expression(src)
 		if err != nil {
-			return nil, compileErr(n, field, err)
+			return nil, node.CompileError(n, field, err)
 		}
 		edge, _ := cs["edge"].(string)
 		r.cases = append(r.cases, switchCase{cond: v, edge: edge, field: field})
@@ -82,6 +82,15 @@ type switchCase struct {
 type switchRunner struct {
 	cases       []switchCase
 	defaultEdge string
+}
+
+// RoutingEdges implements node.Router.
+func (r *switchRunner) RoutingEdges() []string {
+	ids := make([]string, 0, len(r.cases)+1)
+	for _, c := range r.cases {
+		ids = append(ids, c.edge)
+	}
+	return append(ids, r.defaultEdge)
 }
 
 func (r *switchRunner) Run(_ context.Context, in *node.Input) (node.Result, error) {

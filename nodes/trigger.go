@@ -13,7 +13,7 @@ import (
 // parameters and is never run: the engine stores the payload as $trigger.
 type triggerType struct{}
 
-func (triggerType) Check(c *workflow.NodeCheck) { newParamCheck(c) }
+func (triggerType) Check(c *workflow.NodeCheck) { node.CheckParams(c) }
 
 func (triggerType) Compile(n *workflow.Node, _ *expr.Compiler) (node.Runner, error) {
 	return triggerRunner{id: n.ID}, nil

@@ -27,7 +27,7 @@ func DuplicateArrival(t *testing.T, eng *engine.Engine, execID string) {
 	handle := func(m *message.NodeExecution) *engine.Effects {
 		t.Helper()
 		var f engine.Effects
-		if err := eng.Handle(ctx, m, &f); err != nil {
+		if err := eng.Handle(ctx, engine.Delivery{}, m, &f); err != nil {
 			t.Fatalf("handle %s: %v", m.CurrentNode, err)
 		}
 		return &f

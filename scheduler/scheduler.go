@@ -23,8 +23,8 @@ import (
 	"github.com/rune-org/rune/coord"
 	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/metrics"
+	"github.com/rune-org/rune/publish"
 	"github.com/rune-org/rune/tracing"
-	"github.com/rune-org/rune/worker"
 )
 
 // DefaultPoll is Config.Poll's default.
@@ -221,17 +221,16 @@ func fire(ctx context.Context, cfg Config, t coord.Timer, claimed time.Time) {
 				Lineage: engine.Lineage(m.LineageStack), Attempt: m.Attempt, Resumed: true})
 			defer span.End()
 		}
-		p := worker.NewPublisher(ctx, cfg.Broker)
-		p.SetTrace(cfg.Tracer.Traceparent(ctx))
-		p.OnComplete(cfg.Engine.Completed)
-		if err = cfg.Engine.Resume(ctx, m, t.Due, p); err == nil {
-			if err = fence(ctx, cfg, t); errors.Is(err, errLost) {
-				log.Info("scheduler: the timer was claimed again while this scheduler stalled; leaving it to its new claimer", "claims", t.Claims)
-				return
+		d := engine.Delivery{Trace: cfg.Tracer.Traceparent(ctx)}
+		err = publish.Handle(ctx, publish.Config{Broker: cfg.Broker, Completed: cfg.Engine.Completed}, func(s engine.Sink) error {
+			if err := cfg.Engine.Resume(ctx, d, m, t.Due, s); err != nil {
+				return err
 			}
-			if err == nil {
-				err = p.Flush()
-			}
+			return fence(ctx, cfg, t)
+		})
+		if errors.Is(err, errLost) {
+			log.Info("scheduler: the timer was claimed again while this scheduler stalled; leaving it to its new claimer", "claims", t.Claims)
+			return
 		}
 	}
 	switch {

@@ -487,7 +487,7 @@ func (p *embeddedPieces) suspend(t *testing.T, id string) {
 		t.Fatalf("start: %d messages, want 1", len(started.Next))
 	}
 	var waited engine.Effects
-	if err := p.engine.Handle(ctx, started.Next[0].Msg, &waited); err != nil {
+	if err := p.engine.Handle(ctx, engine.Delivery{}, started.Next[0].Msg, &waited); err != nil {
 		t.Fatal(err)
 	}
 	if last := waited.Statuses[len(waited.Statuses)-1]; last.Status != message.StatusWaiting {

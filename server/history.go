@@ -14,14 +14,11 @@ import (
 	"time"
 
 	"github.com/rune-org/rune/broker"
+	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/message"
 	"github.com/rune-org/rune/store"
 	"github.com/rune-org/rune/workflow"
 )
-
-// Node types whose success outputs an execution records in Vars as
-// "<type>_<node id>" (seed 003: a user sees what a notification step sent).
-var varNodeTypes = []string{"email", "sms"}
 
 // Defaults of HistoryConfig.
 const (
@@ -68,14 +65,17 @@ type historyConsumer struct {
 	cfg    HistoryConfig
 	store  store.Store
 	broker broker.Broker
+	// engine compiles a definition to learn which of its nodes name a
+	// variable (node.Vars).
+	engine *engine.Engine
 	log    *slog.Logger
 	// commits is told of every commit, for the live streams.
 	commits *commits
 	vars    varCache
 }
 
-func newHistoryConsumer(cfg HistoryConfig, st store.Store, b broker.Broker, log *slog.Logger, c *commits) *historyConsumer {
-	return &historyConsumer{cfg: cfg, store: st, broker: b, log: log, commits: c}
+func newHistoryConsumer(cfg HistoryConfig, st store.Store, b broker.Broker, e *engine.Engine, log *slog.Logger, c *commits) *historyConsumer {
+	return &historyConsumer{cfg: cfg, store: st, broker: b, engine: e, log: log, commits: c}
 }
 
 // pendingEvent is one delivery waiting for its batch's commit.
@@ -286,7 +286,7 @@ func (s *historyConsumer) completeRuns(ctx context.Context, ended endedNodes, c 
 	if err != nil {
 		return false
 	}
-	types := s.vars.types(ctx, s, c.ExecutionID)
+	types := s.vars.nodes(ctx, s, c.ExecutionID).types
 	for _, id := range missing {
 		if _, isNode := types[id]; !isNode && types != nil {
 			continue
@@ -351,11 +351,12 @@ func statusKey(id string, body []byte) string {
 // per execution, and its message id is the execution id.
 func completionKey(execID string) string { return "completion:" + execID }
 
-// addVars sets Vars on the success statuses of email and sms nodes, and
-// on a completion for those its final context holds: the writer holds a
-// completion until its nodes' statuses are recorded, but only for
-// HoldMax, and the vars are whole once the execution shows completed
-// even when a status comes later than that.
+// addVars sets Vars on the success statuses that name a variable
+// (message.NodeStatus.Var: the email and sms nodes', seed 003: a user sees
+// what a notification step sent), and on a completion for those its final
+// context holds: the writer holds a completion until its nodes' statuses
+// are recorded, but only for HoldMax, and the vars are whole once
+// the execution shows completed even when a status comes later than that.
 func (s *historyConsumer) addVars(ctx context.Context, evs []store.HistoryEvent) {
 	for i := range evs {
 		if c := evs[i].Completion; c != nil {
@@ -363,43 +364,31 @@ func (s *historyConsumer) addVars(ctx context.Context, evs []store.HistoryEvent)
 			continue
 		}
 		st := evs[i].Status
-		if st == nil || st.Status != message.StatusSuccess || !s.vars.mayHave(ctx, s, st.WorkflowID) {
+		if st == nil || st.Status != message.StatusSuccess || st.Var == "" {
 			continue
 		}
-		if name, out, ok := varOf(s.vars.types(ctx, s, st.ExecutionID)[st.NodeID], st.NodeID, st.Output); ok {
-			evs[i].Vars = map[string]json.RawMessage{name: out}
+		if out, err := json.Marshal(st.Output); err == nil {
+			evs[i].Vars = map[string]json.RawMessage{st.Var: out}
 		}
 	}
 }
 
-// varOf names and encodes the success output of node id of type typ as the
-// execution's vars record it ("email_<id>"); ok is false for a node type
-// that records none.
-func varOf(typ, id string, output any) (name string, out json.RawMessage, ok bool) {
-	if !contains(varNodeTypes, typ) {
-		return "", nil, false
-	}
-	out, err := json.Marshal(output)
-	if err != nil {
-		return "", nil, false
-	}
-	return typ + "_" + id, out, true
-}
-
-// completionVars is what addVars records from a completion: the outputs of
-// the email and sms nodes in its final context ("$<node id>"), which are
-// their success outputs, as their statuses carry them.
+// completionVars is what addVars records from a completion: the outputs,
+// in its final context ("$<node id>"), of the nodes that name a variable
+// (node.Vars, asked of the compiled definition), which are their success
+// outputs, as their statuses carry them. A final context without $vars
+// holds none: the engine sets $vars with each of them.
 func (s *historyConsumer) completionVars(ctx context.Context, c *message.Completion) map[string]json.RawMessage {
-	if len(c.FinalContext) == 0 || !s.vars.mayHave(ctx, s, c.WorkflowID) {
+	if _, some := c.FinalContext["$vars"]; !some {
 		return nil
 	}
 	var vars map[string]json.RawMessage
-	for id, typ := range s.vars.types(ctx, s, c.ExecutionID) {
+	for id, name := range s.vars.nodes(ctx, s, c.ExecutionID).vars {
 		v, inContext := c.FinalContext["$"+id]
 		if !inContext {
 			continue
 		}
-		if name, out, ok := varOf(typ, id, v); ok {
+		if out, err := json.Marshal(v); err == nil {
 			if vars == nil {
 				vars = map[string]json.RawMessage{}
 			}
@@ -409,82 +398,44 @@ func (s *historyConsumer) completionVars(ctx context.Context, c *message.Complet
 	return vars
 }
 
-// varCache answers which node types an execution's definition has, asking
-// the store only for workflows that have an email or sms node in some
-// version.
+// varCache answers which nodes an execution's definition has.
 type varCache struct {
 	mu     sync.Mutex
-	wfs    map[string]varWorkflow
-	byExec map[string]map[string]string // execution → node id → type
+	byExec map[string]execNodes
 }
 
-type varWorkflow struct {
-	has bool
-	at  time.Time
+// execNodes are the nodes of an execution's definition.
+type execNodes struct {
+	types map[string]string // node id → type; nil when the store cannot say
+	vars  map[string]string // node id → variable name (node.Vars)
 }
 
-func (c *varCache) mayHave(ctx context.Context, s *historyConsumer, workflowID string) bool {
-	now := time.Now()
+// nodes returns the nodes of the execution's definition.
+func (c *varCache) nodes(ctx context.Context, s *historyConsumer, execID string) execNodes {
 	c.mu.Lock()
-	w, ok := c.wfs[workflowID]
-	c.mu.Unlock()
-	if ok && now.Sub(w.at) < 30*time.Second {
-		return w.has
-	}
-	// One definition in memory at a time: versions can be many and large.
-	has := false
-	for cursor := ""; !has; {
-		page, err := s.store.ListVersions(ctx, workflowID, 0, cursor)
-		if err != nil {
-			return false
-		}
-		for _, v := range page.Items {
-			wf, err := s.store.GetWorkflow(ctx, workflowID, v.Version)
-			if err != nil {
-				return false
-			}
-			for _, typ := range nodeTypes(wf.Definition) {
-				has = has || contains(varNodeTypes, typ)
-			}
-		}
-		if page.Next == "" {
-			break
-		}
-		cursor = page.Next
-	}
-	c.mu.Lock()
-	if c.wfs == nil || len(c.wfs) > 10_000 {
-		c.wfs = map[string]varWorkflow{}
-	}
-	c.wfs[workflowID] = varWorkflow{has: has, at: now}
-	c.mu.Unlock()
-	return has
-}
-
-// types maps each node id of the execution's definition to its type (nil
-// when the store cannot say).
-func (c *varCache) types(ctx context.Context, s *historyConsumer, execID string) map[string]string {
-	c.mu.Lock()
-	types, ok := c.byExec[execID]
+	nodes, ok := c.byExec[execID]
 	c.mu.Unlock()
 	if !ok {
 		x, err := s.store.GetExecution(ctx, execID)
 		if err != nil {
-			return nil
+			return execNodes{}
 		}
 		wf, err := s.store.GetWorkflow(ctx, x.WorkflowID, x.Version)
 		if err != nil {
-			return nil
+			return execNodes{}
 		}
-		types = nodeTypes(wf.Definition)
+		nodes.types = nodeTypes(wf.Definition)
+		if cw, err := s.engine.Compile(wf.Definition); err == nil {
+			nodes.vars = cw.VarNames()
+		}
 		c.mu.Lock()
 		if c.byExec == nil || len(c.byExec) > 10_000 {
-			c.byExec = map[string]map[string]string{}
+			c.byExec = map[string]execNodes{}
 		}
-		c.byExec[execID] = types
+		c.byExec[execID] = nodes
 		c.mu.Unlock()
 	}
-	return types
+	return nodes
 }
 
 // nodeTypes maps each node id of a definition to its type.

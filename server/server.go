@@ -210,7 +210,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.dispatcher = newDispatcher(cfg.Dispatch, dispatcherDeps{store: st, broker: cfg.Broker, engine: cfg.Engine, tracer: cfg.Tracer,
 		log: cfg.Logger, now: cfg.Now, owner: cfg.ID, metrics: m, commits: s.commits})
-	s.history = newHistoryConsumer(cfg.History, st, cfg.Broker, cfg.Logger, s.commits)
+	s.history = newHistoryConsumer(cfg.History, st, cfg.Broker, cfg.Engine, cfg.Logger, s.commits)
 	s.crons = newCrons(cfg.Crons, st, cfg.Logger, cfg.Now, cfg.ID, s.dispatcher.wakeUp)
 	s.retention = newRetention(cfg.Retention, st, cfg.Logger, cfg.Now)
 	s.tokens.ttl = cfg.TokenCacheTTL

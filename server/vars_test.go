@@ -23,13 +23,15 @@ import (
 )
 
 // fakeEmail stands in for a notification node type named "email": it
-// succeeds with what it "sent".
-type fakeEmail struct{}
+// succeeds with what it "sent", recorded as the email node's is, under
+// $vars.email_<node id> (node.Vars).
+type fakeEmail struct{ id string }
 
 func (fakeEmail) Check(*workflow.NodeCheck) {}
-func (fakeEmail) Compile(*workflow.Node, *expr.Compiler) (node.Runner, error) {
-	return fakeEmail{}, nil
+func (fakeEmail) Compile(n *workflow.Node, _ *expr.Compiler) (node.Runner, error) {
+	return fakeEmail{id: n.ID}, nil
 }
+func (f fakeEmail) VarName() string { return "email_" + f.id }
 func (fakeEmail) Run(context.Context, *node.Input) (node.Result, error) {
 	return node.Result{Output: map[string]any{"message_id": "m-1", "to": "ada@example.com"}}, nil
 }

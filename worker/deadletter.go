@@ -7,6 +7,7 @@ import (
 
 	"github.com/rune-org/rune/broker"
 	"github.com/rune-org/rune/message"
+	"github.com/rune-org/rune/publish"
 )
 
 // DeadLettered is the error code of the failed status a worker reports for
@@ -27,9 +28,9 @@ func reportDeadLetter(ctx context.Context, cfg Config, m *message.NodeExecution,
 	if st.Validate() != nil {
 		return // ids too broken to report under; the dead letter says it all
 	}
-	p := NewPublisher(ctx, cfg.Broker)
-	p.Status(st)
-	if err := p.Flush(); err != nil && !errors.Is(err, context.Canceled) {
+	p := publish.New(publish.Config{Broker: cfg.Broker})
+	p.Status(ctx, st)
+	if err := p.Sync(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		cfg.Logger.Warn("could not report a dead-lettered message", "message_id", m.MessageID, "execution_id", m.ExecutionID, "err", err)
 	}
 }

@@ -73,7 +73,7 @@ func TestFirstCopyDuplicatePublish(t *testing.T) {
 	if err := eng.Start(ctx, wf, "exec_dup", nil, &started); err != nil {
 		t.Fatal(err)
 	}
-	if err := eng.Handle(ctx, started.Next[0].Msg, &fromA); err != nil {
+	if err := eng.Handle(ctx, engine.Delivery{}, started.Next[0].Msg, &fromA); err != nil {
 		t.Fatal(err)
 	}
 	b := memory.New(memory.Options{})

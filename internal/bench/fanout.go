@@ -109,7 +109,7 @@ func branchBytes(n int) int {
 		if err := e.Start(context.Background(), wf, "size_probe", map[string]any{"items": fanoutItems(n)}, &start); err != nil {
 			return err
 		}
-		if err := e.Handle(context.Background(), start.Next[0].Msg, &split); err != nil || len(split.Next) == 0 {
+		if err := e.Handle(context.Background(), engine.Delivery{}, start.Next[0].Msg, &split); err != nil || len(split.Next) == 0 {
 			return err
 		}
 		raw, err := json.Marshal(split.Next[0].Msg)

@@ -63,11 +63,11 @@ func LinearSizes(n int) (Sizes, error) {
 			execBytes += len(raw)
 			execs++
 			eff = engine.Effects{}
-			if err := e.Handle(ctx, m, &eff); err != nil {
+			if err := e.Handle(ctx, engine.Delivery{}, m, &eff); err != nil {
 				return err
 			}
 			if len(eff.Statuses) > 0 {
-				// One status message per hop (worker.Publisher).
+				// One status message per hop (publish.Publisher).
 				raw, err := json.Marshal(&message.Statuses{WorkflowID: m.WorkflowID, ExecutionID: m.ExecutionID, Statuses: eff.Statuses})
 				if err != nil {
 					return err

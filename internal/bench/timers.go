@@ -442,7 +442,7 @@ func timerMessage(ctx context.Context) (*message.NodeExecution, []byte, error) {
 		}
 		m := f.Next[0].Msg
 		f = engine.Effects{}
-		if err := e.Handle(ctx, m, &f); err != nil {
+		if err := e.Handle(ctx, engine.Delivery{}, m, &f); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -1,4 +1,4 @@
-package nodes
+package engine
 
 import (
 	"context"
@@ -9,8 +9,49 @@ import (
 	"github.com/rune-org/rune/workflow"
 )
 
-// split, aggregator and merge (RFC 004, RFC 005). Their parameters are
-// checked and compiled here; the engine does the fan-out and the barriers.
+// The control nodes: split, aggregator and merge (RFC 004, RFC 005) here,
+// wait and delay (RFC 006) in control_wait.go. They do no work of their
+// own but steer branches, so the engine owns them: their parameters, and
+// the fan-out, barriers and timers they stand for (fanout.go, step.go).
+// The registry of Config.Registry holds the nodes that do work.
+
+// controlTypes are the node types the engine runs itself.
+func controlTypes() map[string]node.Type {
+	return map[string]node.Type{
+		"split": splitType{}, "aggregator": aggregatorType{}, "merge": mergeType{},
+		"wait": waitType{}, "delay": delayType{},
+	}
+}
+
+// withControls returns a registry of reg's types and the control types,
+// which win over a type of reg of the same name.
+func withControls(reg *node.Registry) *node.Registry {
+	r := node.NewRegistry()
+	for _, name := range reg.Names() {
+		t, _ := reg.Lookup(name)
+		r.Register(name, t)
+	}
+	for name, t := range controlTypes() {
+		r.Register(name, t)
+	}
+	return r
+}
+
+// isControl reports the control node types.
+func isControl(typ string) bool {
+	switch typ {
+	case "split", "aggregator", "merge", "wait", "delay":
+		return true
+	}
+	return false
+}
+
+// isBarrier reports node types that join branches (fan-in).
+func isBarrier(typ string) bool { return typ == "aggregator" || typ == "merge" }
+
+// isWait reports node types whose success suspends the branch until the
+// time in their output (RFC 006).
+func isWait(typ string) bool { return typ == "wait" || typ == "delay" }
 
 // DefaultBarrierTimeout is the aggregator's and the merge's default timeout,
 // in seconds.
@@ -22,15 +63,15 @@ const MaxSplitItems = 1_000_000
 type splitType struct{}
 
 func (splitType) Check(c *workflow.NodeCheck) {
-	p := newParamCheck(c, "input_array")
-	v, ok := p.params["input_array"]
+	p := node.CheckParams(c, "input_array")
+	v, ok := p.Values["input_array"]
 	switch {
 	case !ok || v == nil:
 		c.Report("parameters.input_array", "required: an array, or an expression yielding one, e.g. \"{{ $fetch.body.users }}\"")
 	case isArray(v):
 	default:
-		if s, ok := v.(string); ok && isTemplate(s) {
-			p.template("parameters.input_array", s)
+		if s, ok := v.(string); ok && node.IsTemplate(s) {
+			p.Template("parameters.input_array", s)
 		} else {
 			c.Report("parameters.input_array", "must be an array or a {{ }} expression, not %s", expr.TypeName(v))
 		}
@@ -49,7 +90,7 @@ func (splitType) Compile(n *workflow.Node, c *expr.Compiler) (node.Runner, error
 	lim.MaxResultBytes = max(lim.MaxResultBytes, splitResultBytes)
 	v, err := expr.NewCompiler(lim).Value(n.Parameters["input_array"])
 	if err != nil {
-		return nil, compileErr(n, "input_array", err)
+		return nil, node.CompileError(n, "input_array", err)
 	}
 	return splitRunner{input: v}, nil
 }
@@ -59,22 +100,21 @@ type splitRunner struct{ input expr.Value }
 func (r splitRunner) Run(_ context.Context, in *node.Input) (node.Result, error) {
 	v, err := r.input.Eval(in.Env)
 	if err != nil {
-		return node.Result{}, exprError("input_array", err)
+		return node.Result{}, node.ExprError("input_array", err)
 	}
 	items, ok := v.([]any)
 	if !ok {
-		return node.Result{}, &node.Error{Code: CodeExpressionType, Message: "parameters.input_array: want an array, got " + expr.TypeName(v),
-			Details: map[string]any{"parameter": "parameters.input_array"}}
+		return node.Result{}, node.TypeError("input_array", "want an array", v)
 	}
 	if len(items) > MaxSplitItems {
-		return node.Result{}, invalidParam("input_array", "%d items; a split takes at most %d", len(items), MaxSplitItems)
+		return node.Result{}, node.InvalidParam("input_array", "%d items; a split takes at most %d", len(items), MaxSplitItems)
 	}
 	return node.Result{Output: map[string]any{"total_items": len(items)}, Items: items}, nil
 }
 
 // checkTimeout checks a barrier's timeout in seconds.
-func checkTimeout(c *workflow.NodeCheck, p paramCheck) {
-	v, ok := p.params["timeout"]
+func checkTimeout(c *workflow.NodeCheck, p node.Params) {
+	v, ok := p.Values["timeout"]
 	if !ok {
 		return
 	}
@@ -86,7 +126,7 @@ func checkTimeout(c *workflow.NodeCheck, p paramCheck) {
 
 // BarrierTimeout is a barrier node's timeout in seconds (its "timeout"
 // parameter, default 300).
-func BarrierTimeout(n *workflow.Node) float64 {
+func barrierTimeout(n *workflow.Node) float64 {
 	if f, ok := n.Parameters["timeout"].(float64); ok && f > 0 {
 		return f
 	}
@@ -96,10 +136,10 @@ func BarrierTimeout(n *workflow.Node) float64 {
 type aggregatorType struct{}
 
 func (aggregatorType) Check(c *workflow.NodeCheck) {
-	p := newParamCheck(c, "timeout", "value")
+	p := node.CheckParams(c, "timeout", "value")
 	checkTimeout(c, p)
-	if v, ok := p.params["value"]; ok {
-		p.template("parameters.value", v)
+	if v, ok := p.Values["value"]; ok {
+		p.Template("parameters.value", v)
 	}
 }
 
@@ -113,7 +153,7 @@ func (aggregatorType) Compile(n *workflow.Node, c *expr.Compiler) (node.Runner, 
 	}
 	val, err := c.Value(v)
 	if err != nil {
-		return nil, compileErr(n, "value", err)
+		return nil, node.CompileError(n, "value", err)
 	}
 	return valueRunner{value: val}, nil
 }
@@ -123,7 +163,7 @@ type valueRunner struct{ value expr.Value }
 func (r valueRunner) Run(_ context.Context, in *node.Input) (node.Result, error) {
 	v, err := r.value.Eval(in.Env)
 	if err != nil {
-		return node.Result{}, exprError("value", err)
+		return node.Result{}, node.ExprError("value", err)
 	}
 	return node.Result{Output: v}, nil
 }
@@ -137,11 +177,11 @@ const (
 type mergeType struct{}
 
 func (mergeType) Check(c *workflow.NodeCheck) {
-	p := newParamCheck(c, "wait_mode", "mode", "timeout")
-	if m, ok := p.string("wait_mode", false); ok && m != WaitForAll && m != WaitForAny {
+	p := node.CheckParams(c, "wait_mode", "mode", "timeout")
+	if m, ok := p.String("wait_mode", false); ok && m != WaitForAll && m != WaitForAny {
 		c.Report("parameters.wait_mode", "unknown wait mode %q (known: wait_for_all, wait_for_any)", m)
 	}
-	if m, ok := p.string("mode", false); ok && m != "append" {
+	if m, ok := p.String("mode", false); ok && m != "append" {
 		c.Report("parameters.mode", "unknown mode %q (known: append)", m)
 	}
 	checkTimeout(c, p)
@@ -150,4 +190,11 @@ func (mergeType) Check(c *workflow.NodeCheck) {
 func (mergeType) Compile(*workflow.Node, *expr.Compiler) (node.Runner, error) { return nil, nil }
 
 // MergeWaitsForAny reports whether a merge node fires on its first parent.
-func MergeWaitsForAny(n *workflow.Node) bool { return n.Parameters["wait_mode"] == WaitForAny }
+func mergeWaitsForAny(n *workflow.Node) bool { return n.Parameters["wait_mode"] == WaitForAny }
+
+// The control runners do no I/O (node.Pure): the engine runs them without a
+// deadline of their own.
+func (splitRunner) Pure() {}
+func (valueRunner) Pure() {}
+func (*waitRunner) Pure() {}
+func (delayRunner) Pure() {}

@@ -1,10 +1,14 @@
-package nodes
+package engine
 
 import (
 	"context"
+	"errors"
+	"reflect"
 	"testing"
 	"time"
 
+	"github.com/rune-org/rune/expr"
+	"github.com/rune-org/rune/internal/nodetest"
 	"github.com/rune-org/rune/node"
 	"github.com/rune-org/rune/workflow"
 )
@@ -45,7 +49,7 @@ func TestWaitAndDelayCheck(t *testing.T) {
 }
 
 func TestWaitResumeTimes(t *testing.T) {
-	reg := NewRegistry(Options{})
+	reg := withControls(node.NewRegistry())
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	cases := []struct {
 		name   string
@@ -82,11 +86,107 @@ func TestWaitResumeTimes(t *testing.T) {
 }
 
 func TestWaitBadRuntimeValues(t *testing.T) {
-	reg := NewRegistry(Options{})
+	reg := withControls(node.NewRegistry())
 	r := compileNode(t, reg, workflow.Node{ID: "w", Type: "wait", Parameters: map[string]any{"until": "{{ $trigger.at }}"}})
 	_, err := r.Run(context.Background(), &node.Input{Env: map[string]any{"$trigger": map[string]any{"at": "next week"}}, Now: time.Now()})
-	nodeError(t, err, CodeInvalidParameter, false)
+	nodeError(t, err, node.CodeInvalidParameter, false)
 	r = compileNode(t, reg, workflow.Node{ID: "w", Type: "wait", Parameters: map[string]any{"amount": "{{ $trigger.n }}"}})
 	_, err = r.Run(context.Background(), &node.Input{Env: map[string]any{"$trigger": map[string]any{"n": -3.0}}, Now: time.Now()})
-	nodeError(t, err, CodeInvalidParameter, false)
+	nodeError(t, err, node.CodeInvalidParameter, false)
+}
+
+// checkNode runs the engine's check of n (the control types and no other)
+// and returns the problems.
+func checkNode(t *testing.T, n workflow.Node) workflow.Problems {
+	t.Helper()
+	var ps workflow.Problems
+	withControls(node.NewRegistry()).CheckNode(workflow.NewNodeCheck(&n, "nodes[1]", nil, &ps))
+	return ps
+}
+
+// wantProblems and nodeError are nodetest's.
+var (
+	wantProblems = nodetest.WantProblems
+	nodeError    = nodetest.NodeError
+)
+
+func compileNode(t *testing.T, reg *node.Registry, n workflow.Node) node.Runner {
+	t.Helper()
+	typ, ok := reg.Lookup(n.Type)
+	if !ok {
+		t.Fatalf("type %q not registered", n.Type)
+	}
+	if ps := checkNode(t, n); len(ps) > 0 {
+		t.Fatalf("check: %v", ps)
+	}
+	r, err := typ.Compile(&n, expr.NewCompiler(expr.Limits{}))
+	if err != nil {
+		t.Fatalf("compile: %v", err)
+	}
+	return r
+}
+
+// fakeType is a registry's type that claims a control node's name.
+type fakeType struct{}
+
+func (fakeType) Check(c *workflow.NodeCheck) { c.Report("type", "fake") }
+func (fakeType) Compile(*workflow.Node, *expr.Compiler) (node.Runner, error) {
+	return nil, errors.New("fake")
+}
+
+// TestControlTypes: the engine checks and compiles the control nodes
+// itself, beside the registry's types, and a registry's type of the same
+// name does not replace one.
+func TestControlTypes(t *testing.T) {
+	reg := node.NewRegistry()
+	reg.Register("http", fakeType{})
+	reg.Register("split", fakeType{})
+	want := []string{"aggregator", "delay", "http", "merge", "split", "wait"}
+	all := withControls(reg)
+	if got := all.Names(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("Names() = %v, want %v", got, want)
+	}
+	if typ, _ := all.Lookup("split"); typ != (splitType{}) {
+		t.Errorf("split is %T, want the engine's splitType", typ)
+	}
+	if typ, _ := all.Lookup("http"); typ != (fakeType{}) {
+		t.Errorf("http is %T, want the registry's", typ)
+	}
+	for _, name := range want {
+		if isControl(name) == (name == "http") {
+			t.Errorf("isControl(%q) = %v", name, isControl(name))
+		}
+	}
+}
+
+// TestControlCheckNeverPanics feeds every control type parameters of every
+// wrong shape.
+func TestControlCheckNeverPanics(t *testing.T) {
+	odd := []any{nil, 1.0, -1.0, "x", "{{", true, []any{nil, 1.0, map[string]any{}}, map[string]any{"": nil, "x": []any{map[string]any{"y": "{{ +"}}}}
+	for name := range controlTypes() {
+		for _, param := range []string{"input_array", "timeout", "value", "wait_mode", "mode", "resume", "amount", "unit", "until",
+			"delayMs", "duration", "unknown"} {
+			for _, v := range odd {
+				checkNode(t, workflow.Node{ID: "n", Type: name, Parameters: map[string]any{param: v}})
+			}
+		}
+		checkNode(t, workflow.Node{ID: "n", Type: name})
+	}
+}
+
+// TestControlRunnersArePure: the control runners do no I/O, so the engine
+// runs them without a deadline of their own (they still never fuse).
+func TestControlRunnersArePure(t *testing.T) {
+	reg := withControls(node.NewRegistry())
+	for typ, params := range map[string]map[string]any{
+		"wait":       {"amount": 1.0},
+		"delay":      {"delayMs": 1.0},
+		"split":      {"input_array": []any{}},
+		"aggregator": {"value": "{{ $item }}"},
+	} {
+		r := compileNode(t, reg, workflow.Node{ID: "n", Type: typ, Parameters: params})
+		if _, ok := r.(node.Pure); !ok {
+			t.Errorf("%s runner is not node.Pure", typ)
+		}
+	}
 }

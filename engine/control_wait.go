@@ -1,4 +1,4 @@
-package nodes
+package engine
 
 import (
 	"context"
@@ -34,29 +34,29 @@ const maxWait = 366 * 24 * time.Hour
 type waitType struct{}
 
 func (waitType) Check(c *workflow.NodeCheck) {
-	p := newParamCheck(c, "resume", "amount", "unit", "until")
-	if r, ok := p.string("resume", false); ok && r != "time_interval" && r != "specific_time" {
+	p := node.CheckParams(c, "resume", "amount", "unit", "until")
+	if r, ok := p.String("resume", false); ok && r != "time_interval" && r != "specific_time" {
 		c.Report("parameters.resume", "unknown resume mode %q (known: time_interval, specific_time)", r)
 	}
-	_, hasAmount := p.params["amount"]
-	until, hasUntil := p.params["until"]
+	_, hasAmount := p.Values["amount"]
+	until, hasUntil := p.Values["until"]
 	switch {
 	case hasAmount && hasUntil:
 		c.Report("parameters", "set either amount (with unit) or until, not both")
-	case !hasUntil && p.params["resume"] == "specific_time":
+	case !hasUntil && p.Values["resume"] == "specific_time":
 		c.Report("parameters.until", "required when resume is specific_time: the RFC 3339 time to resume at")
 	}
 	// Without until, amount defaults to 1 (RFC 006 §3): a wait of one unit.
 	if hasAmount {
-		checkAmount(c, p.params["amount"])
+		checkAmount(c, p.Values["amount"])
 	}
 	if !hasUntil {
-		if u, ok := p.string("unit", false); ok {
+		if u, ok := p.String("unit", false); ok {
 			if _, known := waitUnits[u]; !known {
 				c.Report("parameters.unit", "unknown unit %q (known: seconds, minutes, hours, days)", u)
 			}
 		}
-	} else if _, ok := p.params["unit"]; ok {
+	} else if _, ok := p.Values["unit"]; ok {
 		c.Report("parameters.unit", "unit goes with amount, not with until")
 	}
 	if hasUntil {
@@ -64,8 +64,8 @@ func (waitType) Check(c *workflow.NodeCheck) {
 		switch {
 		case !ok || s == "":
 			c.Report("parameters.until", "must be an RFC 3339 time or a {{ }} expression")
-		case isTemplate(s):
-			p.template("parameters.until", s)
+		case node.IsTemplate(s):
+			p.Template("parameters.until", s)
 		default:
 			if _, err := time.Parse(time.RFC3339Nano, s); err != nil {
 				c.Report("parameters.until", "%q is not an RFC 3339 time such as 2026-12-24T18:00:00Z", s)
@@ -82,7 +82,7 @@ func checkAmount(c *workflow.NodeCheck, v any) {
 			c.Report("parameters.amount", "must not be negative, got %v", a)
 		}
 	case string:
-		if !isTemplate(a) {
+		if !node.IsTemplate(a) {
 			c.Report("parameters.amount", "must be a number or a {{ }} expression, got %q", a)
 			return
 		}
@@ -92,15 +92,6 @@ func checkAmount(c *workflow.NodeCheck, v any) {
 	default:
 		c.Report("parameters.amount", "must be a number, not %s", expr.TypeName(v))
 	}
-}
-
-func isTemplate(s string) bool {
-	for i := 0; i+1 < len(s); i++ {
-		if s[i] == '{' && s[i+1] == '{' {
-			return true
-		}
-	}
-	return false
 }
 
 func (waitType) Compile(n *workflow.Node, c *expr.Compiler) (node.Runner, error) {
@@ -114,14 +105,14 @@ func (waitType) Compile(n *workflow.Node, c *expr.Compiler) (node.Runner, error)
 	switch {
 	case hasUntil:
 		if r.until, err = c.Value(until); err != nil {
-			return nil, compileErr(n, "until", err)
+			return nil, node.CompileError(n, "until", err)
 		}
 	default:
 		if !hasAmount {
 			a = float64(DefaultWaitAmount)
 		}
 		if r.amount, err = c.Value(a); err != nil {
-			return nil, compileErr(n, "amount", err)
+			return nil, node.CompileError(n, "amount", err)
 		}
 	}
 	return r, nil
@@ -136,28 +127,28 @@ func (r *waitRunner) Run(_ context.Context, in *node.Input) (node.Result, error)
 	if r.until != nil {
 		v, err := r.until.Eval(in.Env)
 		if err != nil {
-			return node.Result{}, exprError("until", err)
+			return node.Result{}, node.ExprError("until", err)
 		}
 		s, ok := v.(string)
 		if !ok {
-			return node.Result{}, invalidParam("until", "want an RFC 3339 time, got %s", expr.TypeName(v))
+			return node.Result{}, node.InvalidParam("until", "want an RFC 3339 time, got %s", expr.TypeName(v))
 		}
 		t, err := time.Parse(time.RFC3339Nano, s)
 		if err != nil {
-			return node.Result{}, invalidParam("until", "%q is not an RFC 3339 time", s)
+			return node.Result{}, node.InvalidParam("until", "%q is not an RFC 3339 time", s)
 		}
 		return resumeAt(in.Now, t)
 	}
 	v, err := r.amount.Eval(in.Env)
 	if err != nil {
-		return node.Result{}, exprError("amount", err)
+		return node.Result{}, node.ExprError("amount", err)
 	}
 	f, ok := expr.Number(v)
 	if !ok || f < 0 || math.IsNaN(f) {
-		return node.Result{}, invalidParam("amount", "want a non-negative number, got %v", v)
+		return node.Result{}, node.InvalidParam("amount", "want a non-negative number, got %v", v)
 	}
 	if f*float64(r.unit) > float64(maxWait) {
-		return node.Result{}, invalidParam("amount", "%v %s is longer than the longest wait, %s", f, unitName(r.unit), maxWait)
+		return node.Result{}, node.InvalidParam("amount", "%v %s is longer than the longest wait, %s", f, unitName(r.unit), maxWait)
 	}
 	return resumeAt(in.Now, in.Now.Add(time.Duration(f*float64(r.unit))))
 }
@@ -175,7 +166,7 @@ func unitName(d time.Duration) string {
 // resumes at once.
 func resumeAt(now, t time.Time) (node.Result, error) {
 	if t.Sub(now) > maxWait {
-		return node.Result{}, invalidParam("until", "%s is more than %s away", t.Format(time.RFC3339), maxWait)
+		return node.Result{}, node.InvalidParam("until", "%s is more than %s away", t.Format(time.RFC3339), maxWait)
 	}
 	return node.Result{Output: map[string]any{ResumeAt: t.UTC().Format(time.RFC3339Nano)}}, nil
 }
@@ -184,9 +175,9 @@ func resumeAt(now, t time.Time) (node.Result, error) {
 type delayType struct{}
 
 func (delayType) Check(c *workflow.NodeCheck) {
-	p := newParamCheck(c, "delayMs", "duration")
-	ms, hasMS := p.params["delayMs"]
-	dur, hasDur := p.params["duration"]
+	p := node.CheckParams(c, "delayMs", "duration")
+	ms, hasMS := p.Values["delayMs"]
+	dur, hasDur := p.Values["duration"]
 	switch {
 	case hasMS && hasDur:
 		c.Report("parameters", "set either delayMs or duration, not both")
@@ -224,7 +215,7 @@ func (delayType) Compile(n *workflow.Node, _ *expr.Compiler) (node.Runner, error
 	}
 	d, err := workflow.ParseDuration(s)
 	if err != nil {
-		return nil, compileErr(n, "duration", err)
+		return nil, node.CompileError(n, "duration", err)
 	}
 	return delayRunner(d), nil
 }
