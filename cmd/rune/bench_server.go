@@ -114,14 +114,15 @@ func startBenchServer(ctx context.Context, env *cliEnv, srv *servers, b serverBe
 		return nil, nil, err
 	}
 	var stops []func()
-	stop = func() {
+	stopAll := func() {
 		for i := len(stops) - 1; i >= 0; i-- {
 			stops[i]()
 		}
 	}
+	stop = stopAll
 	defer func() {
 		if err != nil {
-			stop()
+			stopAll() // stop is nil: an error return clears it
 		}
 	}()
 	var rb [4]byte
