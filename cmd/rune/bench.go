@@ -72,7 +72,8 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) error {
 	memoryRuntime := fs.Bool("memory-runtime", false, "embedded-server: run the runtime in memory (the store stays on SQLite), as `rune server` did before it was durable")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process's run to this file (the bench, and the embedded runtime or server when it runs in this process)")
 	benchData := fs.String("data", "", "embedded-server: the data directory (default: a temporary one, removed at the end)")
-	startRate := fs.Int("start-rate", 0, "timers: executions started per second, paced evenly, so that their waits come due at that rate (default 0: as fast as possible)")
+	duration := fs.Duration("duration", 0, "server: trigger for this long (at --start-rate per second, or as fast as accepted) instead of --executions, printing the history's lag each second (0: off)")
+	startRate := fs.Int("start-rate", 0, "timers, server with --duration: executions started per second, paced evenly (timers: so that their waits come due at that rate) (default 0: as fast as possible)")
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, `Usage: rune bench [flags]
        rune bench --amqp URL --redis URL [--prefix P] [--spawn-workers N] [flags]
@@ -143,7 +144,7 @@ the nodes).`)
 			*execs = benchDistributedExecutions
 		}
 		return benchServer(ctx, env, &srv, serverBench{postgresURL: *postgresURL, executions: *execs, clients: max(*clients, 1),
-			idle: *idle, nodes: *nodes, concurrency: *concurrency, asJSON: *asJSON})
+			idle: *idle, nodes: *nodes, concurrency: *concurrency, asJSON: *asJSON, duration: *duration, rate: *startRate})
 	case "webhooks":
 		if *execs == 0 {
 			*execs = 5000
