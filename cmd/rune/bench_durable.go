@@ -36,6 +36,10 @@ type EmbeddedServerResult struct {
 	// it) to the store showing every execution ended: the history consumer's
 	// backlog at the end.
 	HistoryLag time.Duration `json:"history_lag_ns"`
+	// StatusesPerSec is the statuses persisted (a running and a success
+	// per node, one of the trigger) per second, from the first start to
+	// the store showing every execution ended.
+	StatusesPerSec float64 `json:"statuses_persisted_per_sec"`
 	Data       string        `json:"data"`
 }
 
@@ -130,11 +134,12 @@ func benchEmbeddedServer(ctx context.Context, env *cliEnv, b embeddedServerBench
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	out := EmbeddedServerResult{Throughput: res, HistoryLag: time.Since(end), Data: dir}
+	out := EmbeddedServerResult{Throughput: res, HistoryLag: time.Since(end), Data: dir,
+		StatusesPerSec: float64(b.executions*(1+2*b.nodes)) / time.Since(t0).Seconds()}
 	if b.asJSON {
 		return json.NewEncoder(env.stdout).Encode(out)
 	}
 	res.Print(env.stdout, "embedded server ("+what+"), linear workflow of set nodes")
-	fmt.Fprintf(env.stdout, "history lag at the end: %v (last completion → every execution ended in the store)\n", out.HistoryLag.Round(time.Millisecond))
+	fmt.Fprintf(env.stdout, "history lag at the end: %v (last completion → every execution ended in the store); %.0f statuses persisted/s\n", out.HistoryLag.Round(time.Millisecond), out.StatusesPerSec)
 	return nil
 }
