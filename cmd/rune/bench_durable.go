@@ -40,7 +40,7 @@ type EmbeddedServerResult struct {
 	// per node, one of the trigger) per second, from the first start to
 	// the store showing every execution ended.
 	StatusesPerSec float64 `json:"statuses_persisted_per_sec"`
-	Data       string        `json:"data"`
+	Data           string  `json:"data"`
 }
 
 func benchEmbeddedServer(ctx context.Context, env *cliEnv, b embeddedServerBench) (err error) {

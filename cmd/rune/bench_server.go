@@ -293,16 +293,16 @@ func benchServer(ctx context.Context, env *cliEnv, srv *servers, b serverBench) 
 	res.TriggersPerSec = float64(n) / triggered.Seconds()
 	fmt.Fprintf(env.stderr, "load: %d triggers accepted in %s by %d clients: %.0f/s\n", n, triggered.Round(time.Millisecond), b.clients, res.TriggersPerSec)
 	// History: every status of every execution persisted.
-	lastDone, err := waitHistory(ctx, st, n+b.idle)
+	lastDone, caughtUp, err := waitHistory(ctx, st, n+b.idle)
 	if err != nil {
 		return err
 	}
-	all := time.Since(start)
+	all := caughtUp.Sub(start)
 	<-sampled
 	res.StatusesPersisted = n * (1 + 2*b.nodes)
 	res.StatusesPerSec = float64(res.StatusesPersisted) / all.Seconds()
 	res.DrainAfterTriggers = (all - triggered).Round(time.Millisecond).String()
-	res.LagAfterWorkers = time.Since(lastDone).Round(time.Millisecond).String()
+	res.LagAfterWorkers = caughtUp.Sub(lastDone).Round(time.Millisecond).String()
 	fmt.Fprintf(env.stderr, "history: %d statuses and %d completions persisted in %s: %.0f statuses/s (last completion persisted %s after the last trigger, %s after the workers finished it)\n",
 		res.StatusesPersisted, n, all.Round(time.Millisecond), res.StatusesPerSec, res.DrainAfterTriggers, res.LagAfterWorkers)
 	if b.asJSON {
@@ -331,41 +331,41 @@ func waitFinal(ctx context.Context, st store.Store, id string) (*store.Execution
 
 // waitCompleted polls st until want executions are completed, or ctx ends.
 func waitCompleted(ctx context.Context, st store.Store, want int) error {
-	_, err := waitHistory(ctx, st, want)
+	_, _, err := waitHistory(ctx, st, want)
 	return err
 }
 
 // waitHistory polls st until want executions are completed, or ctx
-// ends, and returns the latest completed_at among them: the workers'
-// end. It polls with two one-row reads (nothing enqueued, nothing
+// ends, and returns the latest completed_at among them (the workers' end)
+// and when the poll saw none left unfinished. It polls with two one-row reads (nothing enqueued, nothing
 // processing) every 50 ms, which cost the history little, then counts.
-func waitHistory(ctx context.Context, st store.Store, want int) (time.Time, error) {
+func waitHistory(ctx context.Context, st store.Store, want int) (last, at time.Time, err error) {
 	for {
 		busy := false
 		for _, status := range []string{store.StatusEnqueued, store.StatusProcessing} {
 			page, err := st.ListExecutions(ctx, store.ExecutionFilter{Status: status, Limit: 1})
 			if err != nil {
-				return time.Time{}, fmt.Errorf("list %s executions: %w", status, err)
+				return last, at, fmt.Errorf("list %s executions: %w", status, err)
 			}
 			busy = busy || len(page.Items) > 0
 		}
 		if !busy {
-			var last time.Time
+			at = time.Now()
 			n, err := eachExecution(ctx, st, store.ExecutionFilter{Status: store.StatusCompleted}, func(x *store.Execution) {
 				if x.FinishedAt != nil && x.FinishedAt.After(last) {
 					last = *x.FinishedAt
 				}
 			})
 			if err != nil {
-				return time.Time{}, fmt.Errorf("count completed executions: %w", err)
+				return last, at, fmt.Errorf("count completed executions: %w", err)
 			}
 			if n >= want {
-				return last, nil
+				return last, at, nil
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return time.Time{}, ctx.Err()
+			return last, at, ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
