@@ -92,10 +92,6 @@ func Open(ctx context.Context, path string) (*Store, error) {
 			return nil, fmt.Errorf("sqlite: prepare %s: %w", name, err)
 		}
 	}
-	if s.hot["event_insert_many"], err = w.PrepareContext(ctx, eventInsertMany(eventChunk)); err != nil {
-		w.Close()
-		return nil, fmt.Errorf("sqlite: prepare event_insert_many: %w", err)
-	}
 	s.r, err = sql.Open("sqlite", dsn("&_pragma=query_only(ON)"))
 	if err != nil {
 		w.Close()
@@ -485,7 +481,7 @@ func (s *Store) AppendHistory(ctx context.Context, events []store.HistoryEvent) 
 	err := s.tx(ctx, "append history", func(tx *sql.Tx) error {
 		stmt := func(name string) *sql.Stmt { return tx.StmtContext(ctx, s.hot[name]) }
 		getExecution, getRun, recorded := stmt("execution_get"), stmt("run_get"), stmt("event_recorded")
-		upsertRun, updateExecution := stmt("run_upsert"), stmt("execution_history")
+		upsertRun, updateExecution, insert := stmt("run_upsert"), stmt("execution_history"), stmt("event_insert")
 		b := store.Batch{Executions: map[string]*store.Execution{}, Runs: map[store.RunKey]*store.NodeRun{}, Now: time.Now()}
 		for _, ev := range events {
 			if _, ok := b.Executions[ev.ExecutionID]; ok {
@@ -548,72 +544,19 @@ func (s *Store) AppendHistory(ctx context.Context, events []store.HistoryEvent) 
 			}
 		}
 		out = a.Events
-		return s.insertEvents(ctx, tx, out, a.DedupeKeys)
+		for i := range out {
+			id, err := insertEvent(ctx, insert, a.DedupeKeys[i], out[i])
+			if err != nil {
+				return err
+			}
+			out[i].ID = id
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
-}
-
-// eventChunk is how many events one multi-row insert of AppendHistory
-// takes (five variables each): one statement per event was a third of its
-// time.
-const eventChunk = 64
-
-// eventInsertMany is event_insert with n rows of values.
-func eventInsertMany(n int) string {
-	const one = "(?, ?, ?, ?, ?)"
-	return strings.Replace(queries["event_insert"], one, strings.TrimSuffix(strings.Repeat(one+", ", n), ", "), 1)
-}
-
-// insertEvents records es in tx, in order, with keys[i] the dedupe key of
-// es[i], and sets their ids: full chunks through the prepared statement,
-// the rest through one made for it.
-func (s *Store) insertEvents(ctx context.Context, tx *sql.Tx, es []store.Event, keys []string) error {
-	for len(es) > 0 {
-		n := min(len(es), eventChunk)
-		args := make([]any, 0, 5*n)
-		for i, e := range es[:n] {
-			var key any
-			if keys[i] != "" {
-				key = keys[i]
-			}
-			args = append(args, e.ExecutionID, key, e.Kind, string(e.Body), micros(e.At))
-		}
-		var rows *sql.Rows
-		var err error
-		if n == eventChunk {
-			rows, err = tx.StmtContext(ctx, s.hot["event_insert_many"]).QueryContext(ctx, args...)
-		} else {
-			rows, err = tx.QueryContext(ctx, eventInsertMany(n), args...)
-		}
-		if err != nil {
-			return err
-		}
-		ids := make([]int64, 0, n)
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
-			}
-			ids = append(ids, id)
-		}
-		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return err
-		}
-		if len(ids) != n {
-			return fmt.Errorf("inserted %d events, got %d ids", n, len(ids))
-		}
-		// RETURNING promises no order; the ids were drawn in row order.
-		slices.Sort(ids)
-		for i, id := range ids {
-			es[i].ID = id
-		}
-		es, keys = es[n:], keys[n:]
-	}
-	return nil
 }
 
 // insertEvent records e with the event_insert statement of a transaction.
