@@ -107,8 +107,8 @@ the nodes).`)
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
 	}
-	if *execs < 0 || *inflight <= 0 || *nodes <= 0 || *concurrency < 0 || *prefetch < 0 || *spawn < 0 || *idle < 0 || *startRate < 0 {
-		return usagef("--executions, --inflight and --nodes must be positive; --concurrency, --prefetch, --spawn-workers, --idle-executions and --start-rate not negative")
+	if *execs < 0 || *inflight <= 0 || *nodes <= 0 || *concurrency < 0 || *prefetch < 0 || *spawn < 0 || *idle < 0 || *startRate < 0 || *duration < 0 {
+		return usagef("--executions, --inflight and --nodes must be positive; --concurrency, --prefetch, --spawn-workers, --idle-executions, --start-rate and --duration not negative")
 	}
 	if *httpProbe != "" {
 		p50, err := timeGETs(ctx, *httpProbe, time.Millisecond)

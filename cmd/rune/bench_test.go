@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/rune-org/rune/store/storetest"
 )
 
 // --chain all starts its workers itself, with and without --no-fuse: it is
@@ -18,6 +20,7 @@ func TestBenchChainAllUsage(t *testing.T) {
 		{"no-fuse", []string{"bench", "--chain", "all", "--amqp", "amqp://127.0.0.1:1/", "--redis", "redis://127.0.0.1:1/0", "--spawn-workers", "1", "--no-fuse"}, "and no --no-fuse"},
 		{"unknown chain", []string{"bench", "--chain", "grpc"}, `--chain "grpc": want set, http or all`},
 		{"base without all", []string{"bench", "--base", "/usr/bin/true"}, "--base needs --chain all"},
+		{"negative duration", []string{"bench", "--mode", "server", "--duration", "-1s"}, "--duration not negative"},
 	} {
 		code, _, stderr := runCLI(t, nil, c.args...)
 		if code != 2 || !strings.Contains(stderr, c.want) {
@@ -32,5 +35,15 @@ func TestBenchBaseNotRune(t *testing.T) {
 		"--spawn-workers", "1", "--base", "/bin/true")
 	if code != 1 || !strings.Contains(stderr, "--base /bin/true: its bench printed no node rate") {
 		t.Errorf("exit status %d, stderr %q; want 1 and that --base printed no node rate", code, stderr)
+	}
+}
+
+// A server bench whose RabbitMQ cannot be reached says so and exits (it
+// panicked: its clean-up was the nil function an error return left).
+func TestBenchServerUnreachableBroker(t *testing.T) {
+	code, _, stderr := runCLI(t, nil, "bench", "--mode", "server", "--postgres", storetest.PostgresURL(t),
+		"--amqp", "amqp://127.0.0.1:1/", "--redis", "redis://127.0.0.1:1/0", "--executions", "1")
+	if code != 1 || !strings.Contains(stderr, "127.0.0.1:1") {
+		t.Errorf("exit status %d, stderr %q; want 1 and the unreachable address", code, stderr)
 	}
 }
