@@ -84,18 +84,31 @@ type pendingEvent struct {
 	done chan error
 }
 
-// Run consumes statuses and completions into the store until ctx is done.
-// Each delivery's handler waits for the commit of the batch that holds it,
-// so a message is acked only once it is persisted; batches of up to
-// Batch events, or what arrived within Window, make one store write.
+// historyWriters is how many writers commit history at once, each the
+// executions whose id hashes to it: a writer waits on its store's round
+// trips and commit, and others gather and commit meanwhile (on SQLite they
+// take the one write connection in turn, gathering while they wait). One
+// execution's events all go through one writer, in the order they came.
+const historyWriters = 4
+
+// Run consumes statuses and completions into the store until ctx
+// is done. Each delivery's handler waits for the commit of the batch that
+// holds it, so a message is acked only once it is persisted; batches of up
+// to Batch events, or what arrived within Window, make one
+// store write.
 func (s *historyConsumer) Run(ctx context.Context) error {
-	in := make(chan pendingEvent, s.cfg.Batch)
+	ins := make([]chan pendingEvent, historyWriters)
 	wctx, stopWriter := context.WithCancel(ctx)
 	defer stopWriter()
 	var wg sync.WaitGroup
-	wg.Go(func() { s.historyWriter(wctx, in) })
-	// Enough handlers in flight to fill a batch while the last one commits.
-	opts := broker.ConsumeOptions{Concurrency: s.cfg.Batch * historyConsumerFactor, Prefetch: s.cfg.Batch * historyConsumerFactor * 2}
+	for i := range ins {
+		ins[i] = make(chan pendingEvent, s.cfg.Batch)
+		wg.Go(func() { s.historyWriter(wctx, ins[i]) })
+	}
+	// Enough handlers in flight to fill every writer's batch while the
+	// last one commits.
+	opts := broker.ConsumeOptions{Concurrency: s.cfg.Batch * historyConsumerFactor * historyWriters / 2,
+		Prefetch: s.cfg.Batch * historyConsumerFactor * historyWriters}
 	handler := func(ctx context.Context, d *broker.Delivery) error {
 		// A statuses message (one per hop) is one event per status, in
 		// order; the delivery is acked once all are persisted.
@@ -110,7 +123,7 @@ func (s *historyConsumer) Run(ctx context.Context) error {
 		}
 		for _, p := range ps {
 			select {
-			case in <- p:
+			case ins[writerOf(p.ev.ExecutionID)] <- p:
 			case <-ctx.Done():
 				return ctx.Err()
 			}
@@ -153,27 +166,49 @@ func (s *historyConsumer) Run(ctx context.Context) error {
 	return second
 }
 
+// writerOf is the writer of an execution's events (FNV-1a of its id).
+func writerOf(execID string) int {
+	h := uint32(2166136261)
+	for i := 0; i < len(execID); i++ {
+		h = (h ^ uint32(execID[i])) * 16777619
+	}
+	return int(h % historyWriters)
+}
+
+// heldEvent is a completion the writer holds back (historyWriter).
+type heldEvent struct {
+	p        pendingEvent
+	due      time.Time // when to look again
+	deadline time.Time // recorded then, whatever is missing
+	// ask is when to look in the store next, and wait how long to wait
+	// after that look: the store is asked only for nodes this writer has
+	// not seen end, and seldom (each look was a NodeRuns query).
+	ask  time.Time
+	wait time.Duration
+	// found are nodes whose end the store had.
+	found map[string]bool
+}
+
 // historyWriter gathers pending events into batches and commits them.
 // Completions are held back at least one window and go last in their batch:
 // the statuses a worker publishes with a completion travel on another queue
 // and usually arrive just after it, and a stream reads best with the
 // completion after them. A completion is held longer, up to HoldMax,
 // while a node of its final context has no recorded end (completeRuns): an
-// execution that shows completed has its node runs.
+// execution that shows completed has its node runs. Held completions do not
+// count against a batch's size: under load thousands may wait for their
+// statuses, and the statuses must still come in full batches.
 func (s *historyConsumer) historyWriter(ctx context.Context, in <-chan pendingEvent) {
-	type heldEvent struct {
-		p        pendingEvent
-		due      time.Time     // when to look again
-		wait     time.Duration // then how long to wait after that look
-		deadline time.Time     // recorded then, whatever is missing
-	}
-	var held []heldEvent
+	var held []*heldEvent
 	ended := endedNodes{}
 	batch := make([]pendingEvent, 0, s.cfg.Batch)
 	add := func(p pendingEvent) {
 		if p.ev.Completion != nil {
 			now := time.Now()
-			held = append(held, heldEvent{p, now.Add(s.cfg.Window), s.cfg.Window, now.Add(s.cfg.HoldMax)})
+			// The store is asked first after ten windows: statuses this
+			// writer takes usually complete it before.
+			held = append(held, &heldEvent{p: p, due: now.Add(s.cfg.Window), deadline: now.Add(s.cfg.HoldMax),
+				ask: now.Add(10 * s.cfg.Window), wait: 10 * s.cfg.Window})
 			return
 		}
 		ended.add(p.ev.Status)
@@ -197,7 +232,7 @@ func (s *historyConsumer) historyWriter(ctx context.Context, in <-chan pendingEv
 		}
 		window := time.NewTimer(s.cfg.Window)
 	gather:
-		for len(batch)+len(held) < s.cfg.Batch {
+		for len(batch) < s.cfg.Batch {
 			select {
 			case p := <-in:
 				add(p)
@@ -214,9 +249,8 @@ func (s *historyConsumer) historyWriter(ctx context.Context, in <-chan pendingEv
 			c := h.p.ev.Completion
 			switch {
 			case h.due.After(now) || len(batch) >= 2*s.cfg.Batch:
-			case now.Before(h.deadline) && !s.completeRuns(ctx, ended, c):
-				h.wait = min(2*h.wait, time.Second) // another server may be recording them
-				h.due = now.Add(h.wait)
+			case now.Before(h.deadline) && !s.completeRuns(ctx, ended, h, now):
+				h.due = now.Add(s.cfg.Window)
 			default:
 				batch = append(batch, h.p)
 				delete(ended, c.ExecutionID)
@@ -266,38 +300,54 @@ func (e endedNodes) add(st *message.NodeStatus) {
 	nodes[st.NodeID] = true
 }
 
-// completeRuns reports whether every node of c's final context ("$<node
+// completeRuns reports whether every node of h's final context ("$<node
 // id>"; the trigger's payload aside) has its end recorded or in the batch
 // being gathered: taken by this writer, else (another server's consumer may
-// have taken it, or this one restarted) in the store's node runs. A key
-// that names no node of the definition (a branch's $item) needs none.
-func (s *historyConsumer) completeRuns(ctx context.Context, ended endedNodes, c *message.Completion) bool {
+// have taken it, or this one restarted) in the store's node runs. The store
+// is asked only when h.ask has come, then after twice as long each time (up
+// to a second): a held completion costs a map lookup per window, not a
+// query. A key that names no node of the definition (a branch's $item)
+// needs none.
+func (s *historyConsumer) completeRuns(ctx context.Context, ended endedNodes, h *heldEvent, now time.Time) bool {
+	c := h.p.ev.Completion
 	var missing []string
 	for key := range c.FinalContext {
 		id, ok := strings.CutPrefix(key, "$")
-		if ok && key != "$trigger" && !ended[c.ExecutionID][id] {
+		if ok && key != "$trigger" && !ended[c.ExecutionID][id] && !h.found[id] {
 			missing = append(missing, id)
 		}
 	}
 	if len(missing) == 0 {
 		return true
 	}
+	if now.Before(h.ask) {
+		return false
+	}
+	h.wait = min(2*h.wait, time.Second) // another server may be recording them
+	h.ask = now.Add(h.wait)
 	runs, err := s.store.NodeRuns(ctx, c.ExecutionID)
 	if err != nil {
 		return false
 	}
 	types := s.vars.nodes(ctx, s, c.ExecutionID).types
+	if h.found == nil {
+		h.found = map[string]bool{}
+	}
+	complete := true
 	for _, id := range missing {
 		if _, isNode := types[id]; !isNode && types != nil {
+			h.found[id] = true
 			continue
 		}
-		if !slices.ContainsFunc(runs, func(r *store.NodeRun) bool {
+		if slices.ContainsFunc(runs, func(r *store.NodeRun) bool {
 			return r.NodeID == id && isEnd(r.Status)
 		}) {
-			return false
+			h.found[id] = true
+		} else {
+			complete = false
 		}
 	}
-	return true
+	return complete
 }
 
 func (s *historyConsumer) commitHistory(ctx context.Context, batch []pendingEvent) error {

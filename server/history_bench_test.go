@@ -17,18 +17,23 @@ import (
 )
 
 // BenchmarkHistoryPostgres measures the history consumer alone: statuses
-// published on an in-process broker for 100 executions, consumed, batched
+// published on an in-process broker for 1,000 executions, consumed, batched
 // and persisted in PostgreSQL; it reports statuses persisted per second
 // (the workers' node rate sends two per node).
-func BenchmarkHistoryPostgres(b *testing.B) {
+func BenchmarkHistoryPostgres(b *testing.B) { benchHistory(b, storetest.Postgres(b)) }
+
+// BenchmarkHistorySQLite is BenchmarkHistoryPostgres on SQLite (rune.db of
+// the embedded server).
+func BenchmarkHistorySQLite(b *testing.B) { benchHistory(b, storetest.SQLite(b)) }
+
+func benchHistory(b *testing.B, st store.Store) {
 	ctx := context.Background()
-	st := storetest.Postgres(b)
 	s, br := historyServer(b, st)
 	def := wfDef("hist", `{"id":"s","type":"set","parameters":{"values":{"v":1}}}`, `{"id":"e1","src":"start","dst":"s"}`)
 	if _, err := st.CreateWorkflow(ctx, store.WorkflowInput{ID: "hist", Definition: []byte(def), At: time.Now()}); err != nil {
 		b.Fatal(err)
 	}
-	const execs = 100
+	const execs = 1000
 	ids := make([]string, execs)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("exec_hist_%03d", i)

@@ -72,7 +72,8 @@ func Command(fs *flag.FlagSet, env *Env) func(ctx context.Context, srv Deploymen
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process's run to this file (the bench, and the embedded runtime or server when it runs in this process)")
 	benchData := fs.String("data", "", "embedded-server: the data directory (default: a temporary one, removed at the end)")
 	taskSleep := fs.Duration("task-sleep", 0, "--chain http (linear distributed, embedded-server): the in-process endpoint sleeps this long per call, a task's work; with --inflight 1 the bench reports each execution's time and the overhead per step (time minus the sleeps, over the steps). Windmill's 400 tasks: --nodes 400 --task-sleep 10ms --executions 1 --inflight 1; the 3-step overhead: --nodes 3 --executions 200 --inflight 1")
-	startRate := fs.Int("start-rate", 0, "timers: executions started per second, paced evenly, so that their waits come due at that rate (default 0: as fast as possible)")
+	duration := fs.Duration("duration", 0, "server: trigger for this long (at --start-rate per second, or as fast as accepted) instead of --executions, printing the history's lag each second (0: off)")
+	startRate := fs.Int("start-rate", 0, "timers, server with --duration: executions started per second, paced evenly (timers: so that their waits come due at that rate) (default 0: as fast as possible)")
 	fs.Usage = func() {
 		fmt.Fprintln(env.Stderr, `Usage: rune bench [flags]
        rune bench --amqp URL --redis URL [--prefix P] [--spawn-workers N] [flags]
@@ -107,8 +108,8 @@ the nodes).`)
 		if *taskSleep < 0 || (*taskSleep > 0 && *chain != "http") {
 			return usagef("--task-sleep %v: want a duration not negative, with --chain http", *taskSleep)
 		}
-		if *execs < 0 || *inflight <= 0 || *nodes <= 0 || *concurrency < 0 || *prefetch < 0 || *spawn < 0 || *idle < 0 || *startRate < 0 {
-			return usagef("--executions, --inflight and --nodes must be positive; --concurrency, --prefetch, --spawn-workers, --idle-executions and --start-rate not negative")
+		if *execs < 0 || *inflight <= 0 || *nodes <= 0 || *concurrency < 0 || *prefetch < 0 || *spawn < 0 || *idle < 0 || *startRate < 0 || *duration < 0 {
+			return usagef("--executions, --inflight and --nodes must be positive; --concurrency, --prefetch, --spawn-workers, --idle-executions, --start-rate and --duration not negative")
 		}
 		if *httpProbe != "" {
 			p50, err := timeGETs(ctx, *httpProbe, time.Millisecond)
@@ -147,7 +148,7 @@ the nodes).`)
 				*execs = benchDistributedExecutions
 			}
 			return benchServer(ctx, env, &srv, serverBench{postgresURL: *postgresURL, executions: *execs, clients: max(*clients, 1),
-				idle: *idle, nodes: *nodes, concurrency: *concurrency, asJSON: *asJSON})
+				idle: *idle, nodes: *nodes, concurrency: *concurrency, asJSON: *asJSON, duration: *duration, rate: *startRate})
 		case "webhooks":
 			if *execs == 0 {
 				*execs = 5000

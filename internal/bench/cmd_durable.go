@@ -42,7 +42,11 @@ type EmbeddedServerResult struct {
 	// it) to the store showing every execution ended: the history consumer's
 	// backlog at the end.
 	HistoryLag time.Duration `json:"history_lag_ns"`
-	Data       string        `json:"data"`
+	// StatusesPerSec is the statuses persisted (a running and a success
+	// per node, one of the trigger) per second, from the first start to
+	// the store showing every execution ended.
+	StatusesPerSec float64 `json:"statuses_persisted_per_sec"`
+	Data           string  `json:"data"`
 	// Sequence is, for executions run one at a time, each one's time and
 	// the overhead per step.
 	Sequence *Sequence `json:"sequence,omitempty"`
@@ -152,12 +156,13 @@ func benchEmbeddedServer(ctx context.Context, env *Env, b embeddedServerBench) (
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	out := EmbeddedServerResult{Throughput: res, HistoryLag: time.Since(end), Data: dir, Sequence: sequenceOf(res, b.inflight, b.nodes, b.taskSleep, callP50)}
+	out := EmbeddedServerResult{Throughput: res, HistoryLag: time.Since(end), Data: dir, Sequence: sequenceOf(res, b.inflight, b.nodes, b.taskSleep, callP50),
+		StatusesPerSec: float64(b.executions*(1+2*b.nodes)) / time.Since(t0).Seconds()}
 	if b.asJSON {
 		return json.NewEncoder(env.Stdout).Encode(out)
 	}
 	res.Print(env.Stdout, "embedded server ("+what+"), linear workflow of "+kind+" nodes")
 	out.Sequence.print(env.Stdout)
-	fmt.Fprintf(env.Stdout, "history lag at the end: %v (last completion → every execution ended in the store)\n", out.HistoryLag.Round(time.Millisecond))
+	fmt.Fprintf(env.Stdout, "history lag at the end: %v (last completion → every execution ended in the store); %.0f statuses persisted/s\n", out.HistoryLag.Round(time.Millisecond), out.StatusesPerSec)
 	return nil
 }

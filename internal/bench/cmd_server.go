@@ -37,6 +37,11 @@ type serverBench struct {
 	concurrency int
 	asJSON      bool
 	mode        string
+	// duration, when set, triggers for that long (at rate per second, 0:
+	// as fast as accepted) instead of executions, and samples the
+	// history's lag each second.
+	duration time.Duration
+	rate     int
 	// keys encrypt hook signing secrets (webhooks mode).
 	keys *secrets.Keyring
 }
@@ -49,11 +54,17 @@ type ServerBenchResult struct {
 	StatusesPersisted  int     `json:"statuses_persisted"`
 	StatusesPerSec     float64 `json:"statuses_persisted_per_sec"`
 	DrainAfterTriggers string  `json:"history_drained_after_last_trigger"`
-	IdleExecutions     int     `json:"idle_executions"`
-	FirstNodeP50MS     float64 `json:"trigger_to_first_node_p50_ms"`
-	FirstNodeP99MS     float64 `json:"trigger_to_first_node_p99_ms"`
-	FirstNodeMaxMS     float64 `json:"trigger_to_first_node_max_ms"`
-	Schema             string  `json:"schema"`
+	// LagAfterWorkers is the last completion's persistence after the
+	// worker finished it (its completed_at; the bench polls every 50 ms).
+	LagAfterWorkers string `json:"last_completion_persisted_after_workers"`
+	// LagSamples (with --duration) is, each second, now less the
+	// completed_at of the newest execution the store shows completed.
+	LagSamples     []float64 `json:"lag_samples_sec,omitempty"`
+	IdleExecutions int       `json:"idle_executions"`
+	FirstNodeP50MS float64   `json:"trigger_to_first_node_p50_ms"`
+	FirstNodeP99MS float64   `json:"trigger_to_first_node_p99_ms"`
+	FirstNodeMaxMS float64   `json:"trigger_to_first_node_max_ms"`
+	Schema         string    `json:"schema"`
 }
 
 // benchRig is a server on a fresh PostgreSQL schema with a worker and a
@@ -113,14 +124,15 @@ func startBenchServer(ctx context.Context, env *Env, srv *Deployment, b serverBe
 		return nil, nil, err
 	}
 	var stops []func()
-	stop = func() {
+	stopAll := func() {
 		for i := len(stops) - 1; i >= 0; i-- {
 			stops[i]()
 		}
 	}
+	stop = stopAll
 	defer func() {
 		if err != nil {
-			stop()
+			stopAll() // stop is nil: an error return clears it
 		}
 	}()
 	var rb [4]byte
@@ -222,19 +234,51 @@ func benchServer(ctx context.Context, env *Env, srv *Deployment, b serverBench) 
 			len(lat), res.FirstNodeP50MS, res.FirstNodeP99MS, res.FirstNodeMaxMS)
 	}
 
-	// Load: every client triggers as fast as it can.
-	var next atomic.Int64
+	// Load: every client triggers as fast as it can (or, with --duration,
+	// for that long at --start-rate).
+	var next, accepted atomic.Int64
 	var firstErr error
 	var errOnce sync.Once
 	start := time.Now()
+	more := func() bool {
+		if b.duration == 0 {
+			return next.Add(1) <= int64(b.executions)
+		}
+		n := next.Add(1)
+		if b.rate > 0 {
+			time.Sleep(time.Until(start.Add(time.Duration(n-1) * time.Second / time.Duration(b.rate))))
+		}
+		return time.Since(start) < b.duration
+	}
+	sampled := make(chan struct{})
+	if b.duration > 0 {
+		go func() {
+			defer close(sampled)
+			tick := time.NewTicker(time.Second)
+			defer tick.Stop()
+			for time.Since(start) < b.duration+time.Second {
+				<-tick.C
+				page, err := st.ListExecutions(ctx, store.ExecutionFilter{Status: store.StatusCompleted, Limit: 1})
+				if err != nil || len(page.Items) == 0 || page.Items[0].FinishedAt == nil {
+					continue
+				}
+				lag := time.Since(*page.Items[0].FinishedAt).Seconds()
+				res.LagSamples = append(res.LagSamples, lag)
+				fmt.Fprintf(env.Stderr, "t=%3.0fs triggered %d, history lag %.2f s\n", time.Since(start).Seconds(), accepted.Load(), lag)
+			}
+		}()
+	} else {
+		close(sampled)
+	}
 	var cw sync.WaitGroup
 	for range b.clients {
 		cw.Go(func() {
-			for next.Add(1) <= int64(b.executions) {
+			for more() {
 				if _, err := post("/v1/workflows/bench_linear/executions", []byte(`{"seed":1}`)); err != nil {
 					errOnce.Do(func() { firstErr = err })
 					return
 				}
+				accepted.Add(1)
 			}
 		})
 	}
@@ -243,19 +287,23 @@ func benchServer(ctx context.Context, env *Env, srv *Deployment, b serverBench) 
 		return firstErr
 	}
 	triggered := time.Since(start)
-	res.TriggersPerSec = float64(b.executions) / triggered.Seconds()
-	fmt.Fprintf(env.Stderr, "load: %d triggers accepted in %s by %d clients: %.0f/s\n", b.executions, triggered.Round(time.Millisecond), b.clients, res.TriggersPerSec)
+	n := int(accepted.Load())
+	res.Executions = n
+	res.TriggersPerSec = float64(n) / triggered.Seconds()
+	fmt.Fprintf(env.Stderr, "load: %d triggers accepted in %s by %d clients: %.0f/s\n", n, triggered.Round(time.Millisecond), b.clients, res.TriggersPerSec)
 	// History: every status of every execution persisted.
-	want := b.executions + b.idle
-	if err := waitCompleted(ctx, st, want); err != nil {
+	lastDone, caughtUp, err := waitHistory(ctx, st, n+b.idle)
+	if err != nil {
 		return err
 	}
-	all := time.Since(start)
-	res.StatusesPersisted = b.executions * (1 + 2*b.nodes)
+	all := caughtUp.Sub(start)
+	<-sampled
+	res.StatusesPersisted = n * (1 + 2*b.nodes)
 	res.StatusesPerSec = float64(res.StatusesPersisted) / all.Seconds()
 	res.DrainAfterTriggers = (all - triggered).Round(time.Millisecond).String()
-	fmt.Fprintf(env.Stderr, "history: %d statuses and %d completions persisted in %s: %.0f statuses/s (last completion persisted %s after the last trigger)\n",
-		res.StatusesPersisted, b.executions, all.Round(time.Millisecond), res.StatusesPerSec, res.DrainAfterTriggers)
+	res.LagAfterWorkers = caughtUp.Sub(lastDone).Round(time.Millisecond).String()
+	fmt.Fprintf(env.Stderr, "history: %d statuses and %d completions persisted in %s: %.0f statuses/s (last completion persisted %s after the last trigger, %s after the workers finished it)\n",
+		res.StatusesPersisted, n, all.Round(time.Millisecond), res.StatusesPerSec, res.DrainAfterTriggers, res.LagAfterWorkers)
 	if b.asJSON {
 		return printJSON(env, res)
 	}
@@ -282,17 +330,41 @@ func waitFinal(ctx context.Context, st store.Store, id string) (*store.Execution
 
 // waitCompleted polls st until want executions are completed, or ctx ends.
 func waitCompleted(ctx context.Context, st store.Store, want int) error {
+	_, _, err := waitHistory(ctx, st, want)
+	return err
+}
+
+// waitHistory polls st until want executions are completed, or ctx
+// ends, and returns the latest completed_at among them (the workers' end)
+// and when the poll saw none left unfinished. It polls with two one-row reads (nothing enqueued, nothing
+// processing) every 50 ms, which cost the history little, then counts.
+func waitHistory(ctx context.Context, st store.Store, want int) (last, at time.Time, err error) {
 	for {
-		n, err := countExecutions(ctx, st, store.ExecutionFilter{Status: store.StatusCompleted})
-		if err != nil {
-			return fmt.Errorf("count completed executions: %w", err)
+		busy := false
+		for _, status := range []string{store.StatusEnqueued, store.StatusProcessing} {
+			page, err := st.ListExecutions(ctx, store.ExecutionFilter{Status: status, Limit: 1})
+			if err != nil {
+				return last, at, fmt.Errorf("list %s executions: %w", status, err)
+			}
+			busy = busy || len(page.Items) > 0
 		}
-		if n >= want {
-			return nil
+		if !busy {
+			at = time.Now()
+			n, err := eachExecution(ctx, st, store.ExecutionFilter{Status: store.StatusCompleted}, func(x *store.Execution) {
+				if x.FinishedAt != nil && x.FinishedAt.After(last) {
+					last = *x.FinishedAt
+				}
+			})
+			if err != nil {
+				return last, at, fmt.Errorf("count completed executions: %w", err)
+			}
+			if n >= want {
+				return last, at, nil
+			}
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return last, at, ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -300,6 +372,12 @@ func waitCompleted(ctx context.Context, st store.Store, want int) error {
 
 // countExecutions counts the executions f selects.
 func countExecutions(ctx context.Context, st store.Store, f store.ExecutionFilter) (int, error) {
+	return eachExecution(ctx, st, f, nil)
+}
+
+// eachExecution counts the executions f selects; each, when not nil, sees
+// every one.
+func eachExecution(ctx context.Context, st store.Store, f store.ExecutionFilter, each func(*store.Execution)) (int, error) {
 	n := 0
 	f.Limit = 500
 	for {
@@ -308,6 +386,11 @@ func countExecutions(ctx context.Context, st store.Store, f store.ExecutionFilte
 			return 0, err
 		}
 		n += len(page.Items)
+		for _, x := range page.Items {
+			if each != nil {
+				each(x)
+			}
+		}
 		if f.Cursor = page.Next; f.Cursor == "" {
 			return n, nil
 		}

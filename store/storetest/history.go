@@ -295,6 +295,46 @@ func testHistoryUnknownExecution(ctx context.Context, t *testing.T, h *harness) 
 	}
 }
 
+// A batch of many events (more than a store's multi-row insert takes at
+// once), with duplicates inside it: each distinct event is recorded once,
+// in the batch's order, and the ids AppendHistory returns are those Events
+// reads back with the same bodies.
+func testEventsLargeBatch(ctx context.Context, t *testing.T, h *harness) {
+	h.started(ctx, t, "x1")
+	h.started(ctx, t, "x2")
+	var evs []store.HistoryEvent
+	for n := range 75 {
+		for _, x := range []string{"x1", "x2"} {
+			evs = append(evs, statusOf(x, fmt.Sprintf("n%02d", n), "running", 1, float64(n)))
+		}
+		if n%10 == 0 {
+			evs = append(evs, statusOf("x1", fmt.Sprintf("n%02d", n), "running", 1, float64(n)))
+		}
+	}
+	out := h.append(ctx, t, evs...)
+	if len(out) != 150 {
+		t.Fatalf("recorded %d events of %d (8 duplicates), want 150", len(out), len(evs))
+	}
+	all, err := h.s.Events(ctx, store.EventFilter{Limit: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != len(out) {
+		t.Fatalf("Events() = %d events, AppendHistory returned %d", len(all), len(out))
+	}
+	for i := range all {
+		var st message.NodeStatus
+		if err := json.Unmarshal(all[i].Body, &st); err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("n%02d", i/2)
+		if all[i].ID != out[i].ID || all[i].ExecutionID != out[i].ExecutionID || string(all[i].Body) != string(out[i].Body) || st.NodeID != want {
+			t.Fatalf("event %d: stored %d %s %s, returned %d %s %s; want node %s", i, all[i].ID, all[i].ExecutionID, all[i].Body,
+				out[i].ID, out[i].ExecutionID, out[i].Body, want)
+		}
+	}
+}
+
 // Events ascend; filters by execution and id; limits; bodies verbatim.
 func testEventsOrder(ctx context.Context, t *testing.T, h *harness) {
 	h.started(ctx, t, "x1")

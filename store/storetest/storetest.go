@@ -68,6 +68,7 @@ func Exercise(ctx context.Context, t *testing.T, open func(t *testing.T) store.S
 		{"HistoryUnknownExecution", testHistoryUnknownExecution},
 		{"HistoryConcurrent", testHistoryConcurrent},
 		{"EventsOrder", testEventsOrder},
+		{"EventsLargeBatch", testEventsLargeBatch},
 		{"EventsConcurrent", testEventsConcurrent},
 		{"Credentials", testCredentials},
 		{"Tokens", testTokens},
