@@ -179,13 +179,11 @@ func TestAccessByRole(t *testing.T) {
 			t.Fatalf("%s %s as %s: %v", method, path, w.name, err)
 		}
 		defer res.Body.Close()
-		var e struct {
-			Error struct{ Code string } `json:"error"`
-		}
-		if res.Header.Get("Content-Type") == "application/json" {
+		var e struct{ Code string }
+		if res.Header.Get("Content-Type") == "application/problem+json" {
 			_ = json.NewDecoder(res.Body).Decode(&e)
 		}
-		return res.StatusCode, e.Error.Code
+		return res.StatusCode, e.Code
 	}
 	for _, w := range []who{viewer, operator, scoped, editor, admin} {
 		for _, rt := range routes {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -117,7 +118,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
 	}
 	v := viewToken(rec)
 	v.Token = tok
-	writeJSON(w, http.StatusCreated, v)
+	writeCreated(w, "/v1/tokens/"+url.PathEscape(rec.Name), v)
 	return nil
 }
 

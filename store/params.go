@@ -1,11 +1,13 @@
 package store
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -72,6 +74,38 @@ func CheckWorkflow(in *WorkflowInput, update bool) error {
 	}
 	in.At = Micro(in.At)
 	return nil
+}
+
+// UpdateCheck applies an update's conditions (IfVersion, IfChanged) to the
+// workflow's latest version number, read in the update's transaction, with
+// get reading that version in the same transaction. A non-nil workflow is
+// the answer when nothing is to be stored (the definition is unchanged).
+func UpdateCheck(in *WorkflowInput, latest int, get func() (*Workflow, error)) (*Workflow, error) {
+	if in.IfVersion > 0 && in.IfVersion != latest {
+		return nil, fmt.Errorf("workflow %s: %w: the latest version is %d, not %d", in.ID, ErrPrecondition, latest, in.IfVersion)
+	}
+	if !in.IfChanged {
+		return nil, nil
+	}
+	cur, err := get()
+	if err != nil {
+		return nil, err
+	}
+	if !SameJSON(cur.Definition, in.Definition) {
+		return nil, nil
+	}
+	cur.Unchanged = true
+	return cur, nil
+}
+
+// SameJSON says whether a and b hold the same JSON value, whatever their
+// key order and spacing (PostgreSQL's jsonb keeps neither).
+func SameJSON(a, b json.RawMessage) bool {
+	var va, vb any
+	da, db := json.NewDecoder(bytes.NewReader(a)), json.NewDecoder(bytes.NewReader(b))
+	da.UseNumber()
+	db.UseNumber()
+	return da.Decode(&va) == nil && db.Decode(&vb) == nil && reflect.DeepEqual(va, vb)
 }
 
 // NewExecution validates in and returns the execution it enqueues.

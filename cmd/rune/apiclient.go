@@ -35,14 +35,16 @@ func (c *apiClient) flags(fs *flag.FlagSet, env *cliEnv) {
 	fs.StringVar(&c.token, "token", env.getenv("RUNE_TOKEN"), "API token (env RUNE_TOKEN; `rune token create NAME` makes one)")
 }
 
-// apiError is the server's error body.
+// apiErrorBody is the server's problem details (docs/api.md, "Errors").
 type apiErrorBody struct {
 	Error struct {
 		Code     string             `json:"code"`
-		Message  string             `json:"message"`
+		Message  string             `json:"detail"`
 		Problems []workflow.Problem `json:"problems"`
-	} `json:"error"`
+	}
 }
+
+func (b *apiErrorBody) UnmarshalJSON(data []byte) error { return json.Unmarshal(data, &b.Error) }
 
 // callError is an error answer of the server.
 type callError struct {
@@ -126,7 +128,7 @@ func cmdWorkflows(ctx context.Context, env *cliEnv, args []string) error {
 	var c apiClient
 	c.flags(fs, env)
 	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "Usage: rune workflows push FILE.json... | list   [--server URL] [--token T]\n\npush creates each workflow, or stores a new version of an existing one.")
+		fmt.Fprintln(env.stderr, "Usage: rune workflows push FILE.json... | list [--json]   [--server URL] [--token T]\n\npush creates each workflow, or stores a new version of an existing one (none when its definition is\nunchanged); it skips, with a note, the .input.json and .credentials.json files of examples/.")
 		fs.PrintDefaults()
 	}
 	pos, err := parseInterspersed(fs, args)
@@ -142,6 +144,10 @@ func cmdWorkflows(ctx context.Context, env *cliEnv, args []string) error {
 			return usagef("push: want at least one workflow file")
 		}
 		for _, path := range pos[1:] {
+			if kind := notWorkflow(path); kind != "" {
+				fmt.Fprintf(env.stderr, "%s: skipped: %s, not a workflow\n", path, kind)
+				continue
+			}
 			if err := pushWorkflow(ctx, env, &c, path); err != nil {
 				return err
 			}
@@ -187,8 +193,9 @@ func pushWorkflow(ctx context.Context, env *cliEnv, c *apiClient, path string) e
 	}
 	_ = json.Unmarshal(raw, &head)
 	var out struct {
-		ID      string `json:"id"`
-		Version int    `json:"version"`
+		ID        string `json:"id"`
+		Version   int    `json:"version"`
+		Unchanged bool   `json:"unchanged"`
 	}
 	_, err = c.call(ctx, "POST", "/v1/workflows", raw, &out)
 	var ce *callError
@@ -206,8 +213,25 @@ func pushWorkflow(ctx context.Context, env *cliEnv, c *apiClient, path string) e
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
+	if out.Unchanged {
+		fmt.Fprintf(env.stdout, "%s: workflow %s unchanged (version %d)\n", path, out.ID, out.Version)
+		return nil
+	}
 	fmt.Fprintf(env.stdout, "%s: workflow %s version %d\n", path, out.ID, out.Version)
 	return nil
+}
+
+// notWorkflow says what a file named on `workflows push` is when it is not
+// a workflow, as examples/ names them: a trigger payload (NAME.input.json)
+// or credentials (NAME.credentials.json); "" for anything else.
+func notWorkflow(path string) string {
+	switch {
+	case strings.HasSuffix(path, ".input.json"):
+		return "a trigger payload (.input.json)"
+	case strings.HasSuffix(path, ".credentials.json"):
+		return "credentials (.credentials.json)"
+	}
+	return ""
 }
 
 func cmdExecutions(ctx context.Context, env *cliEnv, args []string) error {

@@ -118,8 +118,15 @@ func TestServerEmbeddedCLI(t *testing.T) {
 		t.Fatalf("push: exit %d, %q %s", code, out, stderr)
 	}
 	code, out, _ = c.run("workflows", "push", hello)
-	if code != 0 || !strings.Contains(out, "workflow hello version 2") {
-		t.Fatalf("second push: exit %d, %q, want version 2", code, out)
+	if code != 0 || !strings.Contains(out, "workflow hello unchanged (version 1)") {
+		t.Fatalf("second push: exit %d, %q, want unchanged (version 1)", code, out)
+	}
+	// Many files, as examples/*.json: what is not a workflow is skipped with a note.
+	examples, _ := filepath.Glob(filepath.Join("..", "..", "examples", "*.json"))
+	code, out, stderr = c.run(append([]string{"workflows", "push"}, examples...)...)
+	if code != 0 || !strings.Contains(out, "workflow hello unchanged (version 1)") || !strings.Contains(out, "workflow order_routing version 1") ||
+		!strings.Contains(stderr, "hello.input.json: skipped: a trigger payload") || !strings.Contains(stderr, "welcome_series.credentials.json: skipped: credentials") {
+		t.Fatalf("push examples/*.json: exit %d, stdout %q, stderr %s", code, out, stderr)
 	}
 	bad := filepath.Join(t.TempDir(), "bad.json")
 	os.WriteFile(bad, []byte(`{"id":"bad","nodes":[{"id":"start","type":"trigger","trigger":true},{"id":"x","type":"nosuch"}],"edges":[]}`), 0o600)
