@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -135,8 +136,21 @@ func TestServerEmbeddedCLI(t *testing.T) {
 		t.Fatalf("push of an invalid workflow: exit %d, stderr %s; want 2 with the problem's path", code, stderr)
 	}
 	code, out, _ = c.run("workflows", "list")
-	if code != 0 || !strings.Contains(out, "hello") {
-		t.Fatalf("workflows list: exit %d %q", code, out)
+	if code != 0 || !strings.HasPrefix(out, "ID ") || !strings.Contains(out, "hello") {
+		t.Fatalf("workflows list: exit %d %q, want a header and hello", code, out)
+	}
+	var wfs []struct {
+		ID      string
+		Version int
+	}
+	code, out, _ = c.run("workflows", "list", "--json")
+	if code != 0 || json.Unmarshal([]byte(out), &wfs) != nil || !slices.ContainsFunc(wfs, func(w struct {
+		ID      string
+		Version int
+	}) bool {
+		return w.ID == "hello" && w.Version == 1
+	}) {
+		t.Fatalf("workflows list --json: exit %d %q", code, out)
 	}
 
 	id := trigger(t, addr, tok, "hello", `{"name":"Ada"}`)
@@ -153,8 +167,15 @@ func TestServerEmbeddedCLI(t *testing.T) {
 		t.Fatalf("follow showed no progress for node greet: %s", stderr)
 	}
 	code, out, _ = c.run("executions", "list", "--workflow", "hello")
-	if code != 0 || !strings.Contains(out, id) || !strings.Contains(out, "completed") {
-		t.Fatalf("executions list: exit %d %q", code, out)
+	if code != 0 || !strings.HasPrefix(out, "ID ") || !strings.Contains(out, "STATUS") || !strings.Contains(out, id) || !strings.Contains(out, "completed") {
+		t.Fatalf("executions list: exit %d %q, want a header and the execution", code, out)
+	}
+	var xs struct {
+		Items []struct{ ID, Status string }
+	}
+	code, out, _ = c.run("executions", "list", "--workflow", "hello", "--json")
+	if code != 0 || json.Unmarshal([]byte(out), &xs) != nil || len(xs.Items) != 1 || xs.Items[0].ID != id || xs.Items[0].Status != "completed" {
+		t.Fatalf("executions list --json: exit %d %q", code, out)
 	}
 
 	// Cancel a waiting execution; follow then exits 1 (halted).

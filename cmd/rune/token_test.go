@@ -52,6 +52,11 @@ func TestTokenRolesCLI(t *testing.T) {
 		t.Fatalf("rune audit: exit %d %s", code, stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) > 0 && strings.HasPrefix(lines[0], "AT ") { // the table's header
+		lines = lines[1:]
+	} else {
+		t.Fatalf("rune audit:\n%s\nwant a header first", out)
+	}
 	if len(lines) != 2 || !strings.Contains(lines[0], "reader") || !strings.Contains(lines[0], "403") ||
 		!strings.Contains(lines[1], "RUNE_API_TOKEN") || !strings.Contains(lines[1], "/v1/workflows") {
 		t.Fatalf("rune audit:\n%s\nwant the viewer's refused push, then the admin's push", out)
