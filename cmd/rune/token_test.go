@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -31,6 +33,22 @@ func TestTokenRolesCLI(t *testing.T) {
 	code, out, _ := c.run("token", "list", "--data", data)
 	if code != 0 || !strings.Contains(out, "reader") || !strings.Contains(out, "viewer") || !strings.Contains(out, "hello*") || !strings.Contains(out, "expires ") {
 		t.Fatalf("token list: exit %d %q, want reader's role, scope and expiry", code, out)
+	}
+	if !strings.HasPrefix(out, "NAME ") {
+		t.Fatalf("token list: %q, want a header first", out)
+	}
+	code, out, _ = c.run("token", "list", "--json", "--data", data)
+	var toks []struct {
+		Name, Role, Hash string
+		Workflows        []string
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &toks) != nil || !slices.ContainsFunc(toks, func(tk struct {
+		Name, Role, Hash string
+		Workflows        []string
+	}) bool {
+		return tk.Name == "reader" && tk.Role == "viewer" && tk.Hash == "" && len(tk.Workflows) == 1
+	}) {
+		t.Fatalf("token list --json: exit %d %q, want reader, a viewer scoped to one pattern, no hash", code, out)
 	}
 
 	hello := filepath.Join("..", "..", "examples", "hello.json")
