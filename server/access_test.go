@@ -276,7 +276,7 @@ func TestScopedTokenSeesItsWorkflows(t *testing.T) {
 	if len(xs.Items) != 1 || xs.Items[0].ID != o.exec["billing-a"] {
 		t.Errorf("scoped GET /v1/executions = %+v, want %s alone", xs.Items, o.exec["billing-a"])
 	}
-	ch, _, cancel := b.stream("/v1/events", "")
+	ch, _, cancel := b.stream("/v1/events?from=beginning", "")
 	defer cancel()
 	for _, ev := range b.collect(ch, 1) {
 		if !strings.Contains(ev.Data, `"billing-a"`) || strings.Contains(ev.Data, "other-b") {
