@@ -60,7 +60,7 @@ func TestLogin(t *testing.T) {
 		t.Errorf("anonymous /ui/api: %d, want 401", res.StatusCode)
 	}
 	// The API stays as it was: bearer tokens, JSON errors; /healthz open.
-	if code, body := tg.api(t, "GET", "/v1/nothing", ""); code != 404 || !strings.Contains(body, `"error"`) {
+	if code, body := tg.api(t, "GET", "/v1/nothing", ""); code != 404 || !strings.Contains(body, `"detail"`) {
 		t.Errorf("unknown API path: %d %s, want the API's 404", code, body)
 	}
 	if res, err := http.Get(tg.url + "/healthz"); err != nil || res.StatusCode != 200 {

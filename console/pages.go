@@ -266,42 +266,10 @@ func (c *Console) executionRows(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, "rows", map[string]any{"Rows": rows})
 }
 
-// latestEventID finds the id of the newest event (of execution execID, or
-// of all) without a store method for it: "is there an event after x" is
-// monotone in x, so a doubling then a bisection of one-row reads finds it
-// in about 2·log2(id) reads.
+// latestEventID is the id of the newest event (of execution execID, or of
+// all): where a live page's stream starts.
 func latestEventID(ctx context.Context, st store.Store, execID string) (int64, error) {
-	exists := func(after int64) (bool, error) {
-		evs, err := st.Events(ctx, store.EventFilter{ExecutionID: execID, AfterID: after, Limit: 1})
-		return len(evs) > 0, err
-	}
-	lo, hi := int64(0), int64(1) // an event exists after lo; none after hi, once found
-	if ok, err := exists(0); err != nil || !ok {
-		return 0, err
-	}
-	for {
-		ok, err := exists(hi)
-		if err != nil {
-			return 0, err
-		}
-		if !ok {
-			break
-		}
-		lo, hi = hi, hi*2
-	}
-	for hi-lo > 1 {
-		mid := lo + (hi-lo)/2
-		ok, err := exists(mid)
-		if err != nil {
-			return 0, err
-		}
-		if ok {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	return hi, nil
+	return store.LatestEventID(ctx, st, execID)
 }
 
 // executionData is what the execution page and its live state read.

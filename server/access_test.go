@@ -179,13 +179,11 @@ func TestAccessByRole(t *testing.T) {
 			t.Fatalf("%s %s as %s: %v", method, path, w.name, err)
 		}
 		defer res.Body.Close()
-		var e struct {
-			Error struct{ Code string } `json:"error"`
-		}
-		if res.Header.Get("Content-Type") == "application/json" {
+		var e struct{ Code string }
+		if res.Header.Get("Content-Type") == "application/problem+json" {
 			_ = json.NewDecoder(res.Body).Decode(&e)
 		}
-		return res.StatusCode, e.Error.Code
+		return res.StatusCode, e.Code
 	}
 	for _, w := range []who{viewer, operator, scoped, editor, admin} {
 		for _, rt := range routes {
@@ -278,7 +276,7 @@ func TestScopedTokenSeesItsWorkflows(t *testing.T) {
 	if len(xs.Items) != 1 || xs.Items[0].ID != o.exec["billing-a"] {
 		t.Errorf("scoped GET /v1/executions = %+v, want %s alone", xs.Items, o.exec["billing-a"])
 	}
-	ch, _, cancel := b.stream("/v1/events", "")
+	ch, _, cancel := b.stream("/v1/events?from=beginning", "")
 	defer cancel()
 	for _, ev := range b.collect(ch, 1) {
 		if !strings.Contains(ev.Data, `"billing-a"`) || strings.Contains(ev.Data, "other-b") {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/rune-org/rune/engine"
@@ -128,17 +129,22 @@ func (s *Server) triggerExecution(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	status := http.StatusOK
 	if !created {
-		s.metrics.triggers.WithLabelValues("repeated").Inc()
-	} else {
-		s.metrics.triggers.WithLabelValues("created").Inc()
-		status = http.StatusCreated
-		if !x.AvailableAt.After(now) {
-			s.wakeDispatcher()
+		// A key is one request: the same again gets its execution back, a
+		// different one is refused (as Stripe and the IETF draft do).
+		if !store.SameJSON(x.Input, body) || (version > 0 && x.Version != version) {
+			return errorf(http.StatusUnprocessableEntity, CodeIdempotencyKeyReused,
+				"Idempotency-Key %q started execution %s with another request (body or version); use a new key for a new request", key, x.ID)
 		}
+		s.metrics.triggers.WithLabelValues("repeated").Inc()
+		writeJSON(w, http.StatusOK, viewExecution(x))
+		return nil
 	}
-	writeJSON(w, status, viewExecution(x))
+	s.metrics.triggers.WithLabelValues("created").Inc()
+	if !x.AvailableAt.After(now) {
+		s.wakeDispatcher()
+	}
+	writeCreated(w, "/v1/executions/"+url.PathEscape(x.ID), viewExecution(x))
 	return nil
 }
 
@@ -261,7 +267,7 @@ func (s *Server) rerunExecution(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.wakeDispatcher()
-	writeJSON(w, http.StatusCreated, viewExecution(nx))
+	writeCreated(w, "/v1/executions/"+url.PathEscape(nx.ID), viewExecution(nx))
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -20,9 +21,9 @@ type tokenInput struct {
 	ExpiresIn string `json:"expires_in"`
 }
 
-// tokenView is a token as the API shows it: never its hash; the token
-// itself only in the answer that created it.
-type tokenView struct {
+// TokenView is a token as the API (and rune token list --json) shows it:
+// never its hash; the token itself only in the answer that created it.
+type TokenView struct {
 	Name      string     `json:"name"`
 	Prefix    string     `json:"prefix"`
 	Role      string     `json:"role"`
@@ -33,8 +34,9 @@ type tokenView struct {
 	Token     string     `json:"token,omitempty"`
 }
 
-func viewToken(t *store.Token) tokenView {
-	v := tokenView{Name: t.Name, Prefix: t.Prefix, Role: t.Role, Workflows: t.Workflows,
+// ViewToken shows t.
+func ViewToken(t *store.Token) TokenView {
+	v := TokenView{Name: t.Name, Prefix: t.Prefix, Role: t.Role, Workflows: t.Workflows,
 		CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt, RevokedAt: t.RevokedAt}
 	if v.Workflows == nil {
 		v.Workflows = []string{}
@@ -115,9 +117,9 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	v := viewToken(rec)
+	v := ViewToken(rec)
 	v.Token = tok
-	writeJSON(w, http.StatusCreated, v)
+	writeCreated(w, "/v1/tokens/"+url.PathEscape(rec.Name), v)
 	return nil
 }
 
@@ -126,7 +128,7 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeList(w, ts, "", viewToken)
+	writeList(w, ts, "", ViewToken)
 	return nil
 }
 

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rune-org/rune/engine"
@@ -21,10 +23,43 @@ type workflowView struct {
 	Definition json.RawMessage `json:"definition,omitempty"`
 	CreatedAt  time.Time       `json:"created_at"`
 	DeletedAt  *time.Time      `json:"deleted_at,omitempty"`
+	// Unchanged, on an update only: the definition was the latest
+	// version's, and no version was stored.
+	Unchanged bool `json:"unchanged,omitempty"`
 }
 
 func viewWorkflow(w *store.Workflow) workflowView {
-	return workflowView{ID: w.ID, Version: w.Version, Name: w.Name, Definition: w.Definition, CreatedAt: w.CreatedAt, DeletedAt: w.DeletedAt}
+	return workflowView{ID: w.ID, Version: w.Version, Name: w.Name, Definition: w.Definition, CreatedAt: w.CreatedAt,
+		DeletedAt: w.DeletedAt, Unchanged: w.Unchanged}
+}
+
+// etag is a workflow version's entity tag: the version number, which
+// changes with every stored definition ("v3").
+func etag(version int) string { return `"v` + strconv.Itoa(version) + `"` }
+
+// ifMatch reads an update's If-Match: the version it must still be the
+// latest (0 when absent or "*": any).
+func ifMatch(r *http.Request) (int, error) {
+	v := strings.TrimSpace(r.Header.Get("If-Match"))
+	if v == "" || v == "*" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(v, `"v`), `"`))
+	if err != nil || n < 1 || etag(n) != v {
+		return 0, errorf(http.StatusPreconditionFailed, CodePreconditionFailed,
+			"header If-Match %s is not an ETag of a workflow version (as \"v3\", from GET /v1/workflows/{id})", limitText(v, 40))
+	}
+	return n, nil
+}
+
+// writeWorkflow answers with a workflow version and its ETag.
+func writeWorkflow(w http.ResponseWriter, status int, wf *store.Workflow) {
+	w.Header().Set("ETag", etag(wf.Version))
+	if status == http.StatusCreated {
+		writeCreated(w, "/v1/workflows/"+url.PathEscape(wf.ID), viewWorkflow(wf))
+		return
+	}
+	writeJSON(w, status, viewWorkflow(wf))
 }
 
 type listView[T any] struct {
@@ -110,12 +145,16 @@ func (s *Server) createWorkflow(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, viewWorkflow(stored))
+	writeWorkflow(w, http.StatusCreated, stored)
 	return nil
 }
 
 func (s *Server) updateWorkflow(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
+	match, err := ifMatch(r)
+	if err != nil {
+		return err
+	}
 	body, err := readBody(r, s.cfg.MaxBody)
 	if err != nil {
 		return err
@@ -129,14 +168,19 @@ func (s *Server) updateWorkflow(w http.ResponseWriter, r *http.Request) error {
 			Message:  "the definition's id does not match the URL",
 			Problems: []workflow.Problem{{Path: "id", Message: "is " + quote(wf.Def.ID) + ", the URL names workflow " + quote(id)}}}
 	}
-	stored, err := s.store.UpdateWorkflow(r.Context(), store.WorkflowInput{ID: id, Name: wf.Def.Name, Definition: wf.Raw, At: s.cfg.Now()})
+	stored, err := s.store.UpdateWorkflow(r.Context(), store.WorkflowInput{ID: id, Name: wf.Def.Name, Definition: wf.Raw,
+		At: s.cfg.Now(), IfVersion: match, IfChanged: true})
 	if errors.Is(err, store.ErrNotFound) {
 		return notFound("workflow %q does not exist (POST /v1/workflows creates it)", id)
+	}
+	if errors.Is(err, store.ErrPrecondition) {
+		return errorf(http.StatusPreconditionFailed, CodePreconditionFailed,
+			"workflow %q has a version newer than If-Match %s: read it again and apply the change to it", id, etag(match))
 	}
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, viewWorkflow(stored))
+	writeWorkflow(w, http.StatusOK, stored)
 	return nil
 }
 
@@ -156,7 +200,7 @@ func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, viewWorkflow(wf))
+	writeWorkflow(w, http.StatusOK, wf)
 	return nil
 }
 
@@ -207,7 +251,7 @@ func (s *Server) getVersion(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, viewWorkflow(wf))
+	writeWorkflow(w, http.StatusOK, wf)
 	return nil
 }
 

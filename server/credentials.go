@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"regexp"
 	"time"
 
@@ -87,7 +88,7 @@ func (s *Server) putCredential(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, viewCredential(got))
+	writeCreated(w, "/v1/credentials/"+url.PathEscape(got.Name), viewCredential(got))
 	return nil
 }
 

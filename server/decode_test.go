@@ -33,14 +33,14 @@ func FuzzDecode(f *testing.F) {
 		} else if !json.Valid(bytes.TrimSpace(body)) && len(bytes.TrimSpace(body)) > 0 {
 			t.Fatalf("validJSON accepted %q, which is not JSON", body)
 		}
-		// The error writer always produces the JSON error body.
+		// The error writer always produces the API's problem details.
 		rec := httptest.NewRecorder()
 		s := &Server{log: discardLogger()}
 		s.writeError(rec, httptest.NewRequest("POST", "/v1/credentials", nil), decodeJSON(body, &in))
 		if rec.Code >= 400 {
-			var e errorBody
-			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Error.Code == "" {
-				t.Fatalf("error response %q is not the JSON error body", rec.Body.Bytes())
+			var e problemBody
+			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Code == "" || e.Status != rec.Code || e.Detail == "" {
+				t.Fatalf("error response %q is not the API's problem details", rec.Body.Bytes())
 			}
 		}
 	})

@@ -12,7 +12,8 @@ import (
 	"github.com/rune-org/rune/workflow"
 )
 
-// Error codes of the API's error body {"error": {"code", "message", "problems"?}}.
+// Error codes: the code member of the API's problem details (RFC 9457
+// application/problem+json: type, title, status, detail, code, problems?).
 const (
 	CodeUnauthorized     = "unauthorized"
 	CodeForbidden        = "forbidden"
@@ -24,9 +25,14 @@ const (
 	CodeInvalidInput     = "invalid_input"
 	CodeTooLarge         = "too_large"
 	CodeConflict         = "conflict"
-	CodeRateLimited      = "rate_limited"
-	CodeUnavailable      = "unavailable"
-	CodeInternal         = "internal"
+	// CodeIdempotencyKeyReused: an Idempotency-Key came back with another
+	// request (body or version) than the one it first started.
+	CodeIdempotencyKeyReused = "idempotency_key_reused"
+	// CodePreconditionFailed: If-Match names a version that is no longer the latest.
+	CodePreconditionFailed = "precondition_failed"
+	CodeRateLimited        = "rate_limited"
+	CodeUnavailable        = "unavailable"
+	CodeInternal           = "internal"
 )
 
 // apiError is an error a client sees: its status, code and message, and for
@@ -68,19 +74,25 @@ func checkInput(input []byte) error {
 	return err
 }
 
-// errorBody is the JSON every error response carries.
-type errorBody struct {
-	Error errorDetail `json:"error"`
-}
+// ProblemTypeBase prefixes a problem's code to make its type URI
+// ("urn:rune:problem:not_found"): a stable name, not a page to fetch.
+const ProblemTypeBase = "urn:rune:problem:"
 
-type errorDetail struct {
+// problemBody is the body of every error response: RFC 9457 problem details
+// with the API's code and, for an invalid workflow or input, every problem
+// with its JSON path as extension members.
+type problemBody struct {
+	Type     string             `json:"type"`
+	Title    string             `json:"title"`
+	Status   int                `json:"status"`
+	Detail   string             `json:"detail"`
 	Code     string             `json:"code"`
-	Message  string             `json:"message"`
 	Problems []workflow.Problem `json:"problems,omitempty"`
 }
 
-// writeError writes err as the API's error body. Errors that are not an
-// *apiError are internal: logged with the request, never shown to the client.
+// writeError writes err as the API's problem details. Errors that are not
+// an *apiError are internal: logged with the request, never shown to the
+// client.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var ae *apiError
 	if !errors.As(err, &ae) {
@@ -95,11 +107,22 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if ae.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="rune"`)
 	}
-	writeJSON(w, ae.Status, errorBody{Error: errorDetail{Code: ae.Code, Message: ae.Message, Problems: ae.Problems}})
+	writeBody(w, ae.Status, "application/problem+json", problemBody{Type: ProblemTypeBase + ae.Code,
+		Title: http.StatusText(ae.Status), Status: ae.Status, Detail: ae.Message, Code: ae.Code, Problems: ae.Problems})
 }
 
 // writeJSON writes v as the response body with status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	writeBody(w, status, "application/json", v)
+}
+
+// writeCreated answers 201 with v and the Location of what was created.
+func writeCreated(w http.ResponseWriter, location string, v any) {
+	w.Header().Set("Location", location)
+	writeJSON(w, http.StatusCreated, v)
+}
+
+func writeBody(w http.ResponseWriter, status int, contentType string, v any) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false) // "<token>" reads better than "\u003ctoken\u003e"
@@ -107,10 +130,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	body := buf.Bytes()
 	if err != nil {
 		// Only a bug gets here (every response type marshals).
-		status = http.StatusInternalServerError
-		body = []byte(`{"error":{"code":"internal","message":"internal error; the server logged it"}}` + "\n")
+		status, contentType = http.StatusInternalServerError, "application/problem+json"
+		body = []byte(`{"type":"` + ProblemTypeBase + `internal","title":"Internal Server Error","status":500,"detail":"internal error; the server logged it","code":"internal"}` + "\n")
 	}
-	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Type", contentType)
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	w.Write(body)

@@ -57,16 +57,34 @@ func (r *response) decode(t *testing.T, v any) {
 	}
 }
 
-// errorBody is the API's error shape.
+// errorBody is the API's problem details (RFC 9457); Error holds the
+// members the tests read, under the names they had in the earlier shape.
 type errorBody struct {
-	Error struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Error  struct {
 		Code     string `json:"code"`
-		Message  string `json:"message"`
+		Message  string `json:"detail"`
 		Problems []struct {
 			Path    string `json:"path"`
 			Message string `json:"message"`
 		} `json:"problems"`
-	} `json:"error"`
+	}
+}
+
+func (e *errorBody) UnmarshalJSON(b []byte) error {
+	type top struct {
+		Type   string `json:"type"`
+		Title  string `json:"title"`
+		Status int    `json:"status"`
+	}
+	var t top
+	if err := json.Unmarshal(b, &t); err != nil {
+		return err
+	}
+	e.Type, e.Title, e.Status = t.Type, t.Title, t.Status
+	return json.Unmarshal(b, &e.Error)
 }
 
 // do sends a request with the target's token (token "" sends none when
@@ -132,11 +150,11 @@ func (a *api) wantError(status int, code, method, path string, body []byte, head
 	a.t.Helper()
 	var e errorBody
 	r := a.want(status, method, path, body, &e, header...)
-	if ct := r.header.Get("Content-Type"); ct != "application/json" {
-		a.t.Fatalf("%s %s: error Content-Type %q, want application/json", method, path, ct)
+	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
+		a.t.Fatalf("%s %s: error Content-Type %q, want application/problem+json", method, path, ct)
 	}
-	if e.Error.Code != code || e.Error.Message == "" {
-		a.t.Fatalf("%s %s: error %+v, want code %q with a message", method, path, e.Error, code)
+	if e.Error.Code != code || e.Error.Message == "" || e.Status != status || e.Type != server.ProblemTypeBase+code || e.Title != http.StatusText(status) {
+		a.t.Fatalf("%s %s: error %+v, want problem details of status %d, code %q with a detail", method, path, e, status, code)
 	}
 	return e
 }

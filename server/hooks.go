@@ -11,6 +11,7 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -310,7 +311,7 @@ func (s *Server) createHook(w http.ResponseWriter, r *http.Request) error {
 	}
 	v := viewHook(h)
 	v.URL, v.Secret, v.SigningSecret = "/v1/hooks/"+secret, secret, signing
-	writeJSON(w, http.StatusCreated, v)
+	writeCreated(w, "/v1/workflows/"+url.PathEscape(h.WorkflowID)+"/hooks/"+url.PathEscape(h.ID), v)
 	return nil
 }
 

@@ -3,6 +3,8 @@ package server
 import (
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 )
 
 // Route is one endpoint of the API. Every route is in the table routes
@@ -18,9 +20,22 @@ type Route struct {
 	// Need is the permission a token's role must grant (docs/api.md, "Roles").
 	Need Perm
 	// Scope says how the route meets a token scoped to some workflows.
-	Scope   Scope
-	handler func(w http.ResponseWriter, r *http.Request) error
+	Scope Scope
+	// Query lists the query parameters the route reads: any other is
+	// refused (400 naming it), so a misspelt filter is not silently
+	// ignored. AnyQuery routes take every parameter (a webhook's go into
+	// its payload).
+	Query    []string
+	AnyQuery bool
+	handler  func(w http.ResponseWriter, r *http.Request) error
 }
+
+// Query parameters several routes share.
+var (
+	pageQuery    = []string{"limit", "cursor"}
+	versionQuery = []string{"version"}
+	streamQuery  = []string{"last_event_id"}
+)
 
 // Routes lists the API's endpoints.
 func (s *Server) Routes() []Route { return s.routes() }
@@ -33,28 +48,28 @@ func (s *Server) routes() []Route {
 		{Method: "GET", Path: "/metrics", Need: PermRead, Scope: ScopeGlobal, handler: s.serveMetrics},
 
 		{Method: "POST", Path: "/v1/workflows", Need: PermEdit, Scope: ScopeFiltered, handler: s.createWorkflow},
-		{Method: "GET", Path: "/v1/workflows", Need: PermRead, Scope: ScopeFiltered, handler: s.listWorkflows},
-		{Method: "GET", Path: "/v1/workflows/{id}", Need: PermRead, Scope: ScopeWorkflow, handler: s.getWorkflow},
+		{Method: "GET", Path: "/v1/workflows", Need: PermRead, Scope: ScopeFiltered, Query: pageQuery, handler: s.listWorkflows},
+		{Method: "GET", Path: "/v1/workflows/{id}", Need: PermRead, Scope: ScopeWorkflow, Query: versionQuery, handler: s.getWorkflow},
 		{Method: "PUT", Path: "/v1/workflows/{id}", Need: PermEdit, Scope: ScopeWorkflow, handler: s.updateWorkflow},
 		{Method: "DELETE", Path: "/v1/workflows/{id}", Need: PermEdit, Scope: ScopeWorkflow, handler: s.deleteWorkflow},
-		{Method: "GET", Path: "/v1/workflows/{id}/versions", Need: PermRead, Scope: ScopeWorkflow, handler: s.listVersions},
+		{Method: "GET", Path: "/v1/workflows/{id}/versions", Need: PermRead, Scope: ScopeWorkflow, Query: pageQuery, handler: s.listVersions},
 		{Method: "GET", Path: "/v1/workflows/{id}/versions/{version}", Need: PermRead, Scope: ScopeWorkflow, handler: s.getVersion},
-		{Method: "POST", Path: "/v1/workflows/{id}/executions", Need: PermOperate, Scope: ScopeWorkflow, handler: s.triggerExecution},
+		{Method: "POST", Path: "/v1/workflows/{id}/executions", Need: PermOperate, Scope: ScopeWorkflow, Query: []string{"version", "start_at"}, handler: s.triggerExecution},
 
-		{Method: "GET", Path: "/v1/executions", Need: PermRead, Scope: ScopeFiltered, handler: s.listExecutions},
+		{Method: "GET", Path: "/v1/executions", Need: PermRead, Scope: ScopeFiltered, Query: []string{"workflow_id", "status", "idempotency_key", "limit", "cursor", "created_after", "created_before"}, handler: s.listExecutions},
 		{Method: "GET", Path: "/v1/executions/{id}", Need: PermRead, Scope: ScopeExecution, handler: s.getExecution},
 		{Method: "POST", Path: "/v1/executions/{id}/cancel", Need: PermOperate, Scope: ScopeExecution, handler: s.cancelExecution},
 		{Method: "POST", Path: "/v1/executions/{id}/rerun", Need: PermOperate, Scope: ScopeExecution, handler: s.rerunExecution},
-		{Method: "GET", Path: "/v1/executions/{id}/events", Need: PermRead, Scope: ScopeExecution, Stream: true, handler: s.executionEvents},
-		{Method: "GET", Path: "/v1/events", Need: PermRead, Scope: ScopeFiltered, Stream: true, handler: s.allEvents},
+		{Method: "GET", Path: "/v1/executions/{id}/events", Need: PermRead, Scope: ScopeExecution, Stream: true, Query: streamQuery, handler: s.executionEvents},
+		{Method: "GET", Path: "/v1/events", Need: PermRead, Scope: ScopeFiltered, Stream: true, Query: []string{"last_event_id", "from"}, handler: s.allEvents},
 
 		{Method: "POST", Path: "/v1/workflows/{id}/hooks", Need: PermEdit, Scope: ScopeWorkflow, handler: s.createHook},
 		{Method: "GET", Path: "/v1/workflows/{id}/hooks", Need: PermRead, Scope: ScopeWorkflow, handler: s.listHooks},
 		{Method: "GET", Path: "/v1/workflows/{id}/hooks/{hook}", Need: PermRead, Scope: ScopeWorkflow, handler: s.getHook},
 		{Method: "PUT", Path: "/v1/workflows/{id}/hooks/{hook}", Need: PermEdit, Scope: ScopeWorkflow, handler: s.updateHook},
 		{Method: "DELETE", Path: "/v1/workflows/{id}/hooks/{hook}", Need: PermEdit, Scope: ScopeWorkflow, handler: s.deleteHook},
-		{Method: "POST", Path: "/v1/workflows/{id}/hooks/{hook}/rotate", Need: PermEdit, Scope: ScopeWorkflow, handler: s.rotateHook},
-		{Method: "POST", Path: "/v1/hooks/{secret}", Open: true, handler: s.receiveHook},
+		{Method: "POST", Path: "/v1/workflows/{id}/hooks/{hook}/rotate", Need: PermEdit, Scope: ScopeWorkflow, Query: []string{"signing_secret"}, handler: s.rotateHook},
+		{Method: "POST", Path: "/v1/hooks/{secret}", Open: true, AnyQuery: true, handler: s.receiveHook},
 
 		{Method: "POST", Path: "/v1/workflows/{id}/schedules", Need: PermEdit, Scope: ScopeWorkflow, handler: s.createSchedule},
 		{Method: "GET", Path: "/v1/workflows/{id}/schedules", Need: PermRead, Scope: ScopeWorkflow, handler: s.listSchedules},
@@ -69,7 +84,7 @@ func (s *Server) routes() []Route {
 		{Method: "POST", Path: "/v1/tokens", Need: PermAdmin, Scope: ScopeGlobal, handler: s.createToken},
 		{Method: "GET", Path: "/v1/tokens", Need: PermAdmin, Scope: ScopeGlobal, handler: s.listTokens},
 		{Method: "DELETE", Path: "/v1/tokens/{name}", Need: PermAdmin, Scope: ScopeGlobal, handler: s.revokeToken},
-		{Method: "GET", Path: "/v1/audit", Need: PermAdmin, Scope: ScopeGlobal, handler: s.listAudit},
+		{Method: "GET", Path: "/v1/audit", Need: PermAdmin, Scope: ScopeGlobal, Query: pageQuery, handler: s.listAudit},
 
 		{Method: "DELETE", Path: "/v1/credentials/{name}", Need: PermCredentials, Scope: ScopeGlobal, handler: s.deleteCredential},
 	}
@@ -99,6 +114,10 @@ func (s *Server) endpoint(rt Route) http.Handler {
 			}
 			r = r.WithContext(withPrincipal(r.Context(), p, cred))
 		}
+		if err := rt.checkQuery(r); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 		if r.Body != nil {
 			r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
 		}
@@ -108,18 +127,46 @@ func (s *Server) endpoint(rt Route) http.Handler {
 	})
 }
 
-// noRoute answers a request no route matches: 405 when the path exists
-// with another method, else 404; always the API's error body.
+// checkQuery refuses query parameters the route does not read, naming
+// them and the ones it does.
+func (rt *Route) checkQuery(r *http.Request) error {
+	if rt.AnyQuery || r.URL.RawQuery == "" {
+		return nil
+	}
+	var unknown []string
+	for name := range r.URL.Query() {
+		if !slices.Contains(rt.Query, name) {
+			unknown = append(unknown, name)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	slices.Sort(unknown)
+	known := "it takes none"
+	if len(rt.Query) > 0 {
+		known = "it takes " + strings.Join(rt.Query, ", ")
+	}
+	return badRequest("unknown query parameter %s on %s %s (%s)", strings.Join(unknown, ", "), rt.Method, rt.Path, known)
+}
+
+// noRoute answers a request no route matches: 405 with Allow when the path
+// exists with other methods, else 404; always the API's problem details.
 func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
+	var allow []string
 	for _, m := range []string{"GET", "POST", "PUT", "DELETE"} {
 		if m == r.Method {
 			continue
 		}
 		probe := &http.Request{Method: m, URL: &url.URL{Path: r.URL.Path}, Host: r.Host}
 		if _, pattern := s.mux.Handler(probe); pattern != "/" && pattern != "" {
-			s.writeError(w, r, errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
-			return
+			allow = append(allow, m)
 		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		s.writeError(w, r, errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+		return
 	}
 	s.writeError(w, r, notFound("no endpoint %s %s (see /v1/openapi.json)", r.Method, r.URL.Path))
 }

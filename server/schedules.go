@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 	// Schedules name IANA zones: embedded, so a container without
@@ -305,7 +306,7 @@ func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request) error {
 	if err := s.store.CreateSchedule(r.Context(), sc); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, viewSchedule(sc))
+	writeCreated(w, "/v1/workflows/"+url.PathEscape(wfID)+"/schedules/"+url.PathEscape(sc.ID), viewSchedule(sc))
 	return nil
 }
 

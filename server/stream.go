@@ -31,9 +31,28 @@ func (s *Server) executionEvents(w http.ResponseWriter, r *http.Request) error {
 }
 
 // allEvents streams every execution's events, for dashboards; it never ends
-// by itself.
+// by itself. Without a last event id it starts from now (the history of
+// every execution is rarely what a dashboard wants), unless ?from=beginning.
 func (s *Server) allEvents(w http.ResponseWriter, r *http.Request) error {
 	return s.stream(w, r, "")
+}
+
+// streamStart is the event id a stream starts after: the client's last
+// event id when it reconnects; else, for the stream of all executions, the
+// newest event unless ?from=beginning; else 0 (an execution's whole history).
+func (s *Server) streamStart(r *http.Request, execID string) (int64, error) {
+	after, err := lastEventID(r)
+	if err != nil || execID != "" {
+		return after, err
+	}
+	from := r.URL.Query().Get("from")
+	if from != "" && from != "beginning" && from != "now" {
+		return 0, badRequest("query parameter from: want beginning or now, got %q", limitText(from, 40))
+	}
+	if after > 0 || from == "beginning" || r.Header.Get("Last-Event-ID") != "" || r.URL.Query().Has("last_event_id") {
+		return after, nil
+	}
+	return store.LatestEventID(r.Context(), s.store, "")
 }
 
 // lastEventID reads where a reconnecting client stopped: the Last-Event-ID
@@ -58,7 +77,7 @@ func lastEventID(r *http.Request) (int64, error) {
 // the client's last event id: replay from the store, then what commits
 // (woken by this process's commits, and by a poll for other replicas').
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, execID string) error {
-	after, err := lastEventID(r)
+	after, err := s.streamStart(r, execID)
 	if err != nil {
 		return err
 	}

@@ -34,6 +34,8 @@ func apiSuite(t *testing.T, tg *target) {
 		{"Auth", testAuth},
 		{"Errors", testErrors},
 		{"Workflows", testWorkflows},
+		{"Conventions", testConventions},
+		{"EventsFromNow", testEventsFromNow},
 		{"TriggerToCompletion", testTriggerToCompletion},
 		{"History", testHistory},
 		{"Idempotency", testIdempotency},
@@ -191,6 +193,109 @@ func testWorkflows(t *testing.T, a *api, id string) {
 	a.want(http.StatusOK, "GET", "/v1/executions/"+x.ID, nil, nil) // its executions stay
 }
 
+// testConventions: the HTTP conventions of docs/api.md ("Conventions"):
+// Location on 201, ETag and If-Match on workflows, an unchanged definition
+// stores no version, Allow on 405, unknown query parameters refused.
+func testConventions(t *testing.T, a *api, id string) {
+	v1 := wfDef(id, `{"id":"s","type":"set","parameters":{"values":{"v":1}}}`, `{"id":"e1","src":"start","dst":"s"}`)
+	var w struct {
+		ID        string `json:"id"`
+		Version   int    `json:"version"`
+		Unchanged bool   `json:"unchanged"`
+	}
+	r := a.want(http.StatusCreated, "POST", "/v1/workflows", []byte(v1), &w)
+	if loc := r.header.Get("Location"); loc != "/v1/workflows/"+id {
+		t.Fatalf("Location %q, want /v1/workflows/%s", loc, id)
+	}
+	if tag := r.header.Get("ETag"); tag != `"v1"` {
+		t.Fatalf("ETag of the created workflow %q, want \"v1\"", tag)
+	}
+	r = a.want(http.StatusOK, "GET", "/v1/workflows/"+id, nil, nil)
+	tag1 := r.header.Get("ETag")
+	if tag1 != `"v1"` {
+		t.Fatalf("ETag %q, want \"v1\"", tag1)
+	}
+	// The same definition again (key order and spacing aside): no version.
+	same := wfDef(id, `{"parameters":{"values":{"v":1}},"type":"set","id":"s"}`, `{"id":"e1","src":"start","dst":"s"}`)
+	r = a.want(http.StatusOK, "PUT", "/v1/workflows/"+id, []byte(" "+same), &w, "If-Match", tag1)
+	if !w.Unchanged || w.Version != 1 || r.header.Get("ETag") != tag1 {
+		t.Fatalf("unchanged update: %+v, ETag %q, want version 1 unchanged", w, r.header.Get("ETag"))
+	}
+	// Two editors of version 1: the first stores version 2, the second is refused.
+	v2 := strings.Replace(v1, `"v":1`, `"v":2`, 1)
+	w.Unchanged = false
+	r = a.want(http.StatusOK, "PUT", "/v1/workflows/"+id, []byte(v2), &w, "If-Match", tag1)
+	if w.Version != 2 || w.Unchanged || r.header.Get("ETag") != `"v2"` {
+		t.Fatalf("update: %+v, ETag %q, want version 2", w, r.header.Get("ETag"))
+	}
+	v3 := strings.Replace(v1, `"v":1`, `"v":3`, 1)
+	a.wantError(http.StatusPreconditionFailed, server.CodePreconditionFailed, "PUT", "/v1/workflows/"+id, []byte(v3), "If-Match", tag1)
+	a.wantError(http.StatusPreconditionFailed, server.CodePreconditionFailed, "PUT", "/v1/workflows/"+id, []byte(v3), "If-Match", "bogus")
+	var versions struct {
+		Items []struct{ Version int } `json:"items"`
+	}
+	a.want(http.StatusOK, "GET", "/v1/workflows/"+id+"/versions", nil, &versions)
+	if len(versions.Items) != 2 {
+		t.Fatalf("versions %+v, want 2 (unchanged and refused updates store none)", versions.Items)
+	}
+	// A trigger's 201 says where the execution is.
+	r = a.want(http.StatusCreated, "POST", "/v1/workflows/"+id+"/executions", []byte(`{}`), nil)
+	var x execution
+	r.decode(t, &x)
+	if loc := r.header.Get("Location"); loc != "/v1/executions/"+x.ID {
+		t.Fatalf("trigger Location %q, want /v1/executions/%s", loc, x.ID)
+	}
+	a.want(http.StatusOK, "GET", r.header.Get("Location"), nil, nil)
+	// 405 says what is allowed.
+	r = a.do("PATCH", "/v1/workflows/"+id, nil, nil)
+	if r.status != http.StatusMethodNotAllowed || r.header.Get("Allow") != "GET, PUT, DELETE" {
+		t.Fatalf("PATCH: %d, Allow %q, want 405 with Allow GET, PUT, DELETE", r.status, r.header.Get("Allow"))
+	}
+	// An unknown query parameter is refused, named, not ignored.
+	e := a.wantError(http.StatusBadRequest, server.CodeInvalidRequest, "GET", "/v1/executions?workflow="+id, nil)
+	if !strings.Contains(e.Error.Message, "workflow") || !strings.Contains(e.Error.Message, "workflow_id") {
+		t.Fatalf("unknown parameter: %q, want it named with the known ones", e.Error.Message)
+	}
+	a.wantError(http.StatusBadRequest, server.CodeInvalidRequest, "GET", "/v1/workflows/"+id+"/hooks?limit=5", nil)
+}
+
+// testEventsFromNow: /v1/events without a last event id starts from now;
+// ?from=beginning replays the history.
+func testEventsFromNow(t *testing.T, a *api, id string) {
+	a.pushWorkflow(wfDef(id, `{"id":"s","type":"set","parameters":{"values":{"v":1}}}`, `{"id":"e1","src":"start","dst":"s"}`))
+	old := a.trigger(id, `{}`)
+	a.waitStatus(old.ID, "completed")
+	live, _, cancel := a.stream("/v1/events", "")
+	defer cancel()
+	all, _, cancelAll := a.stream("/v1/events?from=beginning", "")
+	defer cancelAll()
+	x := a.trigger(id, `{}`)
+	seen := func(ch <-chan sseEvent, want string) (sawOld bool) {
+		timeout := time.After(60 * time.Second)
+		for {
+			select {
+			case ev, ok := <-ch:
+				if !ok {
+					t.Fatal("/v1/events ended")
+				}
+				sawOld = sawOld || strings.Contains(ev.Data, old.ID)
+				if ev.Event == "completion" && strings.Contains(ev.Data, want) {
+					return sawOld
+				}
+			case <-timeout:
+				t.Fatalf("/v1/events: no completion of %s within 60 s", want)
+			}
+		}
+	}
+	if seen(live, x.ID) {
+		t.Fatalf("/v1/events without Last-Event-ID replayed execution %s, which ended before it opened", old.ID)
+	}
+	if !seen(all, x.ID) {
+		t.Fatalf("/v1/events?from=beginning did not replay execution %s", old.ID)
+	}
+	a.wantError(http.StatusBadRequest, server.CodeInvalidRequest, "GET", "/v1/events?from=yesterday", nil)
+}
+
 // listHas walks every page of a list for an item with id.
 func listHas(t *testing.T, a *api, path, id string) bool {
 	for path != "" {
@@ -327,10 +432,18 @@ func testIdempotency(t *testing.T, a *api, id string) {
 	a.pushWorkflow(wfDef(id, `{"id":"s","type":"set","parameters":{"values":{"v":"{{ $trigger.n }}"}}}`, `{"id":"e1","src":"start","dst":"s"}`))
 	first := a.trigger(id, `{"n":1}`, "Idempotency-Key", "order-42")
 	var again execution
-	a.want(http.StatusOK, "POST", "/v1/workflows/"+id+"/executions", []byte(`{"n":2}`), &again, "Idempotency-Key", "order-42")
+	// The same request again (spacing aside) gets the first execution back.
+	a.want(http.StatusOK, "POST", "/v1/workflows/"+id+"/executions", []byte(`{ "n": 1 }`), &again, "Idempotency-Key", "order-42")
 	if again.ID != first.ID {
 		t.Fatalf("repeated key gave execution %s, want %s", again.ID, first.ID)
 	}
+	// Another body, or another version, under the same key is refused.
+	e := a.wantError(http.StatusUnprocessableEntity, server.CodeIdempotencyKeyReused, "POST", "/v1/workflows/"+id+"/executions", []byte(`{"n":2}`), "Idempotency-Key", "order-42")
+	if !strings.Contains(e.Error.Message, first.ID) {
+		t.Fatalf("reused key: %q, want it to name execution %s", e.Error.Message, first.ID)
+	}
+	a.want(http.StatusOK, "PUT", "/v1/workflows/"+id, []byte(wfDef(id, `{"id":"s","type":"set","parameters":{"values":{"v":"x{{ $trigger.n }}"}}}`, `{"id":"e1","src":"start","dst":"s"}`)), nil)
+	a.wantError(http.StatusUnprocessableEntity, server.CodeIdempotencyKeyReused, "POST", "/v1/workflows/"+id+"/executions?version=2", []byte(`{"n":1}`), "Idempotency-Key", "order-42")
 	other := a.trigger(id, `{"n":3}`, "Idempotency-Key", "order-43")
 	if other.ID == first.ID {
 		t.Fatal("a different key gave the same execution")
@@ -541,7 +654,7 @@ func testStream(t *testing.T, a *api, id string) {
 		{"id":"b","type":"set","parameters":{"values":{"v":2}}}`,
 		`{"id":"e1","src":"start","dst":"a"},{"id":"e2","src":"a","dst":"p"},{"id":"e3","src":"p","dst":"b"}`))
 	// Start following every execution's events from now.
-	allCh, _, cancelAll := a.stream("/v1/events?last_event_id=0", "")
+	allCh, _, cancelAll := a.stream("/v1/events", "")
 	defer cancelAll()
 
 	x := a.trigger(id, `{}`)

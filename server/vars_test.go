@@ -148,7 +148,7 @@ func notifyRun(t *testing.T, wrap func(broker.Broker) broker.Broker, holdMax tim
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(func() { hs.Close(); cancel(); <-done; rt.Close() })
 	a := newAPI(t, &target{url: hs.URL, token: "t", store: st})
-	a.pushWorkflow(wfDef("notify", `{"id":"welcome","type":"email"},{"id":"s","type":"set","parameters":{"values":{"v":1}}}`,
+	a.pushWorkflow(wfDef("notify", `{"id":"welcome","type":"email","parameters":{"to":"ada@example.com","subject":"Welcome"}},{"id":"s","type":"set","parameters":{"values":{"v":1}}}`,
 		`{"id":"e1","src":"start","dst":"welcome"},{"id":"e2","src":"welcome","dst":"s"}`))
 	x := a.trigger("notify", `{}`)
 	completed := a.waitStatus(x.ID, "completed")
@@ -175,7 +175,7 @@ func TestDispatchOfUncompilableVersionFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	def := wfDef("gone", `{"id":"welcome","type":"email"}`, `{"id":"e1","src":"start","dst":"welcome"}`)
+	def := wfDef("gone", `{"id":"welcome","type":"email","parameters":{"to":"ada@example.com","subject":"Welcome"}}`, `{"id":"e1","src":"start","dst":"welcome"}`)
 	if _, err := st.CreateWorkflow(ctx, store.WorkflowInput{ID: "gone", Definition: []byte(def), At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}

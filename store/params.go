@@ -1,10 +1,13 @@
 package store
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -33,6 +36,16 @@ func NewID(prefix string) string {
 	var b [10]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
 	return prefix + hex.EncodeToString(b[:])
+}
+
+// SameJSON says whether a and b hold the same JSON value, whatever their
+// key order and spacing (PostgreSQL's jsonb keeps neither).
+func SameJSON(a, b json.RawMessage) bool {
+	var va, vb any
+	da, db := json.NewDecoder(bytes.NewReader(a)), json.NewDecoder(bytes.NewReader(b))
+	da.UseNumber()
+	db.UseNumber()
+	return da.Decode(&va) == nil && db.Decode(&vb) == nil && reflect.DeepEqual(va, vb)
 }
 
 // PageCursor is the position after the last item of a page, newest first:

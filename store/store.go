@@ -30,6 +30,9 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrInvalid: an argument is missing or malformed (the error names it).
 	ErrInvalid = errors.New("invalid")
+	// ErrPrecondition: a conditional write's condition no longer holds
+	// (WorkflowInput.IfVersion is not the latest version).
+	ErrPrecondition = errors.New("precondition failed")
 )
 
 // Execution statuses (the trigger instance's, seed 003 §1–4).
@@ -69,6 +72,9 @@ type Workflow struct {
 	// DeletedAt is set once the workflow is deleted (soft: its versions stay
 	// readable for the executions that ran them).
 	DeletedAt *time.Time
+	// Unchanged is set by UpdateWorkflow with IfChanged when the definition
+	// equals the latest version's: it stored nothing and returns that version.
+	Unchanged bool
 }
 
 // WorkflowInput creates a workflow or a new version of one.
@@ -78,6 +84,14 @@ type WorkflowInput struct {
 	Name       string
 	Definition json.RawMessage
 	At         time.Time
+	// IfVersion, for UpdateWorkflow when > 0: store the new version only
+	// while IfVersion is still the latest, else ErrPrecondition (two editors
+	// of one version do not overwrite each other). 0: no condition.
+	IfVersion int
+	// IfChanged, for UpdateWorkflow: when the definition equals the latest
+	// version's as JSON (key order and spacing aside), store nothing and
+	// return the latest version with Unchanged set. False: always store.
+	IfChanged bool
 }
 
 // Execution is a trigger instance: one run of one workflow version, from the

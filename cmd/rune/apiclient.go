@@ -2,28 +2,28 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/rune-org/rune/client"
+	"github.com/rune-org/rune/client/api"
 	"github.com/rune-org/rune/message"
 	"github.com/rune-org/rune/workflow"
 )
 
-// apiClient talks to a rune server's HTTP API (docs/api.md).
+// apiClient is the typed API client (client/api) with the flags that
+// point it at a server.
 type apiClient struct {
-	base  string
-	token string
-	http  *http.Client
+	api.Client
 }
 
 func (c *apiClient) flags(fs *flag.FlagSet, env *cliEnv) {
@@ -31,87 +31,25 @@ func (c *apiClient) flags(fs *flag.FlagSet, env *cliEnv) {
 	if def == "" {
 		def = "http://127.0.0.1:8080"
 	}
-	fs.StringVar(&c.base, "server", def, "the server's URL (env RUNE_SERVER)")
-	fs.StringVar(&c.token, "token", env.getenv("RUNE_TOKEN"), "API token (env RUNE_TOKEN; `rune token create NAME` makes one)")
+	fs.StringVar(&c.Base, "server", def, "the server's URL (env RUNE_SERVER)")
+	fs.StringVar(&c.Token, "token", env.getenv("RUNE_TOKEN"), "API token (env RUNE_TOKEN; `rune token create NAME` makes one)")
 }
 
-// apiError is the server's error body.
-type apiErrorBody struct {
-	Error struct {
-		Code     string             `json:"code"`
-		Message  string             `json:"message"`
-		Problems []workflow.Problem `json:"problems"`
-	} `json:"error"`
+// printTable writes rows under a header, in aligned columns.
+func printTable(env *cliEnv, header []string, rows [][]string) error {
+	tw := tabwriter.NewWriter(env.stdout, 2, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	return tw.Flush()
 }
 
-// callError is an error answer of the server.
-type callError struct {
-	status int
-	body   apiErrorBody
-}
-
-func (e *callError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "server answered %d %s: %s", e.status, e.body.Error.Code, e.body.Error.Message)
-	for _, p := range e.body.Error.Problems {
-		fmt.Fprintf(&b, "\n  %s", p)
+func timeText(t *time.Time) string {
+	if t == nil || t.IsZero() {
+		return "-"
 	}
-	return b.String()
-}
-
-func (c *apiClient) request(ctx context.Context, method, path string, body []byte, header http.Header) (*http.Response, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.base, "/")+path, rd)
-	if err != nil {
-		return nil, usagef("--server: %v", err)
-	}
-	for k, v := range header {
-		req.Header[k] = v
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	hc := c.http
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w (is `rune server` running? see --server)", method, path, err)
-	}
-	return resp, nil
-}
-
-// call sends a request and decodes a JSON answer into out (when not nil).
-func (c *apiClient) call(ctx context.Context, method, path string, body []byte, out any) (int, error) {
-	resp, err := c.request(ctx, method, path, body, nil)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return resp.StatusCode, err
-	}
-	if resp.StatusCode >= 400 {
-		ce := &callError{status: resp.StatusCode}
-		if json.Unmarshal(data, &ce.body) != nil {
-			ce.body.Error.Message = strings.TrimSpace(string(data))
-		}
-		return resp.StatusCode, ce
-	}
-	if out != nil && len(data) > 0 {
-		if err := json.Unmarshal(data, out); err != nil {
-			return resp.StatusCode, fmt.Errorf("%s %s: decode the answer: %w", method, path, err)
-		}
-	}
-	return resp.StatusCode, nil
+	return t.UTC().Format(time.RFC3339)
 }
 
 func printJSON(env *cliEnv, v any) error {
@@ -125,8 +63,9 @@ func cmdWorkflows(ctx context.Context, env *cliEnv, args []string) error {
 	fs.SetOutput(env.stderr)
 	var c apiClient
 	c.flags(fs, env)
+	asJSON := fs.Bool("json", false, "list: print the workflows as JSON")
 	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "Usage: rune workflows push FILE.json... | list   [--server URL] [--token T]\n\npush creates each workflow, or stores a new version of an existing one.")
+		fmt.Fprintln(env.stderr, "Usage: rune workflows push FILE.json... | list [--json]   [--server URL] [--token T]\n\npush creates each workflow, or stores a new version of an existing one (none when its definition is\nunchanged); it skips, with a note, the .input.json and .credentials.json files of examples/.")
 		fs.PrintDefaults()
 	}
 	pos, err := parseInterspersed(fs, args)
@@ -142,6 +81,10 @@ func cmdWorkflows(ctx context.Context, env *cliEnv, args []string) error {
 			return usagef("push: want at least one workflow file")
 		}
 		for _, path := range pos[1:] {
+			if kind := notWorkflow(path); kind != "" {
+				fmt.Fprintf(env.stderr, "%s: skipped: %s, not a workflow\n", path, kind)
+				continue
+			}
 			if err := pushWorkflow(ctx, env, &c, path); err != nil {
 				return err
 			}
@@ -151,28 +94,25 @@ func cmdWorkflows(ctx context.Context, env *cliEnv, args []string) error {
 		if len(pos) != 1 {
 			return usagef("list takes no arguments")
 		}
-		var page struct {
-			Items []struct {
-				ID        string    `json:"id"`
-				Version   int       `json:"version"`
-				Name      string    `json:"name"`
-				CreatedAt time.Time `json:"created_at"`
-			} `json:"items"`
-			NextCursor string `json:"next_cursor"`
-		}
-		cursor := ""
-		for {
-			if _, err := c.call(ctx, "GET", "/v1/workflows?limit=500&cursor="+url.QueryEscape(cursor), nil, &page); err != nil {
+		items := []api.Workflow{}
+		for cursor := ""; ; {
+			page, err := c.ListWorkflows(ctx, 500, cursor)
+			if err != nil {
 				return err
 			}
-			for _, w := range page.Items {
-				fmt.Fprintf(env.stdout, "%-32s v%-4d %s  %s\n", w.ID, w.Version, w.CreatedAt.UTC().Format(time.RFC3339), w.Name)
+			items = append(items, page.Items...)
+			if cursor = page.NextCursor; cursor == "" {
+				break
 			}
-			if page.NextCursor == "" {
-				return nil
-			}
-			cursor = page.NextCursor
 		}
+		if *asJSON {
+			return printJSON(env, items)
+		}
+		rows := make([][]string, 0, len(items))
+		for _, w := range items {
+			rows = append(rows, []string{w.ID, "v" + strconv.Itoa(w.Version), timeText(&w.CreatedAt), w.Name})
+		}
+		return printTable(env, []string{"ID", "VERSION", "CREATED", "NAME"}, rows)
 	}
 	return usagef("unknown subcommand %q: want push or list", pos[0])
 }
@@ -182,22 +122,11 @@ func pushWorkflow(ctx context.Context, env *cliEnv, c *apiClient, path string) e
 	if err != nil {
 		return usagef("%v", err)
 	}
-	var head struct {
-		ID string `json:"id"`
-	}
-	_ = json.Unmarshal(raw, &head)
-	var out struct {
-		ID      string `json:"id"`
-		Version int    `json:"version"`
-	}
-	_, err = c.call(ctx, "POST", "/v1/workflows", raw, &out)
-	var ce *callError
-	if errors.As(err, &ce) && ce.status == http.StatusConflict && head.ID != "" {
-		_, err = c.call(ctx, "PUT", "/v1/workflows/"+url.PathEscape(head.ID), raw, &out)
-	}
-	if errors.As(err, &ce) && ce.status == http.StatusUnprocessableEntity {
-		fmt.Fprintf(env.stderr, "%s: %d problem(s):\n", path, len(ce.body.Error.Problems))
-		for _, p := range ce.body.Error.Problems {
+	out, err := c.PushWorkflow(ctx, raw)
+	var ae *api.Error
+	if errors.As(err, &ae) && ae.Code == api.CodeInvalidWorkflow {
+		fmt.Fprintf(env.stderr, "%s: %d problem(s):\n", path, len(ae.Problems))
+		for _, p := range ae.Problems {
 			fmt.Fprintf(env.stderr, "  %s\n", p)
 		}
 		env.exit = exitInvalid
@@ -206,8 +135,25 @@ func pushWorkflow(ctx context.Context, env *cliEnv, c *apiClient, path string) e
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
+	if out.Unchanged {
+		fmt.Fprintf(env.stdout, "%s: workflow %s unchanged (version %d)\n", path, out.ID, out.Version)
+		return nil
+	}
 	fmt.Fprintf(env.stdout, "%s: workflow %s version %d\n", path, out.ID, out.Version)
 	return nil
+}
+
+// notWorkflow says what a file named on `workflows push` is when it is not
+// a workflow, as examples/ names them: a trigger payload (NAME.input.json)
+// or credentials (NAME.credentials.json); "" for anything else.
+func notWorkflow(path string) string {
+	switch {
+	case strings.HasSuffix(path, ".input.json"):
+		return "a trigger payload (.input.json)"
+	case strings.HasSuffix(path, ".credentials.json"):
+		return "credentials (.credentials.json)"
+	}
+	return ""
 }
 
 func cmdExecutions(ctx context.Context, env *cliEnv, args []string) error {
@@ -218,7 +164,7 @@ func cmdExecutions(ctx context.Context, env *cliEnv, args []string) error {
 	wfID := fs.String("workflow", "", "list: only this workflow's executions")
 	status := fs.String("status", "", "list: only executions in this status")
 	limit := fs.Int("limit", 50, "list: how many (newest first)")
-	asJSON := fs.Bool("json", false, "follow: print exactly the CompletionMessage JSON on stdout")
+	asJSON := fs.Bool("json", false, "list: print the page as JSON; follow: print exactly the CompletionMessage JSON on stdout")
 	quiet := fs.Bool("quiet", false, "follow: do not show node progress")
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, "Usage: rune executions list [--workflow ID] [--status S] | get ID | follow ID | cancel ID   [--server URL] [--token T]\n\nfollow shows the live table of rune run until the completion; exit status 0 completed, 1 otherwise.")
@@ -236,43 +182,32 @@ func cmdExecutions(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	switch pos[0] {
 	case "list":
-		q := url.Values{}
-		for k, v := range map[string]string{"workflow_id": *wfID, "status": *status} {
-			if v != "" {
-				q.Set(k, v)
-			}
-		}
-		q.Set("limit", fmt.Sprint(*limit))
-		var page struct {
-			Items []struct {
-				ID         string    `json:"id"`
-				WorkflowID string    `json:"workflow_id"`
-				Version    int       `json:"version"`
-				Status     string    `json:"status"`
-				Cursor     []string  `json:"cursor"`
-				CreatedAt  time.Time `json:"created_at"`
-			} `json:"items"`
-		}
-		if _, err := c.call(ctx, "GET", "/v1/executions?"+q.Encode(), nil, &page); err != nil {
+		page, err := c.ListExecutions(ctx, api.ExecutionFilter{WorkflowID: *wfID, Status: *status, Limit: *limit})
+		if err != nil {
 			return err
 		}
-		for _, x := range page.Items {
-			fmt.Fprintf(env.stdout, "%-40s %-24s v%-3d %-10s %s %s\n", x.ID, x.WorkflowID, x.Version, x.Status,
-				x.CreatedAt.UTC().Format(time.RFC3339), strings.Join(x.Cursor, ","))
+		if *asJSON {
+			return printJSON(env, page)
 		}
-		return nil
+		rows := make([][]string, 0, len(page.Items))
+		for _, x := range page.Items {
+			cursor := strings.Join(x.Cursor, ",")
+			if cursor == "" {
+				cursor = "-"
+			}
+			rows = append(rows, []string{x.ID, x.WorkflowID, "v" + strconv.Itoa(x.Version), x.Status, timeText(&x.CreatedAt), cursor})
+		}
+		return printTable(env, []string{"ID", "WORKFLOW", "VERSION", "STATUS", "CREATED", "CURSOR"}, rows)
 	case "get":
+		// As the server sent it: every field, in its order.
 		var x json.RawMessage
-		if _, err := c.call(ctx, "GET", "/v1/executions/"+url.PathEscape(pos[1]), nil, &x); err != nil {
+		if _, _, err := c.Do(ctx, "GET", "/v1/executions/"+url.PathEscape(pos[1]), nil, nil, &x); err != nil {
 			return err
 		}
 		return printJSON(env, x)
 	case "cancel":
-		var x struct {
-			ID     string `json:"id"`
-			Status string `json:"status"`
-		}
-		if _, err := c.call(ctx, "POST", "/v1/executions/"+url.PathEscape(pos[1])+"/cancel", nil, &x); err != nil {
+		x, err := c.CancelExecution(ctx, pos[1])
+		if err != nil {
 			return err
 		}
 		fmt.Fprintf(env.stdout, "execution %s: cancel requested (status %s)\n", x.ID, x.Status)
@@ -298,11 +233,11 @@ var errCancelledBeforeRun = errors.New("the execution was cancelled before it ra
 func follow(ctx context.Context, c *apiClient, id string, onStatus func(*message.NodeStatus)) (*message.Completion, error) {
 	last := ""
 	for attempt := 0; ; attempt++ {
-		h := http.Header{"Accept": {"text/event-stream"}}
-		if last != "" {
-			h.Set("Last-Event-ID", last)
+		body, err := c.ExecutionEvents(ctx, id, last)
+		var ae *api.Error
+		if errors.As(err, &ae) {
+			return nil, err
 		}
-		resp, err := c.request(ctx, "GET", "/v1/executions/"+url.PathEscape(id)+"/events", nil, h)
 		if err != nil {
 			if ctx.Err() != nil || attempt >= 5 {
 				return nil, err
@@ -310,15 +245,8 @@ func follow(ctx context.Context, c *apiClient, id string, onStatus func(*message
 			time.Sleep(time.Second)
 			continue
 		}
-		if resp.StatusCode != http.StatusOK {
-			data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-			resp.Body.Close()
-			ce := &callError{status: resp.StatusCode}
-			_ = json.Unmarshal(data, &ce.body)
-			return nil, ce
-		}
-		comp, err := readEvents(resp.Body, &last, onStatus)
-		resp.Body.Close()
+		comp, err := readEvents(body, &last, onStatus)
+		body.Close()
 		var dl *client.DeadLetteredError
 		if comp != nil || errors.Is(err, errCancelledBeforeRun) || errors.As(err, &dl) {
 			return comp, err

@@ -4,10 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net/url"
 	"sort"
+	"strconv"
 	"strings"
-	"time"
 )
 
 // cmdAudit prints the server's audit log, newest first (an admin token).
@@ -32,32 +31,21 @@ func cmdAudit(ctx context.Context, env *cliEnv, args []string) error {
 	if *limit < 1 || *limit > 500 {
 		return usagef("--limit %d: want 1 to 500", *limit)
 	}
-	var page struct {
-		Items []struct {
-			At      time.Time         `json:"at"`
-			Actor   string            `json:"actor"`
-			Role    string            `json:"role"`
-			Method  string            `json:"method"`
-			Route   string            `json:"route"`
-			Objects map[string]string `json:"objects"`
-			Status  int               `json:"status"`
-		} `json:"items"`
-		NextCursor string `json:"next_cursor"`
-	}
-	if _, err := c.call(ctx, "GET", "/v1/audit?"+url.Values{"limit": {fmt.Sprint(*limit)}}.Encode(), nil, &page); err != nil {
+	page, err := c.ListAudit(ctx, *limit, "")
+	if err != nil {
 		return err
 	}
 	if *asJSON {
 		return printJSON(env, page)
 	}
+	rows := make([][]string, 0, len(page.Items))
 	for _, e := range page.Items {
 		var objs []string
 		for k, v := range e.Objects {
 			objs = append(objs, k+"="+v)
 		}
 		sort.Strings(objs)
-		fmt.Fprintf(env.stdout, "%s  %-16s %-8s %3d  %-6s %-48s %s\n", e.At.UTC().Format(time.RFC3339), e.Actor, e.Role, e.Status,
-			e.Method, e.Route, strings.Join(objs, " "))
+		rows = append(rows, []string{timeText(&e.At), e.Actor, e.Role, strconv.Itoa(e.Status), e.Method, e.Route, strings.Join(objs, " ")})
 	}
-	return nil
+	return printTable(env, []string{"AT", "ACTOR", "ROLE", "STATUS", "METHOD", "ROUTE", "OBJECTS"}, rows)
 }

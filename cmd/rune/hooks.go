@@ -6,7 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
+
+	"github.com/rune-org/rune/client/api"
 )
 
 // triggerCmd is what `rune hooks` and `rune schedules` share: a resource
@@ -15,6 +18,8 @@ type triggerCmd struct {
 	env  *cliEnv
 	c    apiClient
 	kind string // "hooks" or "schedules"
+	// json: list prints the items as JSON instead of a table.
+	json bool
 }
 
 func (tc *triggerCmd) path(wf string, rest ...string) string {
@@ -28,7 +33,7 @@ func (tc *triggerCmd) path(wf string, rest ...string) string {
 // do sends body (nil: none) and prints the answer as JSON.
 func (tc *triggerCmd) do(ctx context.Context, method, path string, body []byte) error {
 	var out json.RawMessage
-	if _, err := tc.c.call(ctx, method, path, body, &out); err != nil {
+	if _, _, err := tc.c.Do(ctx, method, path, body, nil, &out); err != nil {
 		return err
 	}
 	if len(out) == 0 {
@@ -39,18 +44,16 @@ func (tc *triggerCmd) do(ctx context.Context, method, path string, body []byte) 
 	return printJSON(tc.env, v)
 }
 
-// list prints each item of the workflow's list with line.
-func (tc *triggerCmd) list(ctx context.Context, wf string, line func(item map[string]any) string) error {
-	var page struct {
-		Items []map[string]any `json:"items"`
+// table prints a list's items as JSON (--json) or as rows under header.
+func table[T any](tc *triggerCmd, items []T, header []string, row func(T) []string) error {
+	if tc.json {
+		return printJSON(tc.env, items)
 	}
-	if _, err := tc.c.call(ctx, "GET", tc.path(wf), nil, &page); err != nil {
-		return err
+	rows := make([][]string, 0, len(items))
+	for _, it := range items {
+		rows = append(rows, row(it))
 	}
-	for _, it := range page.Items {
-		fmt.Fprintln(tc.env.stdout, line(it))
-	}
-	return nil
+	return printTable(tc.env, header, rows)
 }
 
 // settingsBody merges flag-given fields into the JSON object of --settings.
@@ -92,13 +95,14 @@ func cmdHooks(ctx context.Context, env *cliEnv, args []string) error {
 	fs.SetOutput(env.stderr)
 	tc := &triggerCmd{env: env, kind: "hooks"}
 	tc.c.flags(fs, env)
+	fs.BoolVar(&tc.json, "json", false, "list: print the hooks as JSON")
 	name := fs.String("name", "", "create: the hook's name")
 	signed := fs.Bool("signed", false, "create: verify an HMAC-SHA256 signature (a signing secret is generated and shown once)")
 	settings := fs.String("settings", "", `create, update: the hook's settings as JSON, e.g. {"headers":["X-GitHub-Event"],"rate_limit":{"per_second":10}} (docs/triggers.md)`)
 	rotateSigning := fs.Bool("signing-secret", false, "rotate: replace the signing secret too")
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, `Usage: rune hooks create WORKFLOW [--name N] [--signed] [--settings JSON]
-       rune hooks list WORKFLOW | get WORKFLOW HOOK | delete WORKFLOW HOOK
+       rune hooks list WORKFLOW [--json] | get WORKFLOW HOOK | delete WORKFLOW HOOK
        rune hooks update WORKFLOW HOOK --settings JSON
        rune hooks enable|disable WORKFLOW HOOK
        rune hooks rotate WORKFLOW HOOK [--signing-secret]
@@ -133,12 +137,16 @@ The URL's secret and the signing secret are shown once: by create and rotate.`)
 		if err := want(pos, 2, "WORKFLOW"); err != nil {
 			return err
 		}
-		return tc.list(ctx, wf, func(h map[string]any) string {
+		page, err := tc.c.ListHooks(ctx, wf)
+		if err != nil {
+			return err
+		}
+		return table(tc, page.Items, []string{"ID", "STATE", "SIGNED", "NAME"}, func(h api.Hook) []string {
 			state := "enabled"
-			if h["disabled"] == true {
+			if h.Disabled {
 				state = "disabled"
 			}
-			return fmt.Sprintf("%-26s %-8s signed=%-5v %s", h["id"], state, h["signed"], h["name"])
+			return []string{h.ID, state, strconv.FormatBool(h.Signed), h.Name}
 		})
 	case "get", "delete":
 		if err := want(pos, 3, "WORKFLOW HOOK"); err != nil {
@@ -158,7 +166,7 @@ The URL's secret and the signing secret are shown once: by create and rotate.`)
 			return err
 		}
 		var cur map[string]any
-		if _, err := tc.c.call(ctx, "GET", tc.path(wf, pos[2]), nil, &cur); err != nil {
+		if _, _, err := tc.c.Do(ctx, "GET", tc.path(wf, pos[2]), nil, nil, &cur); err != nil {
 			return err
 		}
 		for _, k := range []string{"id", "workflow_id", "signed", "created_at", "updated_at"} {

@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"strings"
+
+	"github.com/rune-org/rune/client/api"
 )
 
 func cmdSchedules(ctx context.Context, env *cliEnv, args []string) error {
@@ -13,6 +15,7 @@ func cmdSchedules(ctx context.Context, env *cliEnv, args []string) error {
 	fs.SetOutput(env.stderr)
 	tc := &triggerCmd{env: env, kind: "schedules"}
 	tc.c.flags(fs, env)
+	fs.BoolVar(&tc.json, "json", false, "list: print the schedules as JSON")
 	name := fs.String("name", "", "create: the schedule's name")
 	cronExpr := fs.String("cron", "", "create: 5 fields (minute hour day month weekday) or @every 10m, @hourly, @daily, @weekly, @monthly")
 	tz := fs.String("timezone", "", "create: IANA time zone of the expression (default UTC)")
@@ -26,7 +29,7 @@ func cmdSchedules(ctx context.Context, env *cliEnv, args []string) error {
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, `Usage: rune schedules create WORKFLOW --cron EXPR [--timezone Z] [--jitter D] [--start T] [--end T]
                                [--policy skip|catch_up] [--catch-up-max N] [--input JSON] [--name N] [--paused]
-       rune schedules list WORKFLOW | get WORKFLOW ID | pause WORKFLOW ID | resume WORKFLOW ID | delete WORKFLOW ID
+       rune schedules list WORKFLOW [--json] | get WORKFLOW ID | pause WORKFLOW ID | resume WORKFLOW ID | delete WORKFLOW ID
 
 Every slot of a schedule starts one execution, across any number of servers (docs/triggers.md).`)
 		fs.PrintDefaults()
@@ -69,15 +72,20 @@ Every slot of a schedule starts one execution, across any number of servers (doc
 		if err := want(pos, 2, "WORKFLOW"); err != nil {
 			return err
 		}
-		return tc.list(ctx, wf, func(s map[string]any) string {
-			state, next := "active", "-"
-			if s["paused"] == true {
+		page, err := tc.c.ListSchedules(ctx, wf)
+		if err != nil {
+			return err
+		}
+		return table(tc, page.Items, []string{"ID", "STATE", "NEXT", "CRON", "TIMEZONE", "NAME"}, func(s api.Schedule) []string {
+			state := "active"
+			if s.Paused {
 				state = "paused"
 			}
-			if n, ok := s["next_at"].(string); ok {
-				next = n
+			tz := s.Timezone
+			if tz == "" {
+				tz = "UTC"
 			}
-			return fmt.Sprintf("%-26s %-6s next %-25s %s %s  %s", s["id"], state, next, s["cron"], s["timezone"], s["name"])
+			return []string{s.ID, state, timeText(s.NextAt), s.Cron, tz, s.Name}
 		})
 	case "get", "delete":
 		if err := want(pos, 3, "WORKFLOW ID"); err != nil {

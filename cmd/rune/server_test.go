@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -118,8 +119,15 @@ func TestServerEmbeddedCLI(t *testing.T) {
 		t.Fatalf("push: exit %d, %q %s", code, out, stderr)
 	}
 	code, out, _ = c.run("workflows", "push", hello)
-	if code != 0 || !strings.Contains(out, "workflow hello version 2") {
-		t.Fatalf("second push: exit %d, %q, want version 2", code, out)
+	if code != 0 || !strings.Contains(out, "workflow hello unchanged (version 1)") {
+		t.Fatalf("second push: exit %d, %q, want unchanged (version 1)", code, out)
+	}
+	// Many files, as examples/*.json: what is not a workflow is skipped with a note.
+	examples, _ := filepath.Glob(filepath.Join("..", "..", "examples", "*.json"))
+	code, out, stderr = c.run(append([]string{"workflows", "push"}, examples...)...)
+	if code != 0 || !strings.Contains(out, "workflow hello unchanged (version 1)") || !strings.Contains(out, "workflow order_routing version 1") ||
+		!strings.Contains(stderr, "hello.input.json: skipped: a trigger payload") || !strings.Contains(stderr, "welcome_series.credentials.json: skipped: credentials") {
+		t.Fatalf("push examples/*.json: exit %d, stdout %q, stderr %s", code, out, stderr)
 	}
 	bad := filepath.Join(t.TempDir(), "bad.json")
 	os.WriteFile(bad, []byte(`{"id":"bad","nodes":[{"id":"start","type":"trigger","trigger":true},{"id":"x","type":"nosuch"}],"edges":[]}`), 0o600)
@@ -128,8 +136,21 @@ func TestServerEmbeddedCLI(t *testing.T) {
 		t.Fatalf("push of an invalid workflow: exit %d, stderr %s; want 2 with the problem's path", code, stderr)
 	}
 	code, out, _ = c.run("workflows", "list")
-	if code != 0 || !strings.Contains(out, "hello") {
-		t.Fatalf("workflows list: exit %d %q", code, out)
+	if code != 0 || !strings.HasPrefix(out, "ID ") || !strings.Contains(out, "hello") {
+		t.Fatalf("workflows list: exit %d %q, want a header and hello", code, out)
+	}
+	var wfs []struct {
+		ID      string
+		Version int
+	}
+	code, out, _ = c.run("workflows", "list", "--json")
+	if code != 0 || json.Unmarshal([]byte(out), &wfs) != nil || !slices.ContainsFunc(wfs, func(w struct {
+		ID      string
+		Version int
+	}) bool {
+		return w.ID == "hello" && w.Version == 1
+	}) {
+		t.Fatalf("workflows list --json: exit %d %q", code, out)
 	}
 
 	id := trigger(t, addr, tok, "hello", `{"name":"Ada"}`)
@@ -146,8 +167,15 @@ func TestServerEmbeddedCLI(t *testing.T) {
 		t.Fatalf("follow showed no progress for node greet: %s", stderr)
 	}
 	code, out, _ = c.run("executions", "list", "--workflow", "hello")
-	if code != 0 || !strings.Contains(out, id) || !strings.Contains(out, "completed") {
-		t.Fatalf("executions list: exit %d %q", code, out)
+	if code != 0 || !strings.HasPrefix(out, "ID ") || !strings.Contains(out, "STATUS") || !strings.Contains(out, id) || !strings.Contains(out, "completed") {
+		t.Fatalf("executions list: exit %d %q, want a header and the execution", code, out)
+	}
+	var xs struct {
+		Items []struct{ ID, Status string }
+	}
+	code, out, _ = c.run("executions", "list", "--workflow", "hello", "--json")
+	if code != 0 || json.Unmarshal([]byte(out), &xs) != nil || len(xs.Items) != 1 || xs.Items[0].ID != id || xs.Items[0].Status != "completed" {
+		t.Fatalf("executions list --json: exit %d %q", code, out)
 	}
 
 	// Cancel a waiting execution; follow then exits 1 (halted).

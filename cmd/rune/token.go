@@ -22,8 +22,9 @@ func cmdToken(ctx context.Context, env *cliEnv, args []string) error {
 	role := fs.String("role", store.RoleAdmin, "create: the token's role: admin, editor, operator or viewer (docs/api.md, \"Roles\")")
 	scope := fs.String("workflows", "", "create: comma-separated glob patterns of the workflow ids the token may see and act on, e.g. billing-* (default: every workflow)")
 	expires := fs.String("expires", "", "create: lifetime, e.g. 30d or 12h (default: never expires)")
+	asJSON := fs.Bool("json", false, "list: print the tokens as JSON (never their hashes)")
 	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "Usage: rune token create NAME [--role R] [--workflows GLOB,…] [--expires 30d] | list | revoke NAME   [--data DIR | --postgres URL]\n\ncreate prints the new token alone on stdout; only its hash is stored.")
+		fmt.Fprintln(env.stderr, "Usage: rune token create NAME [--role R] [--workflows GLOB,…] [--expires 30d] | list [--json] | revoke NAME   [--data DIR | --postgres URL]\n\ncreate prints the new token alone on stdout; only its hash is stored.")
 		fs.PrintDefaults()
 	}
 	pos, err := parseInterspersed(fs, args)
@@ -82,6 +83,14 @@ func cmdToken(ctx context.Context, env *cliEnv, args []string) error {
 		if err != nil {
 			return err
 		}
+		if *asJSON {
+			views := make([]server.TokenView, 0, len(ts))
+			for _, t := range ts {
+				views = append(views, server.ViewToken(t))
+			}
+			return printJSON(env, views)
+		}
+		rows := make([][]string, 0, len(ts))
 		for _, t := range ts {
 			state := "active"
 			switch {
@@ -96,8 +105,9 @@ func cmdToken(ctx context.Context, env *cliEnv, args []string) error {
 			if len(t.Workflows) > 0 {
 				scope = strings.Join(t.Workflows, ",")
 			}
-			fmt.Fprintf(env.stdout, "%-24s %s…  %-8s %-20s created %s  %s\n", t.Name, t.Prefix, t.Role, scope, t.CreatedAt.UTC().Format(time.RFC3339), state)
+			rows = append(rows, []string{t.Name, t.Prefix + "…", t.Role, scope, timeText(&t.CreatedAt), state})
 		}
+		return printTable(env, []string{"NAME", "PREFIX", "ROLE", "WORKFLOWS", "CREATED", "STATE"}, rows)
 	}
 	return nil
 }

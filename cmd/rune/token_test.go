@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -32,6 +34,22 @@ func TestTokenRolesCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "reader") || !strings.Contains(out, "viewer") || !strings.Contains(out, "hello*") || !strings.Contains(out, "expires ") {
 		t.Fatalf("token list: exit %d %q, want reader's role, scope and expiry", code, out)
 	}
+	if !strings.HasPrefix(out, "NAME ") {
+		t.Fatalf("token list: %q, want a header first", out)
+	}
+	code, out, _ = c.run("token", "list", "--json", "--data", data)
+	var toks []struct {
+		Name, Role, Hash string
+		Workflows        []string
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &toks) != nil || !slices.ContainsFunc(toks, func(tk struct {
+		Name, Role, Hash string
+		Workflows        []string
+	}) bool {
+		return tk.Name == "reader" && tk.Role == "viewer" && tk.Hash == "" && len(tk.Workflows) == 1
+	}) {
+		t.Fatalf("token list --json: exit %d %q, want reader, a viewer scoped to one pattern, no hash", code, out)
+	}
 
 	hello := filepath.Join("..", "..", "examples", "hello.json")
 	c.vars["RUNE_TOKEN"] = "roles-admin-token"
@@ -52,6 +70,11 @@ func TestTokenRolesCLI(t *testing.T) {
 		t.Fatalf("rune audit: exit %d %s", code, stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) > 0 && strings.HasPrefix(lines[0], "AT ") { // the table's header
+		lines = lines[1:]
+	} else {
+		t.Fatalf("rune audit:\n%s\nwant a header first", out)
+	}
 	if len(lines) != 2 || !strings.Contains(lines[0], "reader") || !strings.Contains(lines[0], "403") ||
 		!strings.Contains(lines[1], "RUNE_API_TOKEN") || !strings.Contains(lines[1], "/v1/workflows") {
 		t.Fatalf("rune audit:\n%s\nwant the viewer's refused push, then the admin's push", out)

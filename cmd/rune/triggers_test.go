@@ -35,6 +35,11 @@ func TestHooksAndSchedulesCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(out, hk.ID) || !strings.Contains(out, "enabled") || strings.Contains(out, hk.Secret) {
 		t.Fatalf("hooks list: exit %d %q", code, out)
 	}
+	code, out, _ = c.run("hooks", "list", "hello", "--json")
+	var hooks []struct{ ID string }
+	if code != 0 || json.Unmarshal([]byte(out), &hooks) != nil || len(hooks) != 1 || hooks[0].ID != hk.ID {
+		t.Fatalf("hooks list --json: exit %d %q", code, out)
+	}
 	post := func(url string) int {
 		resp, err := http.Post("http://"+addr+url, "application/json", strings.NewReader(`{}`))
 		if err != nil {
@@ -75,8 +80,15 @@ func TestHooksAndSchedulesCLI(t *testing.T) {
 	if code, out, _ = c.run("schedules", "pause", "hello", sc.ID); code != 0 || !strings.Contains(out, `"paused": true`) {
 		t.Fatalf("schedules pause: exit %d %s", code, out)
 	}
-	if code, out, _ = c.run("schedules", "list", "hello"); code != 0 || !strings.Contains(out, sc.ID) || !strings.Contains(out, "paused") {
-		t.Fatalf("schedules list: exit %d %q", code, out)
+	if code, out, _ = c.run("schedules", "list", "hello"); code != 0 || !strings.HasPrefix(out, "ID ") || !strings.Contains(out, sc.ID) || !strings.Contains(out, "paused") {
+		t.Fatalf("schedules list: exit %d %q, want a header and the schedule", code, out)
+	}
+	var schedules []struct {
+		ID     string
+		Paused bool
+	}
+	if code, out, _ = c.run("schedules", "list", "hello", "--json"); code != 0 || json.Unmarshal([]byte(out), &schedules) != nil || len(schedules) != 1 || !schedules[0].Paused {
+		t.Fatalf("schedules list --json: exit %d %q", code, out)
 	}
 	if code, out, _ = c.run("schedules", "resume", "hello", sc.ID); code != 0 || !strings.Contains(out, `"paused": false`) {
 		t.Fatalf("schedules resume: exit %d %s", code, out)

@@ -113,6 +113,13 @@ function toolbar() {
 
 const csrf = () => (document.querySelector('meta[name="csrf"]') || {}).content || "";
 
+// problemText is what an API error says: the detail of its problem details
+// (RFC 9457, application/problem+json; an invalid workflow's detail lists
+// every problem), else the status.
+function problemText(data, res) {
+  return data && data.detail ? data.detail : res.status + " " + res.statusText;
+}
+
 // post sends a console write through /ui/api with the CSRF header.
 async function post(url, body) {
   const res = await fetch(url, {
@@ -123,8 +130,7 @@ async function post(url, body) {
   let data = null;
   try { data = await res.json(); } catch (e) { /* no body */ }
   if (!res.ok) {
-    const msg = data && data.error ? data.error.message : res.status + " " + res.statusText;
-    throw new Error(msg);
+    throw new Error(problemText(data, res));
   }
   return data;
 }
@@ -340,7 +346,7 @@ function workflowPage() {
         body: document.getElementById("definition").value,
       });
       const data = await w.json();
-      if (!w.ok) throw new Error(data.error ? data.error.message : w.statusText);
+      if (!w.ok) throw new Error(problemText(data, w));
       location.assign("/workflows/" + encodeURIComponent(wid) + "?version=" + data.version);
     } catch (e) { err.textContent = e.message; }
   });

@@ -200,6 +200,14 @@ func (s *Store) UpdateWorkflow(ctx context.Context, in store.WorkflowInput) (*st
 		if err != nil {
 			return err
 		}
+		cur, err := sqlstore.UpdateCheck(&in, latest, func() (*store.Workflow, error) {
+			rows, _ := tx.Query(ctx, queries["workflow_get"], in.ID, latest)
+			return pgx.CollectExactlyOneRow(rows, scanWorkflow)
+		})
+		if err != nil || cur != nil {
+			w = cur
+			return err
+		}
 		w.Version = latest + 1
 		if _, err := tx.Exec(ctx, queries["workflow_head_update"], w.Version, w.ID); err != nil {
 			return err

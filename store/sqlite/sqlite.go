@@ -213,6 +213,13 @@ func (s *Store) UpdateWorkflow(ctx context.Context, in store.WorkflowInput) (*st
 		if err != nil {
 			return err
 		}
+		cur, err := sqlstore.UpdateCheck(&in, latest, func() (*store.Workflow, error) {
+			return scanWorkflow(tx.QueryRowContext(ctx, queries["workflow_get"], in.ID, latest))
+		})
+		if err != nil || cur != nil {
+			w = cur
+			return err
+		}
 		w.Version = latest + 1
 		if _, err := tx.ExecContext(ctx, queries["workflow_head_update"], w.Version, w.ID); err != nil {
 			return err

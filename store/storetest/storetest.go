@@ -40,6 +40,7 @@ func Exercise(ctx context.Context, t *testing.T, open func(t *testing.T) store.S
 		name string
 		fn   func(ctx context.Context, t *testing.T, h *harness)
 	}{
+		{"WorkflowConditions", testWorkflowConditions},
 		{"WorkflowVersions", testWorkflowVersions},
 		{"WorkflowDelete", testWorkflowDelete},
 		{"WorkflowList", testWorkflowList},

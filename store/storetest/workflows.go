@@ -59,6 +59,33 @@ func testWorkflowVersions(ctx context.Context, t *testing.T, h *harness) {
 	}
 }
 
+// An update conditional on the latest version (If-Match) is refused once
+// another stored a version; an unchanged definition with IfChanged stores
+// nothing, whatever its key order and spacing.
+func testWorkflowConditions(ctx context.Context, t *testing.T, h *harness) {
+	h.workflow(ctx, t, "cond")
+	def2 := json.RawMessage(`{"id":"cond","nodes":[{"id":"start","type":"trigger"}],"edges":[]}`)
+	w2, err := h.s.UpdateWorkflow(ctx, store.WorkflowInput{ID: "cond", Definition: def2, IfVersion: 1, At: at(1)})
+	if err != nil || w2.Version != 2 || w2.Unchanged {
+		t.Fatalf("UpdateWorkflow(IfVersion 1) = %+v, %v, want version 2", w2, err)
+	}
+	_, err = h.s.UpdateWorkflow(ctx, store.WorkflowInput{ID: "cond", Definition: definition, IfVersion: 1, At: at(2)})
+	wantErr(t, "UpdateWorkflow(stale IfVersion)", err, store.ErrPrecondition, "cond")
+	same := json.RawMessage(`{ "edges": [], "nodes": [{"type":"trigger", "id":"start"}], "id": "cond" }`)
+	w, err := h.s.UpdateWorkflow(ctx, store.WorkflowInput{ID: "cond", Definition: same, IfChanged: true, At: at(3)})
+	if err != nil || !w.Unchanged || w.Version != 2 || !w.CreatedAt.Equal(at(1)) {
+		t.Fatalf("UpdateWorkflow(unchanged) = %+v, %v, want version 2 unchanged", w, err)
+	}
+	vs, err := h.s.ListVersions(ctx, "cond", 0, "")
+	if err != nil || len(vs.Items) != 2 {
+		t.Fatalf("ListVersions after an unchanged update = %+v, %v, want 2 versions", vs, err)
+	}
+	w3, err := h.s.UpdateWorkflow(ctx, store.WorkflowInput{ID: "cond", Definition: definition, IfChanged: true, IfVersion: 2, At: at(4)})
+	if err != nil || w3.Unchanged || w3.Version != 3 {
+		t.Fatalf("UpdateWorkflow(changed, IfChanged) = %+v, %v, want version 3", w3, err)
+	}
+}
+
 // A deleted workflow disappears from lists and latest reads; its versions
 // stay readable for its executions; its id is not reused.
 func testWorkflowDelete(ctx context.Context, t *testing.T, h *harness) {

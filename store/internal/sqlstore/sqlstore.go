@@ -41,6 +41,28 @@ func EventLimit(l int) int {
 	return min(l, store.EventLimitMax)
 }
 
+// UpdateCheck applies an update's conditions (IfVersion, IfChanged) to the
+// workflow's latest version number, read in the update's transaction, with
+// get reading that version in the same transaction. A non-nil workflow is
+// the answer when nothing is to be stored (the definition is unchanged).
+func UpdateCheck(in *store.WorkflowInput, latest int, get func() (*store.Workflow, error)) (*store.Workflow, error) {
+	if in.IfVersion > 0 && in.IfVersion != latest {
+		return nil, fmt.Errorf("workflow %s: %w: the latest version is %d, not %d", in.ID, store.ErrPrecondition, latest, in.IfVersion)
+	}
+	if !in.IfChanged {
+		return nil, nil
+	}
+	cur, err := get()
+	if err != nil {
+		return nil, err
+	}
+	if !store.SameJSON(cur.Definition, in.Definition) {
+		return nil, nil
+	}
+	cur.Unchanged = true
+	return cur, nil
+}
+
 // CheckWorkflow validates in (update: the ID is required) and fills in its
 // defaults: a generated ID on create, At = now.
 func CheckWorkflow(in *store.WorkflowInput, update bool) error {
