@@ -23,9 +23,10 @@ func controlTypes() map[string]node.Type {
 	}
 }
 
-// withControls returns a registry of reg's types and the control types,
+// WithControls returns the registry the engine checks and runs definitions
+// with (what a document of the node types must cover): reg's types and the control types,
 // which win over a type of reg of the same name.
-func withControls(reg *node.Registry) *node.Registry {
+func WithControls(reg *node.Registry) *node.Registry {
 	r := node.NewRegistry()
 	for _, name := range reg.Names() {
 		t, _ := reg.Lookup(name)

@@ -49,7 +49,7 @@ func TestWaitAndDelayCheck(t *testing.T) {
 }
 
 func TestWaitResumeTimes(t *testing.T) {
-	reg := withControls(node.NewRegistry())
+	reg := WithControls(node.NewRegistry())
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	cases := []struct {
 		name   string
@@ -86,7 +86,7 @@ func TestWaitResumeTimes(t *testing.T) {
 }
 
 func TestWaitBadRuntimeValues(t *testing.T) {
-	reg := withControls(node.NewRegistry())
+	reg := WithControls(node.NewRegistry())
 	r := compileNode(t, reg, workflow.Node{ID: "w", Type: "wait", Parameters: map[string]any{"until": "{{ $trigger.at }}"}})
 	_, err := r.Run(context.Background(), &node.Input{Env: map[string]any{"$trigger": map[string]any{"at": "next week"}}, Now: time.Now()})
 	nodeError(t, err, node.CodeInvalidParameter, false)
@@ -100,7 +100,7 @@ func TestWaitBadRuntimeValues(t *testing.T) {
 func checkNode(t *testing.T, n workflow.Node) workflow.Problems {
 	t.Helper()
 	var ps workflow.Problems
-	withControls(node.NewRegistry()).CheckNode(workflow.NewNodeCheck(&n, "nodes[1]", nil, &ps))
+	WithControls(node.NewRegistry()).CheckNode(workflow.NewNodeCheck(&n, "nodes[1]", nil, &ps))
 	return ps
 }
 
@@ -142,7 +142,7 @@ func TestControlTypes(t *testing.T) {
 	reg.Register("http", fakeType{})
 	reg.Register("split", fakeType{})
 	want := []string{"aggregator", "delay", "http", "merge", "split", "wait"}
-	all := withControls(reg)
+	all := WithControls(reg)
 	if got := all.Names(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Names() = %v, want %v", got, want)
 	}
@@ -177,7 +177,7 @@ func TestControlCheckNeverPanics(t *testing.T) {
 // TestControlRunnersArePure: the control runners do no I/O, so the engine
 // runs them without a deadline of their own (they still never fuse).
 func TestControlRunnersArePure(t *testing.T) {
-	reg := withControls(node.NewRegistry())
+	reg := WithControls(node.NewRegistry())
 	for typ, params := range map[string]map[string]any{
 		"wait":       {"amount": 1.0},
 		"delay":      {"delayMs": 1.0},

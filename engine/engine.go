@@ -217,7 +217,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg:        cfg,
-		types:      withControls(cfg.Registry),
+		types:      WithControls(cfg.Registry),
 		log:        cfg.Logger,
 		compiler:   expr.NewCompiler(cfg.Limits),
 		cache:      newCache(cfg.CacheSize),

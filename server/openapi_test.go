@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/node"
 	"github.com/rune-org/rune/nodes"
 	"github.com/rune-org/rune/workflow"
@@ -104,7 +105,7 @@ func TestOpenAPINodeTypes(t *testing.T) {
 	if node.Discriminator.PropertyName != "type" {
 		t.Fatalf("Node: discriminator %q, want type", node.Discriminator.PropertyName)
 	}
-	reg := nodes.NewRegistry(nodes.Options{})
+	reg := engine.WithControls(nodes.NewRegistry(nodes.Options{}))
 	var documented []string
 	for name := range node.Discriminator.Mapping {
 		documented = append(documented, name)
