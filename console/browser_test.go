@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -187,6 +188,34 @@ func TestBrowserConsole(t *testing.T) {
 	tab.Until("the second execution cancelled", `document.getElementById('status').textContent === 'cancelled'`)
 	if out := tg.mustAPI(t, 200, "GET", "/v1/executions/"+secondID, ""); !strings.Contains(out, `"status":"cancelled"`) {
 		t.Errorf("after cancel the API shows %s", limit(out, 300))
+	}
+
+	// Two editors: a version saved through the API after the page loaded
+	// is not overwritten by the page's save (If-Match, 412); after a
+	// reload the save stores the next version.
+	tab.Do("open the workflow", chromedp.Navigate(tg.url+"/workflows/orders"))
+	ready(tab)
+	var cur struct {
+		Version    int            `json:"version"`
+		Definition map[string]any `json:"definition"`
+	}
+	if err := json.Unmarshal([]byte(tg.mustAPI(t, 200, "GET", "/v1/workflows/orders", "")), &cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Definition["name"] = "edited through the API"
+	other, _ := json.Marshal(cur.Definition)
+	tg.mustAPI(t, 200, "PUT", "/v1/workflows/orders", string(other))
+	rename := `(d => { const v = JSON.parse(d.value); v.name = "edited in the console"; d.value = JSON.stringify(v); })(document.getElementById('definition'))`
+	browsertest.Eval[any](tab, rename)
+	tab.Click("save over another editor's version", "#save")
+	tab.Until("the stale save refused", `document.getElementById('save-error').textContent.includes('newer than If-Match')`)
+	tab.Do("reload the workflow", chromedp.Navigate(tg.url+"/workflows/orders"))
+	ready(tab)
+	browsertest.Eval[any](tab, rename)
+	tab.Click("save", "#save")
+	tab.Do("the saved version's page", chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#workflow[data-version="%d"]`, cur.Version+2))))
+	if loc := tab.Location(); !strings.HasSuffix(loc, fmt.Sprintf("/workflows/orders?version=%d", cur.Version+2)) {
+		t.Errorf("after the save at %s, want the new version's page", loc)
 	}
 
 	// Nothing left the machine: every request went to this server.

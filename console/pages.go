@@ -486,20 +486,34 @@ func (c *Console) workflowPage(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, "workflow "+id, err)
 		return
 	}
+	// An edit saved from this page is of the latest version as it loaded:
+	// the save sends it as If-Match, so that it cannot overwrite a version
+	// another editor saved meanwhile (412).
+	base := wf.Version
+	if version != 0 {
+		latest, err := c.cfg.Store.GetWorkflow(r.Context(), id, 0)
+		if err != nil {
+			c.fail(w, r, "workflow "+id, err)
+			return
+		}
+		base = latest.Version
+	}
 	versions, err := c.cfg.Store.ListVersions(r.Context(), id, versionsShown, r.URL.Query().Get("older"))
 	if err != nil {
 		c.fail(w, r, "workflow "+id, err)
 		return
 	}
-	c.renderWorkflow(w, r, wf, versions, wf.Definition, nil)
+	c.renderWorkflow(w, r, wf, base, versions, wf.Definition, nil)
 }
 
 // versionsShown is how many versions a workflow page links, newest first
 // (the rest a page at a time): the list carries no definitions.
 const versionsShown = 50
 
-func (c *Console) renderWorkflow(w http.ResponseWriter, r *http.Request, wf *store.Workflow, versions store.Page[*store.Workflow], def []byte, problems []workflow.Problem) {
-	data := map[string]any{"Title": "Workflow " + wf.ID, "W": wf, "Versions": versions.Items, "OlderVersions": versions.Next,
+// renderWorkflow renders version wf of a workflow with def in its editor;
+// base is the latest version when the edit began (the save's If-Match).
+func (c *Console) renderWorkflow(w http.ResponseWriter, r *http.Request, wf *store.Workflow, base int, versions store.Page[*store.Workflow], def []byte, problems []workflow.Problem) {
+	data := map[string]any{"Title": "Workflow " + wf.ID, "W": wf, "Base": base, "Versions": versions.Items, "OlderVersions": versions.Next,
 		"Definition": prettyJSON(def), "CanCheck": c.cfg.Validate != nil, "Checked": problems != nil}
 	if d, err := workflow.Decode(def); err == nil {
 		g := layout(d)
@@ -534,6 +548,11 @@ func (c *Console) checkWorkflow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	def := []byte(r.PostFormValue("definition"))
+	// The check keeps the version the edit began from (the form's base).
+	base := wf.Version
+	if b, err := strconv.Atoi(r.PostFormValue("base")); err == nil && b > 0 && b <= wf.Version {
+		base = b
+	}
 	problems := []workflow.Problem{}
 	if err := c.cfg.Validate(def); err != nil {
 		var ps workflow.Problems
@@ -543,7 +562,7 @@ func (c *Console) checkWorkflow(w http.ResponseWriter, r *http.Request) {
 			problems = append(problems, workflow.Problem{Message: err.Error()})
 		}
 	}
-	c.renderWorkflow(w, r, wf, versions, def, problems)
+	c.renderWorkflow(w, r, wf, base, versions, def, problems)
 }
 
 func (c *Console) dlqPage(w http.ResponseWriter, r *http.Request) {

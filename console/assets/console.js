@@ -342,7 +342,9 @@ function workflowPage() {
     try {
       const w = await fetch("/ui/api/v1/workflows/" + encodeURIComponent(wid), {
         method: "PUT", credentials: "same-origin",
-        headers: {"Content-Type": "application/json", "X-Rune-CSRF": csrf()},
+        // The version the edit began from: another editor's save since
+        // then is not overwritten (412, said in save-error).
+        headers: {"Content-Type": "application/json", "X-Rune-CSRF": csrf(), "If-Match": '"v' + root.dataset.base + '"'},
         body: document.getElementById("definition").value,
       });
       const data = await w.json();
