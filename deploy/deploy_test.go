@@ -54,7 +54,7 @@ type help struct {
 	text  string
 }
 
-var flagLine = regexp.MustCompile(`^  -([a-z0-9-]+)`)
+var flagLine = regexp.MustCompile(`^  --?([a-z0-9-]+)`)
 var flagDefault = regexp.MustCompile(`\(default "?([^")]*)"?\)`)
 
 func runeHelp(t *testing.T, cmd string) help {
@@ -70,9 +70,13 @@ func runeHelp(t *testing.T, cmd string) help {
 		if m == nil {
 			continue
 		}
+		// The flag's text, wrapped onto the indented lines after it.
 		desc := l
-		if i+1 < len(lines) {
-			desc += lines[i+1]
+		for _, next := range lines[i+1:] {
+			if !strings.HasPrefix(next, "    ") {
+				break
+			}
+			desc += " " + strings.TrimSpace(next)
 		}
 		def := ""
 		if d := flagDefault.FindStringSubmatch(desc); d != nil {
