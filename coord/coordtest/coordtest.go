@@ -34,6 +34,7 @@ func Run(t *testing.T, newCoord func(t *testing.T) coord.Coordinator) {
 		{"ReplayRecord", testReplayRecord},
 		{"OptimisticFinish", testOptimisticFinish},
 		{"FinishIfLast", testFinishIfLast},
+		{"ModeByCase", testModeByCase},
 		{"Park", testPark},
 		{"Halt", testHalt},
 		{"EndMerge", testEndMerge},
@@ -523,6 +524,59 @@ func testFinishIfLast(t *testing.T, c coord.Coordinator) {
 	notLast(t, "Finish x (halt)", finish(t, c, halted, "x", coord.Finish{Halt: &message.Failure{NodeID: "x", Error: message.Error{Message: "boom", Code: "E"}}}))
 	if o := finish(t, c, halted, "y", coord.Finish{Mode: coord.FinishOptimisticIfLast}); o.Case != coord.Dropped {
 		t.Fatalf("optimistic Finish y IfLast after the halt: Outcome %v, want dropped", o)
+	}
+}
+
+// testModeByCase is Finish as a table: for each FinishMode and each state
+// message "m" may find its execution in, the Outcome's case, whether it
+// carries the completion, and (Replayed) the stored record.
+func testModeByCase(t *testing.T, c coord.Coordinator) {
+	type want struct {
+		c    coord.Case
+		last bool
+	}
+	modes := []coord.FinishMode{coord.FinishBegun, coord.FinishOptimistic, coord.FinishIfLast, coord.FinishOptimisticIfLast}
+	halt := &message.Failure{NodeID: "h", Error: message.Error{Message: "boom", Code: "E"}}
+	states := []struct {
+		name string
+		// prepare starts exec and brings it to the state; m is not yet
+		// finished unless the state says so.
+		prepare func(exec string)
+		want    [4]want // by mode, in the order of modes
+	}{
+		{"live, not last", func(exec string) { start(t, c, exec, 2) },
+			[4]want{{coord.Recorded, false}, {coord.Recorded, false}, {coord.NotLast, false}, {coord.NotLast, false}}},
+		{"live, last", func(exec string) { start(t, c, exec, 1) },
+			[4]want{{coord.Recorded, true}, {coord.Recorded, true}, {coord.Recorded, true}, {coord.Recorded, true}}},
+		{"m finished", func(exec string) {
+			start(t, c, exec, 2)
+			notLast(t, exec+": first Finish m", finish(t, c, exec, "m", coord.Finish{Record: coord.Bytes("stored")}))
+		}, [4]want{{coord.Duplicate, false}, {coord.Replayed, false}, {coord.Duplicate, false}, {coord.Replayed, false}}},
+		{"m ended it, published", func(exec string) {
+			start(t, c, exec, 1)
+			completed(t, exec+": first Finish m", finish(t, c, exec, "m", coord.Finish{Record: coord.Bytes("stored")}), map[string]any{})
+			if err := c.Published(ctxFor(t), exec); err != nil {
+				t.Fatalf("Published(%q): %v", exec, err)
+			}
+		}, [4]want{{coord.DuplicatePublished, true}, {coord.Replayed, false}, {coord.DuplicatePublished, true}, {coord.Replayed, false}}},
+		{"halted", func(exec string) {
+			start(t, c, exec, 3)
+			notLast(t, exec+": Finish h (halt)", finish(t, c, exec, "h", coord.Finish{Halt: halt}))
+		}, [4]want{{coord.Recorded, false}, {coord.Dropped, false}, {coord.NotLast, false}, {coord.Dropped, false}}},
+	}
+	for _, st := range states {
+		for i, mode := range modes {
+			exec := fmt.Sprintf("exec-modes-%s-%s", st.name, mode)
+			st.prepare(exec)
+			o := finish(t, c, exec, "m", coord.Finish{Mode: mode, Record: coord.Bytes("new")})
+			w := st.want[i]
+			if o.Case != w.c || o.Last() != w.last {
+				t.Errorf("%s, Finish m %s: Outcome %v, want %s (last %v)", st.name, mode, o, w.c, w.last)
+			}
+			if o.Case == coord.Replayed && string(o.Record) != "stored" {
+				t.Errorf("%s, Finish m %s: Record %q, want the stored %q", st.name, mode, o.Record, "stored")
+			}
+		}
 	}
 }
 
