@@ -73,9 +73,8 @@ const (
 //
 // It asks first for a Finish that records the message only if it is the
 // last live one (coord.FinishIfLast, or coord.FinishOptimisticIfLast in
-// place of its Begin). When
-// it is (the end of every linear chain), no other message can complete the
-// execution: statusesFirst returns that Outcome, and the statuses go out
+// place of its Begin). When it is (the end of every linear chain), no
+// other message can complete the execution: statusesFirst returns that Outcome, and the statuses go out
 // after it with the completion, in one publish, in order. When it is not,
 // nothing was recorded and the statuses are published and confirmed
 // first, as above.
