@@ -19,7 +19,7 @@ import (
 // Accounting: an execution holds a count of live messages. Start sets it to the
 // number of first messages; each Finish adds the messages that one spawned and
 // removes itself. When the count reaches zero the execution has ended, and
-// exactly one Finish call learns it (Outcome.Last).
+// exactly one Finish call learns it (Outcome.Completion).
 //
 // Every method is safe for concurrent use by many processes, and idempotent
 // per message id: a redelivered message never counts twice.
@@ -52,15 +52,14 @@ type Coordinator interface {
 	// has already ended and id is not one of its finished messages.
 	//
 	// A repeated Finish for the same id changes nothing and returns the first
-	// call's Outcome with Duplicate set, so a caller that crashed after
-	// Finish and before publishing can publish again.
+	// call's completion (if it ended the execution) in an Outcome of case
+	// Duplicate or DuplicatePublished, so a caller that crashed after Finish
+	// and before publishing can publish again.
 	//
-	// With f.Optimistic the caller ran the message without Begin (one round
-	// trip instead of two, for work that may be repeated). Finish then makes
-	// Begin's checks first and, where Begin would not have said Run, changes
-	// nothing and returns that verdict in Outcome.Verdict: Replay with the
-	// stored Record when id had finished, Drop when the execution is halted.
-	// The caller then goes on as after that Begin.
+	// f.Mode says what the caller knows of the message (see FinishMode):
+	// whether it called Begin, and whether it asks Finish to record the
+	// message only if that ends the execution. The Outcome's Case says which
+	// of these answers it got.
 	Finish(ctx context.Context, exec, id string, f Finish) (Outcome, error)
 
 	// Park records that message id of exec waits in the timer store (a wait
@@ -82,7 +81,7 @@ type Coordinator interface {
 
 	// Published records that exec's completion has been published: the
 	// broker confirmed it. From then on a duplicate Finish of any of exec's
-	// messages returns Outcome.Published, and its caller publishes no
+	// messages returns DuplicatePublished, and its caller publishes no
 	// completion again (RFC 001 §6.3: one completion per execution). It
 	// changes nothing for an execution that is unknown, expired or still
 	// live, and recording it twice is recording it once.
@@ -133,24 +132,76 @@ type Finish struct {
 	End map[string]any
 	// Halt, when set, halts the execution with this reason.
 	Halt *message.Failure
-	// Optimistic is set when the caller did not call Begin for this message
-	// (see Coordinator.Finish).
-	Optimistic bool
+	// Mode says whether the caller called Begin and whether the message is
+	// to be recorded only if it ends the execution; the zero value,
+	// FinishBegun, is the usual Finish after Begin said Run.
+	Mode FinishMode
 	// Hold, when not zero, is the latest time something this message
 	// leads to is held back until: a successor published with a delay (a
 	// retry's backoff) or the deadline of a barrier's timeout it armed. A
 	// coordinator whose state of a live execution expires keeps it at
 	// least until Hold plus its TTL, as Park does for a due time.
 	Hold time.Time
-	// IfLast asks Finish to record the message only if that ends the
-	// execution: Spawned is 0 and no other message is live. Otherwise
-	// Finish changes nothing and returns Outcome.NotLast. Begin's checks
-	// come first, as they do for an Optimistic Finish, and a message that
-	// finished before gets the answer it would get without IfLast. A caller
-	// whose statuses must not be overtaken by another message's completion
-	// asks so: as the completer it publishes them with its completion, and
-	// only otherwise must it publish them before its Finish.
-	IfLast bool
+}
+
+// FinishMode is what the caller of Finish knows of the message: whether it
+// called Begin (which said Run), and whether it asks for the message to be
+// recorded only if that ends the execution. Each mode's contract is its
+// constant's; Outcome.Case is which answer a Finish in that mode got.
+type FinishMode uint8
+
+const (
+	// FinishBegun: the caller called Begin, which said Run. Finish records
+	// the message (Recorded) or, when id had finished before, changes
+	// nothing (Duplicate, DuplicatePublished).
+	FinishBegun FinishMode = iota
+	// FinishOptimistic: the caller ran the message without Begin (one round
+	// trip instead of two, for work that may be repeated). Finish then
+	// makes Begin's checks first and, where Begin would not have said Run,
+	// changes nothing and returns that verdict: Replayed with the stored
+	// Record when id had finished, Dropped when the execution is halted.
+	// The caller then goes on as after that Begin. Otherwise it is
+	// FinishBegun (Recorded).
+	FinishOptimistic
+	// FinishIfLast: FinishBegun, but recording the message only if that
+	// ends the execution: Spawned is 0 and no other message is live.
+	// Otherwise Finish changes nothing and returns NotLast. A message that
+	// finished before gets the answer of FinishBegun (Duplicate,
+	// DuplicatePublished). A caller whose statuses must not be overtaken by
+	// another message's completion asks so: as the completer it publishes
+	// them with its completion, and only otherwise must it publish them
+	// before its Finish.
+	FinishIfLast
+	// FinishOptimisticIfLast: FinishOptimistic's checks first (Replayed,
+	// Dropped), then FinishIfLast's (NotLast); a message run without Begin
+	// asks whether it is the last at no cost.
+	FinishOptimisticIfLast
+)
+
+// Optimistic reports whether Finish in mode m makes Begin's checks first
+// (FinishOptimistic, FinishOptimisticIfLast).
+func (m FinishMode) Optimistic() bool {
+	return m == FinishOptimistic || m == FinishOptimisticIfLast
+}
+
+// IfLast reports whether Finish in mode m records the message only if that
+// ends the execution (FinishIfLast, FinishOptimisticIfLast).
+func (m FinishMode) IfLast() bool {
+	return m == FinishIfLast || m == FinishOptimisticIfLast
+}
+
+func (m FinishMode) String() string {
+	switch m {
+	case FinishBegun:
+		return "begun"
+	case FinishOptimistic:
+		return "optimistic"
+	case FinishIfLast:
+		return "if-last"
+	case FinishOptimisticIfLast:
+		return "optimistic-if-last"
+	}
+	return "unknown"
 }
 
 // Encode checks f for a Finish of exec and encodes its Record (nil when it
@@ -186,37 +237,91 @@ type Bytes []byte
 // MarshalBinary returns b.
 func (b Bytes) MarshalBinary() ([]byte, error) { return b, nil }
 
-// Outcome is the answer to Coordinator.Finish.
+// Outcome is the answer to Coordinator.Finish: which case it is, and what
+// goes with that case.
 type Outcome struct {
-	// Duplicate is set when id had finished before; nothing changed.
-	Duplicate bool
-	// Last is set for the one message whose Finish ended the execution (and
-	// again on its duplicates). Its caller publishes the Completion.
-	Last bool
-	// Status is the completion status when Last:
-	// message.CompletionCompleted, or message.CompletionHalted when any
-	// Finish carried Halt.
+	Case Case
+	// Record is what the message's first Finish stored, with Replayed.
+	Record []byte
+	// Completion is set when this Finish ended the execution (Recorded),
+	// and again on its duplicates (Duplicate, DuplicatePublished): its
+	// caller publishes the execution's completion. Exactly one message's
+	// Finish gets it.
+	Completion *Completion
+}
+
+// Last reports whether o's Finish is the one that ended the execution.
+func (o Outcome) Last() bool { return o.Completion != nil }
+
+func (o Outcome) String() string {
+	s := o.Case.String()
+	if o.Case == Replayed {
+		s += fmt.Sprintf(" record %q", o.Record)
+	}
+	if c := o.Completion; c != nil {
+		s += fmt.Sprintf(" last: %s failure %+v context %v", c.Status, c.Failure, c.FinalContext)
+	}
+	return s
+}
+
+// Case is which answer a Finish got.
+type Case uint8
+
+const (
+	// Recorded: this Finish recorded the message (with Completion when it
+	// ended the execution).
+	Recorded Case = iota
+	// Duplicate: id had finished before; nothing changed. Completion is set
+	// when that first Finish ended the execution.
+	Duplicate
+	// DuplicatePublished: a Duplicate whose execution has ended and whose
+	// completion was recorded published (Coordinator.Published). Then
+	// every message of the execution has finished and its successors have
+	// been delivered: the caller republishes nothing but the message's own
+	// statuses, and for the completer (Completion set) not even those, as
+	// they went out with the completion.
+	DuplicatePublished
+	// Replayed: an optimistic Finish (FinishOptimistic,
+	// FinishOptimisticIfLast) of an id that had finished: nothing changed;
+	// Record is what it stored. The caller goes on as after Begin's Replay.
+	Replayed
+	// Dropped: an optimistic Finish in a halted execution: nothing changed.
+	// The caller goes on as after Begin's Drop.
+	Dropped
+	// NotLast: a FinishIfLast or FinishOptimisticIfLast whose message would
+	// not have ended the execution: nothing changed.
+	NotLast
+)
+
+func (c Case) String() string {
+	switch c {
+	case Recorded:
+		return "recorded"
+	case Duplicate:
+		return "duplicate"
+	case DuplicatePublished:
+		return "duplicate-published"
+	case Replayed:
+		return "replayed"
+	case Dropped:
+		return "dropped"
+	case NotLast:
+		return "not-last"
+	}
+	return "unknown"
+}
+
+// Completion is how the execution ended, in the Outcome of the Finish that
+// ended it.
+type Completion struct {
+	// Status is message.CompletionCompleted, or message.CompletionHalted
+	// when any Finish carried Halt.
 	Status string
-	// Failure is why the execution halted (the first Halt), when Last.
+	// Failure is why the execution halted (the first Halt).
 	Failure *message.Failure
-	// FinalContext is the union of every ended branch's End, when Last;
-	// never nil then. The caller owns it.
+	// FinalContext is the union of every ended branch's End; never nil.
+	// The caller owns it.
 	FinalContext map[string]any
-	// Published is set on a Duplicate when the execution has ended and its
-	// completion was recorded published (Coordinator.Published). Then every
-	// message of the execution has finished and its successors have been
-	// delivered: the caller republishes nothing but the message's own
-	// statuses, and for the completer (Last) not even those, as they went
-	// out with the completion.
-	Published bool
-	// Verdict is Run when Finish recorded the message (or had before: see
-	// Duplicate). After an Optimistic Finish that changed nothing it is
-	// Replay, with the stored Record, or Drop.
-	Verdict State
-	Record  []byte
-	// NotLast answers Finish.IfLast: the message would not have ended the
-	// execution, and nothing changed (Verdict is Run).
-	NotLast bool
 }
 
 // ErrUnknownExecution is returned by Finish for an execution that was never

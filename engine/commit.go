@@ -11,11 +11,14 @@ import (
 	"github.com/rune-org/rune/message"
 )
 
-// The commit phase: coord.Finish records the message, and its verdict says
-// what to publish (report): effects, and the completion when it ended the
+// The commit phase: coord.Finish records the message, and the case of its
+// Outcome says what to publish (report): effects, and the completion when
+// it ended the execution.
 
-// the verdict of an unverified Finish is Replay or Drop, it reports nothing
-// and returns the verdict (with the stored record) for settle to go on.
+// commit finishes the message with rec and f and reports their effects as
+// the Outcome's case says. When an unverified Finish is Replayed or Dropped,
+// it reports nothing and returns Begin's verdict (with the stored record)
+// for settle to go on.
 func (s *step) commit(ctx context.Context, rec *record, f *effects, u unverified) (coord.State, []byte, error) {
 	spawned := len(f.next)
 	if s.mode == modeTimeout {
@@ -23,7 +26,10 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects, u unverified
 		// remove it (see HandleTimeout).
 		spawned++
 	}
-	fin := coord.Finish{Spawned: spawned, Record: rec, End: f.end, Halt: f.halt, Optimistic: u.yes, Hold: f.hold(s.e.cfg.Now())}
+	fin := coord.Finish{Spawned: spawned, Record: rec, End: f.end, Halt: f.halt, Mode: coord.FinishBegun, Hold: f.hold(s.e.cfg.Now())}
+	if u.yes {
+		fin.Mode = coord.FinishOptimistic
+	}
 	early, finished, err := s.statusesFirst(ctx, f, fin, u)
 	if err != nil || early == done {
 		return coord.Run, nil, err
@@ -34,10 +40,17 @@ func (s *step) commit(ctx context.Context, rec *record, f *effects, u unverified
 	} else if out, err = s.e.cfg.Coord.Finish(ctx, s.m.ExecutionID, s.m.MessageID, fin); err != nil {
 		return coord.Run, nil, s.finishFailed(err)
 	}
-	if out.Verdict != coord.Run {
-		return out.Verdict, out.Record, nil
+	switch out.Case {
+	case coord.Replayed:
+		return coord.Replay, out.Record, nil
+	case coord.Dropped:
+		return coord.Drop, nil, nil
+	case coord.DuplicatePublished:
+		return coord.Run, nil, s.reportPublished(ctx, f, out, early)
+	case coord.Recorded, coord.Duplicate:
+		return coord.Run, nil, s.report(ctx, rec, f, out, early, u.running)
 	}
-	return coord.Run, nil, s.report(ctx, rec, f, out, early, u.running)
+	return coord.Run, nil, fmt.Errorf("engine: finish message %s: unexpected outcome %s", s.m.MessageID, out.Case)
 }
 
 // statusTiming says what statusesFirst did.
@@ -59,9 +72,9 @@ const (
 // published after its statuses.
 //
 // It asks first for a Finish that records the message only if it is the
-// last live one (coord.Finish.IfLast), which makes Begin's checks too. When
-// it is (the end of every linear chain), no other message can complete the
-// execution: statusesFirst returns that Outcome, and the statuses go out
+// last live one (coord.FinishIfLast, or coord.FinishOptimisticIfLast in
+// place of its Begin). When it is (the end of every linear chain), no
+// other message can complete the execution: statusesFirst returns that Outcome, and the statuses go out
 // after it with the completion, in one publish, in order. When it is not,
 // nothing was recorded and the statuses are published and confirmed
 // first, as above.
@@ -73,12 +86,15 @@ func (s *step) statusesFirst(ctx context.Context, f *effects, fin coord.Finish, 
 	// One that had its Begin pays a round trip to ask, unless it ends a
 	// branch of a split, which is seldom the last.
 	if u.yes || len(s.m.LineageStack) == 0 {
-		fin.IfLast = true
+		fin.Mode = coord.FinishIfLast
+		if u.yes {
+			fin.Mode = coord.FinishOptimisticIfLast
+		}
 		out, err := s.e.cfg.Coord.Finish(ctx, s.m.ExecutionID, s.m.MessageID, fin)
 		if err != nil {
 			return done, nil, s.finishFailed(err)
 		}
-		if !out.NotLast {
+		if out.Case != coord.NotLast {
 			return none, &out, nil
 		}
 	}
@@ -94,21 +110,23 @@ func (s *step) statusesFirst(ctx context.Context, f *effects, fin coord.Finish, 
 	return reported, nil, nil
 }
 
-// report publishes the effects of a message whose Finish recorded it (or
-// had before: a duplicate), as out says.
-func (s *step) report(ctx context.Context, rec *record, f *effects, out coord.Outcome, early statusTiming, running *message.NodeStatus) error {
-	if out.Duplicate && out.Published {
-		// The execution ended and its completion is out: every successor
-		// was delivered (it finished), and the completer's statuses went
-		// out with the completion. Only a non-completer's own statuses may
-		// never have been published.
-		if !out.Last && early == none {
-			for _, st := range f.statuses {
-				s.sink.Status(ctx, st)
-			}
+// reportPublished publishes what a duplicate Finish of an ended execution
+// whose completion is out leaves to publish (coord.DuplicatePublished):
+// every successor was delivered (it finished), and the completer's
+// statuses went out with the completion. Only a non-completer's own
+// statuses may never have been published.
+func (s *step) reportPublished(ctx context.Context, f *effects, out coord.Outcome, early statusTiming) error {
+	if !out.Last() && early == none {
+		for _, st := range f.statuses {
+			s.sink.Status(ctx, st)
 		}
-		return nil
 	}
+	return nil
+}
+
+// report publishes the effects of a message whose Finish recorded it
+// (coord.Recorded) or had before (coord.Duplicate), as out says.
+func (s *step) report(ctx context.Context, rec *record, f *effects, out coord.Outcome, early statusTiming, running *message.NodeStatus) error {
 	if f.halt != nil {
 		if err := s.wakeParked(ctx); err != nil {
 			return err
@@ -125,7 +143,7 @@ func (s *step) report(ctx context.Context, rec *record, f *effects, out coord.Ou
 	}
 	// This Finish recorded the message (not a duplicate, not a replay):
 	// no other handling publishes these successors but as replays.
-	first := !out.Duplicate && !s.replaying
+	first := out.Case == coord.Recorded && !s.replaying
 	for _, n := range f.next {
 		s.sink.Execute(n, Publish{Delay: f.delay, First: first, Trace: s.trace})
 	}
@@ -134,7 +152,7 @@ func (s *step) report(ctx context.Context, rec *record, f *effects, out coord.Ou
 		s.sink.Timeout(t, Publish{Delay: max(0, t.Deadline.Sub(now)), Trace: s.trace})
 	}
 	at := rec.FinishedAt
-	if out.Duplicate && out.Last {
+	if out.Case == coord.Duplicate && out.Last() {
 		// Another delivery of this message finished it first (they ran at
 		// once): report its completion time, so both completions are equal.
 		if b, err := s.e.cfg.Coord.Begin(ctx, s.m.ExecutionID, s.m.MessageID); err == nil && b.State == coord.Replay {
@@ -145,7 +163,7 @@ func (s *step) report(ctx context.Context, rec *record, f *effects, out coord.Ou
 		}
 		published := func() bool { // Finish again: a duplicate changes nothing
 			o, err := s.e.cfg.Coord.Finish(ctx, s.m.ExecutionID, s.m.MessageID, coord.Finish{Record: rec})
-			return err == nil && o.Published
+			return err == nil && o.Case == coord.DuplicatePublished
 		}
 		if s.e.completionRouted(ctx, s.m.ExecutionID, at, published) {
 			return nil
@@ -156,7 +174,7 @@ func (s *step) report(ctx context.Context, rec *record, f *effects, out coord.Ou
 		// copies from a bug.
 		s.e.log.Info(RepublishLog, "execution_id", s.m.ExecutionID, "message_id", s.m.MessageID)
 	}
-	s.complete(ctx, out, at)
+	s.complete(ctx, out.Completion, at)
 	return nil
 }
 
@@ -176,26 +194,27 @@ func (s *step) finishFailed(err error) error {
 	return invalidf("message %s: execution %q is unknown, expired or has ended", s.m.MessageID, s.m.ExecutionID)
 }
 
-// complete reports the completion when out says this message ended the
+// complete reports the completion when end is set: this message ended the
 // execution. at is when the message finished, from its record, so that a
 // redelivery reports the very same completion.
-func (s *step) complete(ctx context.Context, out coord.Outcome, at time.Time) {
-	if !out.Last {
+func (s *step) complete(ctx context.Context, end *coord.Completion, at time.Time) {
+	if end == nil {
 		return
 	}
-	if final, err := s.e.resolve(ctx, s.m.ExecutionID, out.FinalContext, nil); err == nil {
-		out.FinalContext = final
+	final := end.FinalContext
+	if resolved, err := s.e.resolve(ctx, s.m.ExecutionID, final, nil); err == nil {
+		final = resolved
 	} else {
 		s.log().Warn("final context keeps references it could not resolve", "err", err)
 	}
 	c := &message.Completion{
 		WorkflowID:      s.m.WorkflowID,
 		ExecutionID:     s.m.ExecutionID,
-		Status:          completionStatus(out),
-		FinalContext:    out.FinalContext,
+		Status:          completionStatus(end),
+		FinalContext:    final,
 		CompletedAt:     at.UTC(),
 		TotalDurationMS: at.Sub(s.m.StartedAt).Milliseconds(),
-		FailureReason:   out.Failure,
+		FailureReason:   end.Failure,
 	}
 	if c.FinalContext == nil {
 		c.FinalContext = map[string]any{}
@@ -203,21 +222,21 @@ func (s *step) complete(ctx context.Context, out coord.Outcome, at time.Time) {
 	s.sink.Complete(c)
 }
 
-// completionStatus is the status of the completion out reports. The
+// completionStatus is the status of the completion end reports. The
 // coordinators say only whether the execution was halted; the halt's
 // failure says why: a halt from outside (Halt: a cancel) names no node and
 // completes halted, while a node's failure under the halt strategy (retries
 // exhausted or not retryable, an aggregator or merge timeout, a start that
 // could not be published) names its node and completes failed, as RFC 001
 // §9.1 and seed 003 §4.3 have it.
-func completionStatus(out coord.Outcome) string {
+func completionStatus(end *coord.Completion) string {
 	switch {
-	case out.Status == "":
+	case end.Status == "":
 		return message.CompletionCompleted
-	case out.Status == message.CompletionHalted && out.Failure != nil && out.Failure.NodeID != "":
+	case end.Status == message.CompletionHalted && end.Failure != nil && end.Failure.NodeID != "":
 		return message.CompletionFailed
 	}
-	return out.Status
+	return end.Status
 }
 
 // receiptHold is how long after the first delivery finished a redelivered

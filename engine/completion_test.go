@@ -120,7 +120,7 @@ type recordOnFinish struct {
 
 func (c *recordOnFinish) Finish(ctx context.Context, exec, id string, f coord.Finish) (coord.Outcome, error) {
 	out, err := c.Coordinator.Finish(ctx, exec, id, f)
-	if err == nil && out.Duplicate && out.Last && !out.Published && c.armed.CompareAndSwap(true, false) {
+	if err == nil && out.Case == coord.Duplicate && out.Last() && c.armed.CompareAndSwap(true, false) {
 		c.record()
 	}
 	return out, err

@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	coordmem "github.com/rune-org/rune/coord/memory"
 	"github.com/rune-org/rune/expr"
@@ -31,36 +33,60 @@ func (p plainType) Run(context.Context, *node.Input) (node.Result, error) {
 // TestModeByOutcome is the step's state machine as a table: for each mode
 // a message is handled in, and each verdict the coordinator gives (Run: a
 // first delivery; Replay: the message finished before; Drop: its execution
-// was halted), what the handling reports and whether the node runs.
+// was halted), what the handling reports, whether the node runs and whether
+// the handling completes the execution. The begin, optimistic and eager
+// modes are Handle's (modeOf picks them); resume is the scheduler's Resume
+// of a wait, timeout a barrier's deadline (HandleTimeout).
 func TestModeByOutcome(t *testing.T) {
 	type want struct {
 		statuses []string
 		runs     int64 // runs of the node by this handling; -1: not counted (set)
+		complete bool  // the handling reports the execution's completion
 	}
+	// The node n under test, the last of its workflow; a timeout's
+	// aggregator follows a split of one item that never arrives.
+	const linear = `{"id":"m","nodes":[{"id":"start","type":"trigger","trigger":true},
+		{"id":"n","type":"%s","parameters":%s}],"edges":[{"id":"e1","src":"start","dst":"n"}]}`
+	const barrier = `{"id":"m","nodes":[{"id":"start","type":"trigger","trigger":true},
+		{"id":"s","type":"split","parameters":{"input_array":[1]}},{"id":"i","type":"plain"},
+		{"id":"n","type":"aggregator","parameters":{"timeout":60}}],
+		"edges":[{"id":"e1","src":"start","dst":"s"},{"id":"e2","src":"s","dst":"i"},{"id":"e3","src":"i","dst":"n"}]}`
 	cases := []struct {
-		typ   string
-		first bool // delivered as a first copy, not redelivered
-		mode  mode
-		run   want
-		again want // the same message delivered again (Replay)
-		drop  want // delivered after a halt (Drop)
+		typ    string
+		params string
+		first  bool // delivered as a first copy, not redelivered
+		mode   mode
+		run    want
+		again  want // the same message delivered again (Replay)
+		drop   want // delivered after a halt (Drop)
 	}{
-		{"plain", false, modeBegin,
-			want{[]string{"running", "success"}, 1},
-			want{[]string{"success"}, 0},
-			want{[]string{"skipped"}, 0}},
-		{"set", false, modeOptimistic,
-			want{[]string{"running", "success"}, -1},
-			want{[]string{"success"}, -1},  // run again, then replayed: its running status withheld
-			want{[]string{"skipped"}, -1}}, // run, then dropped: no running status
-		{"eager", true, modeEager,
-			want{[]string{"running", "success"}, 1},
-			want{[]string{"running", "success"}, 1}, // the first-copy race: run again, effects replayed
-			want{[]string{"running", "skipped"}, 1}},
-		{"eager", false, modeBegin,
-			want{[]string{"running", "success"}, 1},
-			want{[]string{"success"}, 0},
-			want{[]string{"skipped"}, 0}},
+		{"plain", `{}`, false, modeBegin,
+			want{[]string{"running", "success"}, 1, true},
+			want{[]string{"success"}, 0, true},
+			want{[]string{"skipped"}, 0, true}},
+		{"set", `{"values":{"v":1}}`, false, modeOptimistic,
+			want{[]string{"running", "success"}, -1, true},
+			want{[]string{"success"}, -1, true},  // run again, then replayed: its running status withheld
+			want{[]string{"skipped"}, -1, true}}, // run, then dropped: no running status
+		{"eager", `{}`, true, modeEager,
+			want{[]string{"running", "success"}, 1, true},
+			want{[]string{"running", "success"}, 1, true}, // the first-copy race: run again, effects replayed
+			want{[]string{"running", "skipped"}, 1, true}},
+		{"eager", `{}`, false, modeBegin,
+			want{[]string{"running", "success"}, 1, true},
+			want{[]string{"success"}, 0, true},
+			want{[]string{"skipped"}, 0, true}},
+		// The wait succeeds without running again; its Finish is the last.
+		{"wait", `{"amount":2,"unit":"hours"}`, false, modeResume,
+			want{[]string{"success"}, 0, true},
+			want{[]string{"success"}, 0, true},
+			want{[]string{"skipped"}, 0, true}},
+		// The open barrier fails; the item is still live, so no completion.
+		// A halted execution's timeout reports nothing: nothing waits for it.
+		{"aggregator", `{}`, false, modeTimeout,
+			want{[]string{"failed"}, 0, false},
+			want{[]string{"failed"}, 0, false},
+			want{nil, 0, false}},
 	}
 	for _, c := range cases {
 		t.Run(c.typ+"/"+c.mode.String(), func(t *testing.T) {
@@ -71,58 +97,73 @@ func TestModeByOutcome(t *testing.T) {
 			reg.Register("eager", eager)
 			co := coordmem.New(coordmem.Options{})
 			t.Cleanup(func() { co.Close() })
-			e, err := New(Config{Registry: reg, Coord: co, NoFuse: true})
+			e, err := New(Config{Registry: reg, Coord: co, Barriers: coordmem.NewBarriers(), NoFuse: true})
 			if err != nil {
 				t.Fatal(err)
 			}
-			params := `{}`
-			if c.typ == "set" {
-				params = `{"values":{"v":1}}`
+			def := fmt.Sprintf(linear, c.typ, c.params)
+			if c.mode == modeTimeout {
+				def = barrier
 			}
-			wf, err := e.Compile([]byte(`{"id":"m","nodes":[{"id":"start","type":"trigger","trigger":true},
-				{"id":"n","type":"` + c.typ + `","parameters":` + params + `}],"edges":[{"id":"e1","src":"start","dst":"n"}]}`))
+			wf, err := e.Compile([]byte(def))
 			if err != nil {
 				t.Fatal(err)
 			}
+			ctx := context.Background()
+			d := Delivery{First: c.first}
 			runs := func() int64 { return plain.Load() + eager.Total() }
-			handle := func(exec string, w want, m *message.NodeExecution) {
-				t.Helper()
-				before := runs()
+			// start starts exec and returns what handles its message at n
+			// (for a timeout, the split ran first and armed it).
+			start := func(exec string) func(*Effects) error {
 				var f Effects
-				d := Delivery{First: c.first}
-				st := &step{e: e, wf: wf, m: m, node: mustNode(t, wf, "n"), sink: &f, d: d}
+				if err := e.Start(ctx, wf, exec, nil, &f); err != nil {
+					t.Fatal(err)
+				}
+				m := f.Next[0].Msg
+				switch c.mode {
+				case modeResume:
+					return func(f *Effects) error { return e.Resume(ctx, d, m, time.Now(), f) }
+				case modeTimeout:
+					var split Effects
+					if err := e.Handle(ctx, d, m, &split); err != nil || len(split.Timeouts) != 1 {
+						t.Fatalf("split: %v, %d timeouts, want 1", err, len(split.Timeouts))
+					}
+					return func(f *Effects) error { return e.HandleTimeout(ctx, d, split.Timeouts[0], f) }
+				}
+				st := &step{e: e, wf: wf, m: m, node: mustNode(t, wf, "n"), d: d}
 				if got := st.modeOf(); got != c.mode {
 					t.Fatalf("mode %s, want %s", got, c.mode)
 				}
-				if err := e.Handle(context.Background(), d, m, &f); err != nil {
+				return func(f *Effects) error { return e.Handle(ctx, d, m, f) }
+			}
+			handle := func(exec string, w want, h func(*Effects) error) {
+				t.Helper()
+				before := runs()
+				var f Effects
+				if err := h(&f); err != nil {
 					t.Fatal(err)
 				}
 				var got []string
 				for _, s := range f.Statuses {
-					got = append(got, s.Status)
+					if s.NodeID == "n" {
+						got = append(got, s.Status)
+					}
 				}
 				if !reflect.DeepEqual(got, w.statuses) || (w.runs >= 0 && runs()-before != w.runs) {
 					t.Fatalf("%s: reported %v and ran %d times, want %v and %d", exec, got, runs()-before, w.statuses, w.runs)
 				}
-				if f.Completion == nil {
-					t.Fatalf("%s: no completion, want one (n is the last node)", exec)
+				if (f.Completion != nil) != w.complete {
+					t.Fatalf("%s: completion %v, want %v", exec, f.Completion != nil, w.complete)
 				}
 			}
-			start := func(exec string) *message.NodeExecution {
-				var f Effects
-				if err := e.Start(context.Background(), wf, exec, nil, &f); err != nil {
-					t.Fatal(err)
-				}
-				return f.Next[0].Msg
-			}
-			m := start("exec_run")
-			handle("run", c.run, m)
-			handle("again", c.again, m)
-			m = start("exec_drop")
-			if err := e.Halt(context.Background(), "exec_drop", message.Failure{Error: message.Error{Code: "CANCELLED", Message: "stop"}}); err != nil {
+			h := start("exec_run")
+			handle("run", c.run, h)
+			handle("again", c.again, h)
+			h = start("exec_drop")
+			if err := e.Halt(ctx, "exec_drop", message.Failure{Error: message.Error{Code: "CANCELLED", Message: "stop"}}); err != nil {
 				t.Fatal(err)
 			}
-			handle("drop", c.drop, m)
+			handle("drop", c.drop, h)
 		})
 	}
 }

@@ -11,7 +11,7 @@ import (
 // the first one did.
 func (s *step) observe(rec *record, f *effects, out coord.Outcome) {
 	m := s.e.cfg.Metrics
-	if m == nil || out.Duplicate {
+	if m == nil || out.Case != coord.Recorded {
 		return
 	}
 	if !rec.Arrival { // an arrival at a barrier is bookkeeping, not a node run
@@ -42,7 +42,7 @@ func (s *step) observe(rec *record, f *effects, out coord.Outcome) {
 	if f.halt != nil {
 		m.Halt(s.m.WorkflowID)
 	}
-	if out.Last {
-		m.Completed(s.m.WorkflowID, completionStatus(out))
+	if out.Last() {
+		m.Completed(s.m.WorkflowID, completionStatus(out.Completion))
 	}
 }

@@ -25,9 +25,9 @@ type loggingCoord struct {
 func (c loggingCoord) Finish(ctx context.Context, exec, id string, f coord.Finish) (coord.Outcome, error) {
 	o, err := c.Coordinator.Finish(ctx, exec, id, f)
 	switch {
-	case f.IfLast && o.NotLast:
+	case f.Mode.IfLast() && o.Case == coord.NotLast:
 		c.j.lines = append(c.j.lines, "finish-if-last:not-last")
-	case f.IfLast:
+	case f.Mode.IfLast():
 		c.j.lines = append(c.j.lines, "finish-if-last")
 	default:
 		c.j.lines = append(c.j.lines, "finish")

@@ -34,6 +34,7 @@ func Run(t *testing.T, newCoord func(t *testing.T) coord.Coordinator) {
 		{"ReplayRecord", testReplayRecord},
 		{"OptimisticFinish", testOptimisticFinish},
 		{"FinishIfLast", testFinishIfLast},
+		{"ModeByCase", testModeByCase},
 		{"Park", testPark},
 		{"Halt", testHalt},
 		{"EndMerge", testEndMerge},
@@ -116,8 +117,8 @@ func finish(t *testing.T, c coord.Coordinator, exec, id string, f coord.Finish) 
 // notLast fails unless o is a first, non-final Finish.
 func notLast(t *testing.T, what string, o coord.Outcome) {
 	t.Helper()
-	if o.Duplicate || o.Last {
-		t.Fatalf("%s: Outcome %+v, want neither Duplicate nor Last", what, o)
+	if o.Case != coord.Recorded || o.Last() {
+		t.Fatalf("%s: Outcome %v, want recorded, not last", what, o)
 	}
 }
 
@@ -125,17 +126,17 @@ func notLast(t *testing.T, what string, o coord.Outcome) {
 // with final context want.
 func completed(t *testing.T, what string, o coord.Outcome, want map[string]any) {
 	t.Helper()
-	if !o.Last {
-		t.Fatalf("%s: Outcome %+v, want Last", what, o)
+	if !o.Last() {
+		t.Fatalf("%s: Outcome %v, want Last", what, o)
 	}
-	if o.Status != message.CompletionCompleted || o.Failure != nil {
-		t.Fatalf("%s: Status %q Failure %v, want %q and no failure", what, o.Status, o.Failure, message.CompletionCompleted)
+	if o.Completion.Status != message.CompletionCompleted || o.Completion.Failure != nil {
+		t.Fatalf("%s: Status %q Failure %v, want %q and no failure", what, o.Completion.Status, o.Completion.Failure, message.CompletionCompleted)
 	}
-	if o.FinalContext == nil {
+	if o.Completion.FinalContext == nil {
 		t.Fatalf("%s: FinalContext is nil on Last", what)
 	}
-	if !reflect.DeepEqual(o.FinalContext, want) {
-		t.Fatalf("%s: FinalContext %#v, want %#v", what, o.FinalContext, want)
+	if !reflect.DeepEqual(o.Completion.FinalContext, want) {
+		t.Fatalf("%s: FinalContext %#v, want %#v", what, o.Completion.FinalContext, want)
 	}
 }
 
@@ -156,8 +157,8 @@ func testLinearChain(t *testing.T, c coord.Coordinator) {
 			notLast(t, "Finish "+id, o)
 			continue
 		}
-		if o.Duplicate {
-			t.Fatalf("final Finish: Duplicate set")
+		if o.Case != coord.Recorded {
+			t.Fatalf("final Finish: Outcome %v, want recorded", o)
 		}
 		completed(t, "final Finish", o, map[string]any{"$last": id})
 	}
@@ -279,10 +280,10 @@ func step(ctx context.Context, c coord.Coordinator, tr tree, j job, halt *messag
 	if err != nil {
 		return fmt.Errorf("Finish(%q, %q): %v", j.exec, j.id, err)
 	}
-	if o.Duplicate {
-		return fmt.Errorf("Finish(%q, %q): Duplicate on the first Finish", j.exec, j.id)
+	if o.Case != coord.Recorded {
+		return fmt.Errorf("Finish(%q, %q): %v on the first Finish, want recorded", j.exec, j.id, o)
 	}
-	if o.Last {
+	if o.Last() {
 		mu.Lock()
 		lasts[j.exec] = append(lasts[j.exec], o)
 		mu.Unlock()
@@ -340,8 +341,8 @@ func testDuplicateFinish(t *testing.T, c coord.Coordinator) {
 	// Were this duplicate counted, the live count would drop to 1 and
 	// Finish b would wrongly be Last.
 	o := finish(t, c, exec, "a", coord.Finish{Spawned: 0, Record: coord.Bytes("other"), End: map[string]any{"$dup": true}})
-	if !o.Duplicate || o.Last {
-		t.Fatalf("duplicate Finish a: Outcome %+v, want Duplicate and not Last", o)
+	if o.Case != coord.Duplicate || o.Last() {
+		t.Fatalf("duplicate Finish a: Outcome %v, want duplicate, not last", o)
 	}
 	if b := begin(t, c, exec, "a", coord.Replay); string(b.Record) != "ra" {
 		t.Fatalf("Begin a after duplicate Finish: Record %q, want the first call's %q", b.Record, "ra")
@@ -349,8 +350,8 @@ func testDuplicateFinish(t *testing.T, c coord.Coordinator) {
 	notLast(t, "Finish b", finish(t, c, exec, "b", coord.Finish{}))
 	want := map[string]any{"$c": "end"}
 	o = finish(t, c, exec, "c", coord.Finish{End: map[string]any{"$c": "end"}})
-	if o.Duplicate {
-		t.Fatalf("Finish c: Duplicate on first Finish")
+	if o.Case != coord.Recorded {
+		t.Fatalf("Finish c: Outcome %v on first Finish, want recorded", o)
 	}
 	completed(t, "Finish c", o, want)
 
@@ -358,14 +359,14 @@ func testDuplicateFinish(t *testing.T, c coord.Coordinator) {
 	// End does not change the final context.
 	for i := range 2 {
 		o = finish(t, c, exec, "c", coord.Finish{Spawned: 3, End: map[string]any{"$c": "changed", "$x": 1.0}})
-		if !o.Duplicate {
-			t.Fatalf("duplicate Finish c #%d: Duplicate not set", i)
+		if o.Case != coord.Duplicate {
+			t.Fatalf("duplicate Finish c #%d: Outcome %v, want duplicate", i, o)
 		}
 		completed(t, "duplicate Finish c", o, want)
 	}
 	o = finish(t, c, exec, "b", coord.Finish{})
-	if !o.Duplicate || o.Last {
-		t.Fatalf("duplicate Finish b after completion: Outcome %+v, want Duplicate and not Last", o)
+	if o.Case != coord.Duplicate || o.Last() {
+		t.Fatalf("duplicate Finish b after completion: Outcome %v, want duplicate, not last", o)
 	}
 }
 
@@ -397,19 +398,19 @@ func testConcurrentDuplicateFinish(t *testing.T, c coord.Coordinator) {
 		}
 		firsts := 0
 		for _, o := range outs {
-			if !o.Duplicate {
+			if o.Case == coord.Recorded {
 				firsts++
 			}
 		}
 		if firsts != 1 {
-			t.Fatalf("Finish(%q) from %d callers: %d were not Duplicate, want 1", id, callers, firsts)
+			t.Fatalf("Finish(%q) from %d callers: %d were recorded, want 1", id, callers, firsts)
 		}
 		return outs
 	}
 	for r := range rounds {
 		id := fmt.Sprintf("r%d", r)
 		for _, o := range run(id, coord.Finish{}) {
-			if o.Last {
+			if o.Last() {
 				t.Fatalf("Finish %s: Last while b is live", id)
 			}
 		}
@@ -445,77 +446,75 @@ func testReplayRecord(t *testing.T, c coord.Coordinator) {
 	begin(t, c, exec, "never-finished", coord.Run)
 }
 
-// testOptimisticFinish: a Finish without Begin counts like any other; for a
-// message that finished before it changes nothing and returns Replay with
-// the stored record (not Duplicate with the new one), and in a halted
-// execution it changes nothing and returns Drop, after which the message is
-// finished as Begin's Drop asks.
+// testOptimisticFinish: a Finish without Begin (FinishOptimistic) counts
+// like any other; for a message that finished before it changes nothing and
+// is Replayed with the stored record (not a Duplicate with the new one), and
+// in a halted execution it changes nothing and is Dropped, after which the
+// message is finished as Begin's Drop asks.
 func testOptimisticFinish(t *testing.T, c coord.Coordinator) {
 	const exec = "exec-optimistic"
 	start(t, c, exec, 2) // a, b
-	o := finish(t, c, exec, "a", coord.Finish{Optimistic: true, Spawned: 1, Record: coord.Bytes("ra")})
+	o := finish(t, c, exec, "a", coord.Finish{Mode: coord.FinishOptimistic, Spawned: 1, Record: coord.Bytes("ra")})
 	notLast(t, "optimistic Finish a", o)
-	if o.Verdict != coord.Run {
-		t.Fatalf("optimistic Finish a: Verdict %v, want run", o.Verdict)
-	}
 	// A redelivery of a, run again without Begin: the first record wins and
 	// nothing is counted twice.
-	o = finish(t, c, exec, "a", coord.Finish{Optimistic: true, Spawned: 5, Record: coord.Bytes("ra again")})
-	if o.Verdict != coord.Replay || string(o.Record) != "ra" || o.Last {
-		t.Fatalf("optimistic Finish a again: Outcome %+v, want Replay of %q", o, "ra")
+	o = finish(t, c, exec, "a", coord.Finish{Mode: coord.FinishOptimistic, Spawned: 5, Record: coord.Bytes("ra again")})
+	if o.Case != coord.Replayed || string(o.Record) != "ra" || o.Last() {
+		t.Fatalf("optimistic Finish a again: Outcome %v, want replayed %q", o, "ra")
 	}
 	// Replaying is a plain Finish of the stored record: a Duplicate.
-	if o := finish(t, c, exec, "a", coord.Finish{Spawned: 1, Record: coord.Bytes("ra")}); !o.Duplicate || o.Verdict != coord.Run {
-		t.Fatalf("Finish a (replay): Outcome %+v, want Duplicate", o)
+	if o := finish(t, c, exec, "a", coord.Finish{Spawned: 1, Record: coord.Bytes("ra")}); o.Case != coord.Duplicate {
+		t.Fatalf("Finish a (replay): Outcome %v, want duplicate", o)
 	}
 	// b halts; c (a's successor) then gets Drop and nothing changes.
-	notLast(t, "Finish b (halt)", finish(t, c, exec, "b", coord.Finish{Optimistic: true, Halt: &message.Failure{NodeID: "b", Error: message.Error{Message: "boom", Code: "E"}}}))
-	if o := finish(t, c, exec, "c", coord.Finish{Optimistic: true, Spawned: 3, Record: coord.Bytes("rc")}); o.Verdict != coord.Drop || o.Last || o.Duplicate {
-		t.Fatalf("optimistic Finish c after the halt: Outcome %+v, want Drop", o)
+	notLast(t, "Finish b (halt)", finish(t, c, exec, "b", coord.Finish{Mode: coord.FinishOptimistic, Halt: &message.Failure{NodeID: "b", Error: message.Error{Message: "boom", Code: "E"}}}))
+	if o := finish(t, c, exec, "c", coord.Finish{Mode: coord.FinishOptimistic, Spawned: 3, Record: coord.Bytes("rc")}); o.Case != coord.Dropped || o.Last() {
+		t.Fatalf("optimistic Finish c after the halt: Outcome %v, want dropped", o)
 	}
-	begin(t, c, exec, "c", coord.Drop) // not recorded by the Drop verdict
+	begin(t, c, exec, "c", coord.Drop) // not recorded by the Dropped Finish
 	o = finish(t, c, exec, "c", coord.Finish{})
-	if !o.Last || o.Status != message.CompletionHalted {
-		t.Fatalf("Finish c (dropped): Outcome %+v, want the halted completion", o)
+	if !o.Last() || o.Completion.Status != message.CompletionHalted {
+		t.Fatalf("Finish c (dropped): Outcome %v, want the halted completion", o)
 	}
 	// After the end, an optimistic Finish of a finished message still
 	// replays it; of a new one it is an unknown execution.
-	if o := finish(t, c, exec, "a", coord.Finish{Optimistic: true}); o.Verdict != coord.Replay || string(o.Record) != "ra" {
-		t.Fatalf("optimistic Finish a after the end: Outcome %+v, want Replay of %q", o, "ra")
+	if o := finish(t, c, exec, "a", coord.Finish{Mode: coord.FinishOptimistic}); o.Case != coord.Replayed || string(o.Record) != "ra" {
+		t.Fatalf("optimistic Finish a after the end: Outcome %v, want replayed %q", o, "ra")
 	}
-	if _, err := c.Finish(ctxFor(t), exec, "late", coord.Finish{Optimistic: true}); !errors.Is(err, coord.ErrUnknownExecution) {
+	if _, err := c.Finish(ctxFor(t), exec, "late", coord.Finish{Mode: coord.FinishOptimistic}); !errors.Is(err, coord.ErrUnknownExecution) {
 		t.Fatalf("optimistic Finish of a new message after the end: %v, want ErrUnknownExecution", err)
 	}
-	if _, err := c.Finish(ctxFor(t), "exec-never-started", "x", coord.Finish{Optimistic: true}); !errors.Is(err, coord.ErrUnknownExecution) {
+	if _, err := c.Finish(ctxFor(t), "exec-never-started", "x", coord.Finish{Mode: coord.FinishOptimistic}); !errors.Is(err, coord.ErrUnknownExecution) {
 		t.Fatalf("optimistic Finish in an unknown execution: %v, want ErrUnknownExecution", err)
 	}
 }
 
-// testFinishIfLast: a Finish with IfLast records the message only when
-// that ends the execution; otherwise it changes nothing and says NotLast.
-// Begin's checks come first, and a finished message gets the answer it
-// would get without IfLast.
+// testFinishIfLast: a Finish in FinishIfLast or FinishOptimisticIfLast
+// records the message only when that ends the execution; otherwise it
+// changes nothing and says NotLast. An optimistic one's Begin checks come
+// first, and a finished message gets the answer it would get without
+// IfLast.
 func testFinishIfLast(t *testing.T, c coord.Coordinator) {
 	const exec = "exec-iflast"
 	start(t, c, exec, 2) // a, b
-	ifLast := coord.Finish{IfLast: true, Optimistic: true, Record: coord.Bytes("ra"), End: map[string]any{"$a": 1.0}}
-	if o := finish(t, c, exec, "a", ifLast); !o.NotLast || o.Last || o.Duplicate || o.Verdict != coord.Run {
-		t.Fatalf("Finish a IfLast while b is live: Outcome %+v, want NotLast", o)
+	ifLast := coord.Finish{Mode: coord.FinishOptimisticIfLast, Record: coord.Bytes("ra"), End: map[string]any{"$a": 1.0}}
+	if o := finish(t, c, exec, "a", ifLast); o.Case != coord.NotLast || o.Last() {
+		t.Fatalf("Finish a IfLast while b is live: Outcome %v, want not-last", o)
 	}
 	begin(t, c, exec, "a", coord.Run) // not recorded
 	// Spawning, a message never ends the execution.
-	if o := finish(t, c, exec, "b", coord.Finish{IfLast: true, Spawned: 1}); !o.NotLast {
-		t.Fatalf("Finish b IfLast spawning one: Outcome %+v, want NotLast", o)
+	if o := finish(t, c, exec, "b", coord.Finish{Mode: coord.FinishIfLast, Spawned: 1}); o.Case != coord.NotLast {
+		t.Fatalf("Finish b IfLast spawning one: Outcome %v, want not-last", o)
 	}
 	notLast(t, "Finish b", finish(t, c, exec, "b", coord.Finish{Record: coord.Bytes("rb"), End: map[string]any{"$b": 2.0}}))
 	o := finish(t, c, exec, "a", ifLast)
 	completed(t, "Finish a IfLast, the last live message", o, map[string]any{"$a": 1.0, "$b": 2.0})
 	// Finished before: the answers of a Finish without IfLast.
-	if o := finish(t, c, exec, "a", ifLast); o.Verdict != coord.Replay || string(o.Record) != "ra" || o.NotLast {
-		t.Fatalf("optimistic Finish a IfLast again: Outcome %+v, want Replay of %q", o, "ra")
+	if o := finish(t, c, exec, "a", ifLast); o.Case != coord.Replayed || string(o.Record) != "ra" {
+		t.Fatalf("optimistic Finish a IfLast again: Outcome %v, want replayed %q", o, "ra")
 	}
-	if o := finish(t, c, exec, "b", coord.Finish{IfLast: true}); !o.Duplicate || o.Last || o.NotLast {
-		t.Fatalf("Finish b IfLast again: Outcome %+v, want Duplicate", o)
+	if o := finish(t, c, exec, "b", coord.Finish{Mode: coord.FinishIfLast}); o.Case != coord.Duplicate || o.Last() {
+		t.Fatalf("Finish b IfLast again: Outcome %v, want duplicate", o)
 	}
 
 	// In a halted execution an optimistic IfLast is dropped, as Begin
@@ -523,8 +522,61 @@ func testFinishIfLast(t *testing.T, c coord.Coordinator) {
 	const halted = "exec-iflast-halted"
 	start(t, c, halted, 2)
 	notLast(t, "Finish x (halt)", finish(t, c, halted, "x", coord.Finish{Halt: &message.Failure{NodeID: "x", Error: message.Error{Message: "boom", Code: "E"}}}))
-	if o := finish(t, c, halted, "y", coord.Finish{IfLast: true, Optimistic: true}); o.Verdict != coord.Drop || o.NotLast {
-		t.Fatalf("optimistic Finish y IfLast after the halt: Outcome %+v, want Drop", o)
+	if o := finish(t, c, halted, "y", coord.Finish{Mode: coord.FinishOptimisticIfLast}); o.Case != coord.Dropped {
+		t.Fatalf("optimistic Finish y IfLast after the halt: Outcome %v, want dropped", o)
+	}
+}
+
+// testModeByCase is Finish as a table: for each FinishMode and each state
+// message "m" may find its execution in, the Outcome's case, whether it
+// carries the completion, and (Replayed) the stored record.
+func testModeByCase(t *testing.T, c coord.Coordinator) {
+	type want struct {
+		c    coord.Case
+		last bool
+	}
+	modes := []coord.FinishMode{coord.FinishBegun, coord.FinishOptimistic, coord.FinishIfLast, coord.FinishOptimisticIfLast}
+	halt := &message.Failure{NodeID: "h", Error: message.Error{Message: "boom", Code: "E"}}
+	states := []struct {
+		name string
+		// prepare starts exec and brings it to the state; m is not yet
+		// finished unless the state says so.
+		prepare func(exec string)
+		want    [4]want // by mode, in the order of modes
+	}{
+		{"live, not last", func(exec string) { start(t, c, exec, 2) },
+			[4]want{{coord.Recorded, false}, {coord.Recorded, false}, {coord.NotLast, false}, {coord.NotLast, false}}},
+		{"live, last", func(exec string) { start(t, c, exec, 1) },
+			[4]want{{coord.Recorded, true}, {coord.Recorded, true}, {coord.Recorded, true}, {coord.Recorded, true}}},
+		{"m finished", func(exec string) {
+			start(t, c, exec, 2)
+			notLast(t, exec+": first Finish m", finish(t, c, exec, "m", coord.Finish{Record: coord.Bytes("stored")}))
+		}, [4]want{{coord.Duplicate, false}, {coord.Replayed, false}, {coord.Duplicate, false}, {coord.Replayed, false}}},
+		{"m ended it, published", func(exec string) {
+			start(t, c, exec, 1)
+			completed(t, exec+": first Finish m", finish(t, c, exec, "m", coord.Finish{Record: coord.Bytes("stored")}), map[string]any{})
+			if err := c.Published(ctxFor(t), exec); err != nil {
+				t.Fatalf("Published(%q): %v", exec, err)
+			}
+		}, [4]want{{coord.DuplicatePublished, true}, {coord.Replayed, false}, {coord.DuplicatePublished, true}, {coord.Replayed, false}}},
+		{"halted", func(exec string) {
+			start(t, c, exec, 3)
+			notLast(t, exec+": Finish h (halt)", finish(t, c, exec, "h", coord.Finish{Halt: halt}))
+		}, [4]want{{coord.Recorded, false}, {coord.Dropped, false}, {coord.NotLast, false}, {coord.Dropped, false}}},
+	}
+	for _, st := range states {
+		for i, mode := range modes {
+			exec := fmt.Sprintf("exec-modes-%s-%s", st.name, mode)
+			st.prepare(exec)
+			o := finish(t, c, exec, "m", coord.Finish{Mode: mode, Record: coord.Bytes("new")})
+			w := st.want[i]
+			if o.Case != w.c || o.Last() != w.last {
+				t.Errorf("%s, Finish m %s: Outcome %v, want %s (last %v)", st.name, mode, o, w.c, w.last)
+			}
+			if o.Case == coord.Replayed && string(o.Record) != "stored" {
+				t.Errorf("%s, Finish m %s: Record %q, want the stored %q", st.name, mode, o.Record, "stored")
+			}
+		}
 	}
 }
 
@@ -607,20 +659,20 @@ func testHalt(t *testing.T, c coord.Coordinator) {
 	o := finish(t, c, exec, "f", coord.Finish{})
 	check := func(what string, o coord.Outcome) {
 		t.Helper()
-		if !o.Last || o.Status != message.CompletionHalted {
-			t.Fatalf("%s: Outcome %+v, want Last with Status %q", what, o, message.CompletionHalted)
+		if !o.Last() || o.Completion.Status != message.CompletionHalted {
+			t.Fatalf("%s: Outcome %v, want Last with Status %q", what, o, message.CompletionHalted)
 		}
-		if !reflect.DeepEqual(o.Failure, failure) {
-			t.Fatalf("%s: Failure %#v, want the first halt's %#v", what, o.Failure, failure)
+		if !reflect.DeepEqual(o.Completion.Failure, failure) {
+			t.Fatalf("%s: Failure %#v, want the first halt's %#v", what, o.Completion.Failure, failure)
 		}
-		if want := map[string]any{"$b": "partial"}; !reflect.DeepEqual(o.FinalContext, want) {
-			t.Fatalf("%s: FinalContext %#v, want %#v", what, o.FinalContext, want)
+		if want := map[string]any{"$b": "partial"}; !reflect.DeepEqual(o.Completion.FinalContext, want) {
+			t.Fatalf("%s: FinalContext %#v, want %#v", what, o.Completion.FinalContext, want)
 		}
 	}
 	check("Finish f", o)
 	o = finish(t, c, exec, "f", coord.Finish{})
-	if !o.Duplicate {
-		t.Fatalf("duplicate Finish f: Duplicate not set")
+	if o.Case != coord.Duplicate {
+		t.Fatalf("duplicate Finish f: Outcome %v, want duplicate", o)
 	}
 	check("duplicate Finish f", o)
 }
@@ -664,9 +716,9 @@ func testEndMerge(t *testing.T, c coord.Coordinator) {
 	})
 	// The caller owns FinalContext: changing it does not change what a
 	// duplicate gets.
-	o.FinalContext["$shared"] = "mutated"
-	if d := finish(t, c, exec, "b4", coord.Finish{}); d.FinalContext["$shared"] != "b4" {
-		t.Fatalf("duplicate Finish b4: $shared %v, want %q (FinalContext shared with an earlier caller)", d.FinalContext["$shared"], "b4")
+	o.Completion.FinalContext["$shared"] = "mutated"
+	if d := finish(t, c, exec, "b4", coord.Finish{}); d.Completion.FinalContext["$shared"] != "b4" {
+		t.Fatalf("duplicate Finish b4: $shared %v, want %q (FinalContext shared with an earlier caller)", d.Completion.FinalContext["$shared"], "b4")
 	}
 
 	// An execution without any End still gets a non-nil FinalContext.
@@ -703,7 +755,7 @@ func testInvalidArguments(t *testing.T, c coord.Coordinator) {
 	const exec = "exec-invalid-spawned"
 	start(t, c, exec, 1)
 	if o, err := c.Finish(ctx, exec, "a", coord.Finish{Spawned: -1}); err == nil {
-		t.Fatalf("Finish(Spawned -1): Outcome %+v and no error", o)
+		t.Fatalf("Finish(Spawned -1): Outcome %v and no error", o)
 	}
 	begin(t, c, exec, "a", coord.Run)
 	completed(t, "Finish a", finish(t, c, exec, "a", coord.Finish{}), map[string]any{})
@@ -732,8 +784,8 @@ func testAfterEnd(t *testing.T, c coord.Coordinator) {
 		t.Fatalf("Finish of a new id after the end: %v, want ErrUnknownExecution", err)
 	}
 	o := finish(t, c, exec, "a", coord.Finish{})
-	if !o.Duplicate {
-		t.Fatalf("duplicate Finish a after a stray Finish: Duplicate not set")
+	if o.Case != coord.Duplicate {
+		t.Fatalf("duplicate Finish a after a stray Finish: Outcome %v, want duplicate", o)
 	}
 	completed(t, "duplicate Finish a", o, map[string]any{})
 	// A branch suspending after the end is told to wake: nothing waits for it.
@@ -765,12 +817,12 @@ func testInterleavedExecutions(t *testing.T, c coord.Coordinator) {
 		}
 		o := got[0]
 		if f, halted := halt[job{exec, "m1"}]; halted {
-			if o.Status != message.CompletionHalted || o.Failure == nil || o.Failure.NodeID != f.NodeID {
-				t.Fatalf("%s: Status %q Failure %+v, want halted by %q", exec, o.Status, o.Failure, f.NodeID)
+			if o.Completion.Status != message.CompletionHalted || o.Completion.Failure == nil || o.Completion.Failure.NodeID != f.NodeID {
+				t.Fatalf("%s: Status %q Failure %+v, want halted by %q", exec, o.Completion.Status, o.Completion.Failure, f.NodeID)
 			}
 			// Which leaves ran depends on timing; every one must be ours.
 			leaves := leafContext(tr)
-			for k := range o.FinalContext {
+			for k := range o.Completion.FinalContext {
 				if _, ok := leaves[k]; !ok {
 					t.Fatalf("%s: FinalContext key %q is no leaf of this execution", exec, k)
 				}
@@ -797,20 +849,20 @@ func testPublished(t *testing.T, c coord.Coordinator) {
 	if err := c.Published(ctx, exec); err != nil {
 		t.Fatalf("Published of a live execution: %v", err)
 	}
-	if o := finish(t, c, exec, "a", coord.Finish{}); !o.Duplicate || o.Last || o.Published {
-		t.Fatalf("duplicate Finish a while live, after Published: Outcome %+v, want Duplicate only", o)
+	if o := finish(t, c, exec, "a", coord.Finish{}); o.Case != coord.Duplicate || o.Last() {
+		t.Fatalf("duplicate Finish a while live, after Published: Outcome %v, want duplicate, not last", o)
 	}
 	want := map[string]any{"$a": 1.0, "$b": 2.0}
 	o := finish(t, c, exec, "b", coord.Finish{End: map[string]any{"$b": 2.0}})
 	completed(t, "Finish b", o, want)
-	if o.Published {
-		t.Fatalf("Finish b: Published on the first Last")
+	if o.Case != coord.Recorded {
+		t.Fatalf("Finish b: Outcome %v on the first Finish, want recorded", o)
 	}
 	// Ended, not yet published: the completer's duplicate must publish again.
 	o = finish(t, c, exec, "b", coord.Finish{})
 	completed(t, "duplicate Finish b before Published", o, want)
-	if !o.Duplicate || o.Published {
-		t.Fatalf("duplicate Finish b before Published: Outcome %+v, want Duplicate, not Published", o)
+	if o.Case != coord.Duplicate {
+		t.Fatalf("duplicate Finish b before Published: Outcome %v, want duplicate (not published)", o)
 	}
 	for range 2 {
 		if err := c.Published(ctx, exec); err != nil {
@@ -819,15 +871,15 @@ func testPublished(t *testing.T, c coord.Coordinator) {
 	}
 	o = finish(t, c, exec, "b", coord.Finish{Spawned: 2})
 	completed(t, "duplicate Finish b after Published", o, want)
-	if !o.Duplicate || !o.Published {
-		t.Fatalf("duplicate Finish b after Published: Outcome %+v, want Duplicate and Published", o)
+	if o.Case != coord.DuplicatePublished {
+		t.Fatalf("duplicate Finish b after Published: Outcome %v, want duplicate-published", o)
 	}
-	if o := finish(t, c, exec, "a", coord.Finish{}); !o.Duplicate || o.Last || !o.Published {
-		t.Fatalf("duplicate Finish a after Published: Outcome %+v, want Duplicate and Published, not Last", o)
+	if o := finish(t, c, exec, "a", coord.Finish{}); o.Case != coord.DuplicatePublished || o.Last() {
+		t.Fatalf("duplicate Finish a after Published: Outcome %v, want duplicate-published, not last", o)
 	}
-	// An optimistic Finish of a finished id still gets Replay (then its
-	// caller's plain Finish gets Published).
-	if o := finish(t, c, exec, "a", coord.Finish{Optimistic: true}); o.Verdict != coord.Replay {
-		t.Fatalf("optimistic Finish a after Published: Verdict %v, want Replay", o.Verdict)
+	// An optimistic Finish of a finished id still gets Replayed (then its
+	// caller's plain Finish gets DuplicatePublished).
+	if o := finish(t, c, exec, "a", coord.Finish{Mode: coord.FinishOptimistic}); o.Case != coord.Replayed {
+		t.Fatalf("optimistic Finish a after Published: Outcome %v, want replayed", o)
 	}
 }

@@ -156,8 +156,8 @@ func (c *Coordinator) Begin(_ context.Context, exec, id string) (coord.Begin, er
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if rec, ok := e.finished[id]; ok {
-		o, err := replay(exec, id, rec)
-		return coord.Begin{State: o.Verdict, Record: o.Record}, err
+		b, err := replay(exec, id, rec)
+		return coord.Begin{State: coord.Replay, Record: b}, err
 	}
 	if e.halt != nil || e.live <= 0 {
 		return coord.Begin{State: coord.Drop}, nil
@@ -209,17 +209,17 @@ func (c *Coordinator) Published(_ context.Context, exec string) error {
 	return nil
 }
 
-// replay is the verdict on a message that finished before: its record,
-// encoded only now.
-func replay(exec, id string, rec coord.Record) (coord.Outcome, error) {
-	o := coord.Outcome{Verdict: coord.Replay}
-	if rec != nil {
-		var err error
-		if o.Record, err = rec.MarshalBinary(); err != nil {
-			return coord.Outcome{}, fmt.Errorf("coord/memory: exec %q id %q: encode record: %w", exec, id, err)
-		}
+// replay is the record of a message that finished before, encoded only
+// now.
+func replay(exec, id string, rec coord.Record) ([]byte, error) {
+	if rec == nil {
+		return nil, nil
 	}
-	return o, nil
+	b, err := rec.MarshalBinary()
+	if err != nil {
+		return nil, fmt.Errorf("coord/memory: exec %q id %q: encode record: %w", exec, id, err)
+	}
+	return b, nil
 }
 
 // Finish implements coord.Coordinator.
@@ -232,14 +232,21 @@ func (c *Coordinator) Finish(_ context.Context, exec, id string, f coord.Finish)
 		return coord.Outcome{}, fmt.Errorf("coord/memory: Finish exec %q id %q: %w", exec, id, coord.ErrUnknownExecution)
 	}
 	e.mu.Lock()
-	if rec, ok := e.finished[id]; ok && f.Optimistic {
+	if rec, ok := e.finished[id]; ok && f.Mode.Optimistic() {
 		e.mu.Unlock()
-		return replay(exec, id, rec)
+		b, err := replay(exec, id, rec)
+		if err != nil {
+			return coord.Outcome{}, err
+		}
+		return coord.Outcome{Case: coord.Replayed, Record: b}, nil
 	}
 	if _, ok := e.finished[id]; ok {
-		o := coord.Outcome{Duplicate: true, Published: e.published}
+		o := coord.Outcome{Case: coord.Duplicate}
+		if e.published {
+			o.Case = coord.DuplicatePublished
+		}
 		if e.last == id {
-			e.outcome(&o)
+			o.Completion = e.completion()
 		}
 		e.mu.Unlock()
 		return o, nil
@@ -248,13 +255,13 @@ func (c *Coordinator) Finish(_ context.Context, exec, id string, f coord.Finish)
 		e.mu.Unlock()
 		return coord.Outcome{}, fmt.Errorf("coord/memory: Finish exec %q id %q: execution has ended: %w", exec, id, coord.ErrUnknownExecution)
 	}
-	if f.Optimistic && e.halt != nil {
+	if f.Mode.Optimistic() && e.halt != nil {
 		e.mu.Unlock()
-		return coord.Outcome{Verdict: coord.Drop}, nil
+		return coord.Outcome{Case: coord.Dropped}, nil
 	}
-	if f.IfLast && e.live+f.Spawned-1 > 0 {
+	if f.Mode.IfLast() && e.live+f.Spawned-1 > 0 {
 		e.mu.Unlock()
-		return coord.Outcome{NotLast: true}, nil
+		return coord.Outcome{Case: coord.NotLast}, nil
 	}
 	e.finished[id] = f.Record
 	delete(e.parked, id)
@@ -273,8 +280,7 @@ func (c *Coordinator) Finish(_ context.Context, exec, id string, f coord.Finish)
 		return coord.Outcome{}, nil
 	}
 	e.last = id
-	o := coord.Outcome{}
-	e.outcome(&o)
+	o := coord.Outcome{Case: coord.Recorded, Completion: e.completion()}
 	e.mu.Unlock()
 
 	c.endedMu.Lock()
@@ -283,17 +289,17 @@ func (c *Coordinator) Finish(_ context.Context, exec, id string, f coord.Finish)
 	return o, nil
 }
 
-// outcome fills o with the completion of an ended execution; e.mu is held.
-func (e *execution) outcome(o *coord.Outcome) {
-	o.Last = true
-	o.Status = message.CompletionCompleted
+// completion is how an ended execution ended; e.mu is held.
+func (e *execution) completion() *coord.Completion {
+	c := &coord.Completion{Status: message.CompletionCompleted}
 	if e.halt != nil {
-		o.Status = message.CompletionHalted
-		o.Failure = e.halt
+		c.Status = message.CompletionHalted
+		c.Failure = e.halt
 	}
 	// A fresh top-level map: the caller owns FinalContext.
-	o.FinalContext = make(map[string]any, len(e.ctx))
-	maps.Copy(o.FinalContext, e.ctx)
+	c.FinalContext = make(map[string]any, len(e.ctx))
+	maps.Copy(c.FinalContext, e.ctx)
+	return c
 }
 
 // janitor drops ended executions once they are older than Retain.

@@ -35,7 +35,7 @@ func TestRetain(t *testing.T) {
 		t.Fatal(err)
 	}
 	ending := time.Now() // the execution ends after this
-	if o, err := c.Finish(ctx, "e", "a", coord.Finish{Record: coord.Bytes("r")}); err != nil || !o.Last {
+	if o, err := c.Finish(ctx, "e", "a", coord.Finish{Record: coord.Bytes("r")}); err != nil || !o.Last() {
 		t.Fatalf("Finish: %+v, %v; want Last", o, err)
 	}
 	if b, _ := c.Begin(ctx, "e", "a"); b.State != coord.Replay {

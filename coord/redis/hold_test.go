@@ -115,7 +115,7 @@ func testHold(t *testing.T, client goredis.UniversalClient, prefix string) {
 	finish("w1", coord.Finish{Record: coord.Bytes("rw1")})
 	finish("w2", coord.Finish{Record: coord.Bytes("rw2")})
 	// (c counted itself out and its successor in: three are live.)
-	if o := finish("d", coord.Finish{Record: coord.Bytes("rd")}); !o.Last {
+	if o := finish("d", coord.Finish{Record: coord.Bytes("rd")}); !o.Last() {
 		t.Fatalf("the last Finish: %+v, want Last", o)
 	}
 	check("after the end", 0, retain, true) // the parked set emptied, so gone

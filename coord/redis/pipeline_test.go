@@ -146,13 +146,13 @@ func finishTogether(t *testing.T, held func(*holdFirst)) int64 {
 		if errs[i] != nil {
 			t.Fatalf("Finish m%d: %v", i, errs[i])
 		}
-		if o.Duplicate {
-			t.Errorf("Finish m%d: Duplicate on its first Finish", i)
+		if o.Case != coord.Recorded {
+			t.Errorf("Finish m%d: %v on its first Finish, want recorded", i, o)
 		}
-		if o.Last {
+		if o.Last() {
 			last++
-			if len(o.FinalContext) != n {
-				t.Errorf("the last Finish's final context has %d keys, want %d", len(o.FinalContext), n)
+			if len(o.Completion.FinalContext) != n {
+				t.Errorf("the last Finish's final context has %d keys, want %d", len(o.Completion.FinalContext), n)
 			}
 		}
 	}

@@ -215,10 +215,10 @@ func (c *Coordinator) Finish(ctx context.Context, exec, id string, f coord.Finis
 	args := make([]any, 9, 9+2*len(f.End))
 	args[0], args[1], args[2], args[4], args[5] = id, f.Spawned, rec, c.ttl, c.retain
 	args[3], args[6], args[7], args[8] = "", "0", "0", ahead(f.Hold)
-	if f.Optimistic {
+	if f.Mode.Optimistic() {
 		args[6] = "1"
 	}
-	if f.IfLast {
+	if f.Mode.IfLast() {
 		args[7] = "1"
 	}
 	if f.Halt != nil {
@@ -292,32 +292,38 @@ func parseOutcome(reply []any) (coord.Outcome, error) {
 		return coord.Outcome{}, fmt.Errorf("execution has ended: %w", coord.ErrUnknownExecution)
 	case code == 2 && len(reply) == 2:
 		rec, _ := reply[1].(string)
-		return coord.Outcome{Verdict: coord.Replay, Record: []byte(rec)}, nil
+		return coord.Outcome{Case: coord.Replayed, Record: []byte(rec)}, nil
 	case code == 3:
-		return coord.Outcome{Verdict: coord.Drop}, nil
+		return coord.Outcome{Case: coord.Dropped}, nil
 	case code == 4:
-		return coord.Outcome{NotLast: true}, nil
+		return coord.Outcome{Case: coord.NotLast}, nil
 	case len(reply) < 3 || (code != 0 && code != 1):
 		return coord.Outcome{}, fmt.Errorf("unexpected reply %v", reply)
 	}
-	published, _ := reply[2].(int64)
-	o := coord.Outcome{Duplicate: code == 1, Published: published == 1}
+	var o coord.Outcome
+	if code == 1 {
+		o.Case = coord.Duplicate
+		if published, _ := reply[2].(int64); published == 1 {
+			o.Case = coord.DuplicatePublished
+		}
+	}
 	if last, _ := reply[1].(int64); last != 1 {
 		return o, nil
 	}
 	if len(reply) < 5 || len(reply)%2 != 1 {
 		return coord.Outcome{}, fmt.Errorf("unexpected reply of %d elements", len(reply))
 	}
-	o.Last = true
-	o.Status, _ = reply[3].(string)
+	c := &coord.Completion{}
+	o.Completion = c
+	c.Status, _ = reply[3].(string)
 	if failure, _ := reply[4].(string); failure != "" {
-		o.Failure = new(message.Failure)
-		if err := json.Unmarshal([]byte(failure), o.Failure); err != nil {
+		c.Failure = new(message.Failure)
+		if err := json.Unmarshal([]byte(failure), c.Failure); err != nil {
 			return coord.Outcome{}, fmt.Errorf("decode stored Failure: %w", err)
 		}
 	}
 	kv := reply[5:]
-	o.FinalContext = make(map[string]any, len(kv)/2)
+	c.FinalContext = make(map[string]any, len(kv)/2)
 	for i := 0; i < len(kv); i += 2 {
 		k, _ := kv[i].(string)
 		v, _ := kv[i+1].(string)
@@ -325,7 +331,7 @@ func parseOutcome(reply []any) (coord.Outcome, error) {
 		if err := json.Unmarshal([]byte(v), &val); err != nil {
 			return coord.Outcome{}, fmt.Errorf("decode final context key %q: %w", k, err)
 		}
-		o.FinalContext[k] = val
+		c.FinalContext[k] = val
 	}
 	return o, nil
 }

@@ -133,7 +133,7 @@ func TestRetain(t *testing.T) {
 		t.Fatal(err)
 	}
 	o, err := c.Finish(ctx, "e", "a", coord.Finish{End: map[string]any{"$a": "x"}, Record: coord.Bytes("r")})
-	if err != nil || !o.Last {
+	if err != nil || !o.Last() {
 		t.Fatalf("Finish: %+v, %v; want Last", o, err)
 	}
 	var ours []string

@@ -132,7 +132,7 @@ func (c *Coordinator) finish(tx *sql.Tx, exec, id string, f coord.Finish, rec []
 		return c.finishSlow(tx, exec, id, f, r) // finished before
 	}
 	var live, parked int
-	err = c.s.stmt(tx, "exec_account").QueryRow(exec, f.Spawned-1, halt, f.Optimistic, f.IfLast, id, c.s.nowMs()).Scan(&live, &parked)
+	err = c.s.stmt(tx, "exec_account").QueryRow(exec, f.Spawned-1, halt, f.Mode.Optimistic(), f.Mode.IfLast(), id, c.s.nowMs()).Scan(&live, &parked)
 	if errNoRow(err) {
 		if _, err := c.s.stmt(tx, "done_undo").Exec(exec, id); err != nil {
 			return err
@@ -180,22 +180,25 @@ func (c *Coordinator) finishSlow(tx *sql.Tx, exec, id string, f coord.Finish, r 
 		return err
 	}
 	switch {
-	case wasFin && f.Optimistic:
-		r.o = coord.Outcome{Verdict: coord.Replay, Record: stored}
+	case wasFin && f.Mode.Optimistic():
+		r.o = coord.Outcome{Case: coord.Replayed, Record: stored}
 		return nil
 	case wasFin:
-		r.o = coord.Outcome{Duplicate: true, Published: published}
+		r.o = coord.Outcome{Case: coord.Duplicate}
+		if published {
+			r.o.Case = coord.DuplicatePublished
+		}
 		if isLast {
 			return c.ending(tx, exec, r)
 		}
 		return nil
 	case live <= 0:
 		return fmt.Errorf("execution has ended: %w", coord.ErrUnknownExecution)
-	case f.Optimistic && halted:
-		r.o = coord.Outcome{Verdict: coord.Drop}
+	case f.Mode.Optimistic() && halted:
+		r.o = coord.Outcome{Case: coord.Dropped}
 		return nil
-	case f.IfLast && live+f.Spawned-1 > 0:
-		r.o = coord.Outcome{NotLast: true}
+	case f.Mode.IfLast() && live+f.Spawned-1 > 0:
+		r.o = coord.Outcome{Case: coord.NotLast}
 		return nil
 	}
 	// The fast path's accounting refused what these rules accept.
@@ -213,20 +216,20 @@ func (c *Coordinator) ending(tx *sql.Tx, exec string, r *finished) error {
 
 // decode completes the Outcome of an ended execution from what ending read.
 func (r *finished) decode() error {
-	r.o.Last = true
-	r.o.Status = message.CompletionCompleted
+	c := &coord.Completion{Status: message.CompletionCompleted}
+	r.o.Completion = c
 	if r.halt.Valid {
-		r.o.Status = message.CompletionHalted
-		r.o.Failure = new(message.Failure)
-		if err := json.Unmarshal([]byte(r.halt.String), r.o.Failure); err != nil {
+		c.Status = message.CompletionHalted
+		c.Failure = new(message.Failure)
+		if err := json.Unmarshal([]byte(r.halt.String), c.Failure); err != nil {
 			return fmt.Errorf("decode stored Failure: %w", err)
 		}
 	}
-	if err := json.Unmarshal([]byte(r.ctxRaw), &r.o.FinalContext); err != nil {
+	if err := json.Unmarshal([]byte(r.ctxRaw), &c.FinalContext); err != nil {
 		return fmt.Errorf("decode the final context: %w", err)
 	}
-	if r.o.FinalContext == nil {
-		r.o.FinalContext = map[string]any{}
+	if c.FinalContext == nil {
+		c.FinalContext = map[string]any{}
 	}
 	return nil
 }

@@ -56,14 +56,14 @@ func TestReopen(t *testing.T) {
 	}
 
 	must(c.Start(ctx, "live", 3))
-	if o, err := c.Finish(ctx, "live", "a", coord.Finish{Spawned: 1, Record: coord.Bytes("ra"), End: map[string]any{"$a": 1.0}}); err != nil || o.Last {
+	if o, err := c.Finish(ctx, "live", "a", coord.Finish{Spawned: 1, Record: coord.Bytes("ra"), End: map[string]any{"$a": 1.0}}); err != nil || o.Last() {
 		t.Fatalf("Finish a: %+v, %v", o, err)
 	}
 	if wake, err := c.Park(ctx, "live", "w", time.Now().Add(time.Hour)); err != nil || wake {
 		t.Fatalf("Park: %v, %v", wake, err)
 	}
 	must(c.Start(ctx, "ended", 1))
-	if o, err := c.Finish(ctx, "ended", "x", coord.Finish{End: map[string]any{"$x": "done"}}); err != nil || !o.Last {
+	if o, err := c.Finish(ctx, "ended", "x", coord.Finish{End: map[string]any{"$x": "done"}}); err != nil || !o.Last() {
 		t.Fatalf("Finish x: %+v, %v", o, err)
 	}
 	must(c.Published(ctx, "ended"))
@@ -110,8 +110,8 @@ func TestReopen(t *testing.T) {
 	if ids, err := c.Parked(ctx, "live"); err != nil || !slices.Equal(ids, []string{"w"}) {
 		t.Fatalf("Parked after reopening: %v, %v; want [w]", ids, err)
 	}
-	if o, err := c.Finish(ctx, "ended", "x", coord.Finish{}); err != nil || !o.Duplicate || !o.Last || !o.Published ||
-		!reflect.DeepEqual(o.FinalContext, map[string]any{"$x": "done"}) {
+	if o, err := c.Finish(ctx, "ended", "x", coord.Finish{}); err != nil || o.Case != coord.DuplicatePublished || !o.Last() ||
+		!reflect.DeepEqual(o.Completion.FinalContext, map[string]any{"$x": "done"}) {
 		t.Fatalf("duplicate Finish x after reopening: %+v, %v; want the published Last again", o, err)
 	}
 
@@ -154,12 +154,12 @@ func TestReopen(t *testing.T) {
 
 	// The execution goes on and completes once, with the context of before.
 	for _, id := range []string{"b", "w"} {
-		if o, err := c.Finish(ctx, "live", id, coord.Finish{}); err != nil || o.Last {
+		if o, err := c.Finish(ctx, "live", id, coord.Finish{}); err != nil || o.Last() {
 			t.Fatalf("Finish %s: %+v, %v", id, o, err)
 		}
 	}
 	o, err := c.Finish(ctx, "live", "c", coord.Finish{End: map[string]any{"$c": true}})
-	if err != nil || !o.Last || !reflect.DeepEqual(o.FinalContext, map[string]any{"$a": 1.0, "$c": true}) {
+	if err != nil || !o.Last() || !reflect.DeepEqual(o.Completion.FinalContext, map[string]any{"$a": 1.0, "$c": true}) {
 		t.Fatalf("last Finish: %+v, %v", o, err)
 	}
 	if ids, err := c.Parked(ctx, "live"); err != nil || len(ids) != 0 {
@@ -262,7 +262,7 @@ func TestHelperChild(t *testing.T) {
 					if err != nil {
 						fail(err)
 					}
-					say("fin %s %s %t", exec, st.id, o.Last)
+					say("fin %s %s %t", exec, st.id, o.Last())
 				}
 			}
 		})
@@ -430,17 +430,17 @@ func TestKill9(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Finish(%s, %s) after the kill: %v", exec, st.id, err)
 			}
-			if fins[key{exec, st.id}] && !o.Duplicate {
+			if fins[key{exec, st.id}] && o.Case == coord.Recorded {
 				t.Fatalf("Finish(%s, %s), reported finished by the child: not a Duplicate", exec, st.id)
 			}
-			if o.Last {
+			if o.Last() {
 				completers = append(completers, st.id)
-				if id, ok := lasts[exec]; ok && (id != st.id || !o.Duplicate) {
-					t.Fatalf("%s: Finish(%s) is Last (Duplicate %v) after the child saw %s Last", exec, st.id, o.Duplicate, id)
+				if id, ok := lasts[exec]; ok && (id != st.id || o.Case == coord.Recorded) {
+					t.Fatalf("%s: Finish(%s) is Last (%v) after the child saw %s Last", exec, st.id, o, id)
 				}
 				want := map[string]any{"$r1": exec, "$c0": 1.0, "$c1": "x"}
-				if !reflect.DeepEqual(o.FinalContext, want) {
-					t.Fatalf("%s: FinalContext %v, want %v", exec, o.FinalContext, want)
+				if !reflect.DeepEqual(o.Completion.FinalContext, want) {
+					t.Fatalf("%s: FinalContext %v, want %v", exec, o.Completion.FinalContext, want)
 				}
 			}
 		}

@@ -93,10 +93,10 @@ func TestExpiry(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if o, err := c.Finish(ctx, "ended", "parked", coord.Finish{}); err != nil || o.Last {
+	if o, err := c.Finish(ctx, "ended", "parked", coord.Finish{}); err != nil || o.Last() {
 		t.Fatalf("Finish parked: %+v, %v", o, err)
 	}
-	if o, err := c.Finish(ctx, "ended", "end", coord.Finish{}); err != nil || !o.Last {
+	if o, err := c.Finish(ctx, "ended", "end", coord.Finish{}); err != nil || !o.Last() {
 		t.Fatalf("Finish end: %+v, %v; want Last", o, err)
 	}
 
@@ -136,11 +136,11 @@ func TestExpiry(t *testing.T) {
 	if _, err := bs.Arrive(ctx, "live", "merge", coord.BarrierSpec{Total: 2, Need: 1}, 0, nil); !errors.Is(err, coord.ErrBarrierClosed) {
 		t.Fatalf("cancelled barrier after a year: %v, want ErrBarrierClosed", err)
 	}
-	if o, err := c.Finish(ctx, "live", "m30", coord.Finish{}); err != nil || o.Last || o.Duplicate {
+	if o, err := c.Finish(ctx, "live", "m30", coord.Finish{}); err != nil || o.Last() || o.Case != coord.Recorded {
 		t.Fatalf("Finish after a year: %+v, %v", o, err)
 	}
 	o, err := c.Finish(ctx, "live", "parked", coord.Finish{})
-	if err != nil || !o.Last || len(o.FinalContext) != 30 || o.FinalContext["$29"] != 29.0 {
+	if err != nil || !o.Last() || len(o.Completion.FinalContext) != 30 || o.Completion.FinalContext["$29"] != 29.0 {
 		t.Fatalf("last Finish after a year: %+v, %v; want Last with 30 context keys", o, err)
 	}
 }
@@ -159,7 +159,7 @@ func TestExpiryAfterRestart(t *testing.T) {
 	if err := c.Start(ctx, "e", 1); err != nil {
 		t.Fatal(err)
 	}
-	if o, err := c.Finish(ctx, "e", "last", coord.Finish{}); err != nil || !o.Last {
+	if o, err := c.Finish(ctx, "e", "last", coord.Finish{}); err != nil || !o.Last() {
 		t.Fatalf("Finish: %+v, %v", o, err)
 	}
 	clk.add(time.Hour) // stopped for an hour
@@ -168,7 +168,7 @@ func TestExpiryAfterRestart(t *testing.T) {
 	sweep(t, s)
 	clk.add(opts.Retain - time.Millisecond)
 	sweep(t, s)
-	if o, err := c.Finish(ctx, "e", "last", coord.Finish{}); err != nil || !o.Last || !o.Duplicate {
+	if o, err := c.Finish(ctx, "e", "last", coord.Finish{}); err != nil || !o.Last() || o.Case == coord.Recorded {
 		t.Fatalf("the completer redelivered after the restart: %+v, %v; want its Last again", o, err)
 	}
 	clk.add(time.Millisecond)
@@ -327,7 +327,7 @@ func TestSweeperRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if o, err := c.Finish(ctx, "ended", "a", coord.Finish{Record: coord.Bytes("r")}); err != nil || !o.Last {
+	if o, err := c.Finish(ctx, "ended", "a", coord.Finish{Record: coord.Bytes("r")}); err != nil || !o.Last() {
 		t.Fatalf("Finish: %+v, %v; want Last", o, err)
 	}
 	deadline := time.Now().Add(30 * time.Second)

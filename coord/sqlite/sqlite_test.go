@@ -75,7 +75,7 @@ func TestEndKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	o, err := c.Finish(ctx, "e", "b", coord.Finish{End: map[string]any{"k": "second", "big": 12345678901234567.0}})
-	if err != nil || !o.Last {
+	if err != nil || !o.Last() {
 		t.Fatalf("Finish b: %+v, %v", o, err)
 	}
 	want := map[string]any{"k": "second", "big": 12345678901234567.0}
@@ -84,7 +84,7 @@ func TestEndKeys(t *testing.T) {
 			want[k] = v
 		}
 	}
-	if !reflect.DeepEqual(o.FinalContext, want) {
-		t.Fatalf("FinalContext %#v, want %#v", o.FinalContext, want)
+	if !reflect.DeepEqual(o.Completion.FinalContext, want) {
+		t.Fatalf("FinalContext %#v, want %#v", o.Completion.FinalContext, want)
 	}
 }
