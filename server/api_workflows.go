@@ -7,29 +7,15 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
+	"github.com/rune-org/rune/apiv1"
 	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/store"
 	"github.com/rune-org/rune/workflow"
 )
 
-// workflowView is a workflow version as the API shows it.
-type workflowView struct {
-	ID      string `json:"id"`
-	Version int    `json:"version"`
-	Name    string `json:"name,omitempty"`
-	// Definition is left out of version lists.
-	Definition json.RawMessage `json:"definition,omitempty"`
-	CreatedAt  time.Time       `json:"created_at"`
-	DeletedAt  *time.Time      `json:"deleted_at,omitempty"`
-	// Unchanged, on an update only: the definition was the latest
-	// version's, and no version was stored.
-	Unchanged bool `json:"unchanged,omitempty"`
-}
-
-func viewWorkflow(w *store.Workflow) workflowView {
-	return workflowView{ID: w.ID, Version: w.Version, Name: w.Name, Definition: w.Definition, CreatedAt: w.CreatedAt,
+func viewWorkflow(w *store.Workflow) apiv1.Workflow {
+	return apiv1.Workflow{ID: w.ID, Version: w.Version, Name: w.Name, Definition: w.Definition, CreatedAt: w.CreatedAt,
 		DeletedAt: w.DeletedAt, Unchanged: w.Unchanged}
 }
 
@@ -62,12 +48,6 @@ func writeWorkflow(w http.ResponseWriter, status int, wf *store.Workflow) {
 	writeJSON(w, status, viewWorkflow(wf))
 }
 
-type listView[T any] struct {
-	Items []T `json:"items"`
-	// NextCursor is passed as ?cursor= for the next page; "" on the last.
-	NextCursor string `json:"next_cursor"`
-}
-
 // listBytesMax bounds a list page's items in bytes: a page of 500
 // executions with 1 MiB inputs, or of workflows with 5 MiB definitions,
 // would otherwise be gigabytes.
@@ -77,7 +57,7 @@ const listBytesMax = 4 << 20
 // the page early, with the cursor after the last item it holds, once the
 // items pass listBytesMax (one item always goes, however large).
 func writePage[T, V any](w http.ResponseWriter, page store.Page[T], view func(T) V, cursorOf func(T) string) error {
-	out := listView[json.RawMessage]{Items: make([]json.RawMessage, 0, len(page.Items)), NextCursor: page.Next}
+	out := apiv1.Page[json.RawMessage]{Items: make([]json.RawMessage, 0, len(page.Items)), NextCursor: page.Next}
 	size := 0
 	for i, it := range page.Items {
 		b, err := json.Marshal(view(it))
@@ -97,7 +77,7 @@ func writePage[T, V any](w http.ResponseWriter, page store.Page[T], view func(T)
 
 // writeList answers 200 with items shown through view (an empty list as []).
 func writeList[T, V any](w http.ResponseWriter, items []T, next string, view func(T) V) {
-	out := listView[V]{Items: make([]V, 0, len(items)), NextCursor: next}
+	out := apiv1.Page[V]{Items: make([]V, 0, len(items)), NextCursor: next}
 	for _, it := range items {
 		out.Items = append(out.Items, view(it))
 	}
