@@ -69,10 +69,7 @@ func (s *Server) triggerExecution(w http.ResponseWriter, r *http.Request) error 
 		IdempotencyKey: key, Trigger: "api", AvailableAt: startAt, At: now,
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		if version > 0 {
-			return notFound("workflow %q has no version %d", id, version)
-		}
-		return notFound("workflow %q does not exist", id)
+		return workflowNotFound(id, version)
 	}
 	if err != nil {
 		return err
@@ -137,7 +134,7 @@ var executionStatuses = []string{store.StatusEnqueued, store.StatusProcessing, s
 func (s *Server) listExecutions(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	f := store.ExecutionFilter{WorkflowID: q.Get("workflow_id"), Status: q.Get("status"),
-		IdempotencyKey: q.Get("idempotency_key"), Cursor: q.Get("cursor")}
+		IdempotencyKey: q.Get("idempotency_key")}
 	if f.Status != "" && !contains(executionStatuses, f.Status) {
 		return badRequest("query parameter status: %q is not one of %v", f.Status, executionStatuses)
 	}
@@ -151,14 +148,10 @@ func (s *Server) listExecutions(w http.ResponseWriter, r *http.Request) error {
 	if f.CreatedBefore, err = queryTime(r, "created_before"); err != nil {
 		return err
 	}
-	page, err := scopedPage(principalOf(r.Context()), f.Cursor, func(cursor string) (store.Page[*store.Execution], error) {
+	return writeScopedPage(w, r, func(cursor string) (store.Page[*store.Execution], error) {
 		f.Cursor = cursor
 		return s.store.ListExecutions(r.Context(), f)
-	}, func(x *store.Execution) string { return x.WorkflowID })
-	if err != nil {
-		return storeInput(err, "cursor")
-	}
-	return writePage(w, page, viewExecution, store.ExecutionCursor)
+	}, func(x *store.Execution) string { return x.WorkflowID }, viewExecution, store.ExecutionCursor)
 }
 
 // cancelExecution cancels an enqueued execution at once; a running one is
