@@ -1,6 +1,6 @@
 // Package api is a typed Go client of the `rune server` HTTP API
-// (docs/api.md; the types follow server/openapi.json). The rune CLI's
-// server commands use it.
+// (docs/api.md, server/openapi.json); the JSON shapes it reads are package
+// apiv1's, the ones the server writes. The rune CLI's server commands use it.
 package api
 
 import (
