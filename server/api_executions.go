@@ -5,66 +5,14 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"time"
 
+	"github.com/rune-org/rune/apiv1"
 	"github.com/rune-org/rune/engine"
-	"github.com/rune-org/rune/message"
 	"github.com/rune-org/rune/store"
 )
 
-// executionView is an execution (trigger instance) as the API shows it.
-type executionView struct {
-	ID              string                     `json:"id"`
-	WorkflowID      string                     `json:"workflow_id"`
-	Version         int                        `json:"version"`
-	Status          string                     `json:"status"`
-	Cursor          []string                   `json:"cursor"`
-	Attempts        int                        `json:"attempts"`
-	AvailableAt     time.Time                  `json:"available_at"`
-	Vars            map[string]json.RawMessage `json:"vars"`
-	Input           json.RawMessage            `json:"input"`
-	Trigger         string                     `json:"trigger,omitempty"`
-	IdempotencyKey  string                     `json:"idempotency_key,omitempty"`
-	CancelRequested bool                       `json:"cancel_requested,omitempty"`
-	// Completion is the CompletionMessage verbatim, once there is one.
-	Completion   json.RawMessage `json:"completion"`
-	CreatedAt    time.Time       `json:"created_at"`
-	UpdatedAt    time.Time       `json:"updated_at"`
-	DispatchedAt *time.Time      `json:"dispatched_at,omitempty"`
-	FinishedAt   *time.Time      `json:"finished_at,omitempty"`
-	// Nodes and Splits are shown by GET /v1/executions/{id} only.
-	Nodes  []nodeRunView `json:"nodes,omitempty"`
-	Splits []splitView   `json:"splits,omitempty"`
-}
-
-type nodeRunView struct {
-	NodeID        string          `json:"node_id"`
-	Branch        string          `json:"branch"`
-	Lineage       []message.Frame `json:"lineage,omitempty"`
-	Status        string          `json:"status"`
-	Attempt       int             `json:"attempt"`
-	Output        json.RawMessage `json:"output,omitempty"`
-	Error         json.RawMessage `json:"error,omitempty"`
-	Details       json.RawMessage `json:"details,omitempty"`
-	StartedAt     *time.Time      `json:"started_at,omitempty"`
-	FinishedAt    *time.Time      `json:"finished_at,omitempty"`
-	NextAttemptAt *time.Time      `json:"next_attempt_at,omitempty"`
-	ResumeAt      *time.Time      `json:"resume_at,omitempty"`
-	DurationMS    int64           `json:"duration_ms"`
-	UpdatedAt     time.Time       `json:"updated_at"`
-}
-
-type splitView struct {
-	SplitNodeID string `json:"split_node_id"`
-	Branch      string `json:"branch"`
-	Total       int    `json:"total"`
-	Done        int    `json:"done"`
-	Failed      int    `json:"failed"`
-	Skipped     int    `json:"skipped"`
-}
-
-func viewExecution(x *store.Execution) executionView {
-	v := executionView{
+func viewExecution(x *store.Execution) apiv1.Execution {
+	v := apiv1.Execution{
 		ID: x.ID, WorkflowID: x.WorkflowID, Version: x.Version, Status: x.Status, Cursor: x.Cursor,
 		Attempts: x.Attempts, AvailableAt: x.AvailableAt, Vars: x.Vars, Input: x.Input, Trigger: x.Trigger,
 		IdempotencyKey: x.IdempotencyKey, CancelRequested: x.CancelRequested, Completion: x.Completion,
@@ -79,8 +27,8 @@ func viewExecution(x *store.Execution) executionView {
 	return v
 }
 
-func viewNodeRun(n *store.NodeRun) nodeRunView {
-	return nodeRunView{NodeID: n.NodeID, Branch: n.Branch, Lineage: n.Lineage, Status: n.Status, Attempt: n.Attempt,
+func viewNodeRun(n *store.NodeRun) apiv1.NodeRun {
+	return apiv1.NodeRun{NodeID: n.NodeID, Branch: n.Branch, Lineage: n.Lineage, Status: n.Status, Attempt: n.Attempt,
 		Output: n.Output, Error: n.Error, Details: n.Details, StartedAt: n.StartedAt, FinishedAt: n.FinishedAt,
 		NextAttemptAt: n.NextAttemptAt, ResumeAt: n.ResumeAt, DurationMS: n.DurationMS, UpdatedAt: n.UpdatedAt}
 }
@@ -121,10 +69,7 @@ func (s *Server) triggerExecution(w http.ResponseWriter, r *http.Request) error 
 		IdempotencyKey: key, Trigger: "api", AvailableAt: startAt, At: now,
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		if version > 0 {
-			return notFound("workflow %q has no version %d", id, version)
-		}
-		return notFound("workflow %q does not exist", id)
+		return workflowNotFound(id, version)
 	}
 	if err != nil {
 		return err
@@ -171,12 +116,12 @@ func (s *Server) getExecution(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	v := viewExecution(x)
-	v.Nodes = make([]nodeRunView, 0, len(runs))
+	v.Nodes = make([]apiv1.NodeRun, 0, len(runs))
 	for _, n := range runs {
 		v.Nodes = append(v.Nodes, viewNodeRun(n))
 	}
 	for _, sp := range splits {
-		v.Splits = append(v.Splits, splitView(sp))
+		v.Splits = append(v.Splits, apiv1.SplitProgress(sp))
 	}
 	writeJSON(w, http.StatusOK, v)
 	return nil
@@ -189,7 +134,7 @@ var executionStatuses = []string{store.StatusEnqueued, store.StatusProcessing, s
 func (s *Server) listExecutions(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	f := store.ExecutionFilter{WorkflowID: q.Get("workflow_id"), Status: q.Get("status"),
-		IdempotencyKey: q.Get("idempotency_key"), Cursor: q.Get("cursor")}
+		IdempotencyKey: q.Get("idempotency_key")}
 	if f.Status != "" && !contains(executionStatuses, f.Status) {
 		return badRequest("query parameter status: %q is not one of %v", f.Status, executionStatuses)
 	}
@@ -203,14 +148,10 @@ func (s *Server) listExecutions(w http.ResponseWriter, r *http.Request) error {
 	if f.CreatedBefore, err = queryTime(r, "created_before"); err != nil {
 		return err
 	}
-	page, err := scopedPage(principalOf(r.Context()), f.Cursor, func(cursor string) (store.Page[*store.Execution], error) {
+	return writeScopedPage(w, r, func(cursor string) (store.Page[*store.Execution], error) {
 		f.Cursor = cursor
 		return s.store.ListExecutions(r.Context(), f)
-	}, func(x *store.Execution) string { return x.WorkflowID })
-	if err != nil {
-		return storeInput(err, "cursor")
-	}
-	return writePage(w, page, viewExecution, store.ExecutionCursor)
+	}, func(x *store.Execution) string { return x.WorkflowID }, viewExecution, store.ExecutionCursor)
 }
 
 // cancelExecution cancels an enqueued execution at once; a running one is

@@ -7,29 +7,15 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
+	"github.com/rune-org/rune/apiv1"
 	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/store"
 	"github.com/rune-org/rune/workflow"
 )
 
-// workflowView is a workflow version as the API shows it.
-type workflowView struct {
-	ID      string `json:"id"`
-	Version int    `json:"version"`
-	Name    string `json:"name,omitempty"`
-	// Definition is left out of version lists.
-	Definition json.RawMessage `json:"definition,omitempty"`
-	CreatedAt  time.Time       `json:"created_at"`
-	DeletedAt  *time.Time      `json:"deleted_at,omitempty"`
-	// Unchanged, on an update only: the definition was the latest
-	// version's, and no version was stored.
-	Unchanged bool `json:"unchanged,omitempty"`
-}
-
-func viewWorkflow(w *store.Workflow) workflowView {
-	return workflowView{ID: w.ID, Version: w.Version, Name: w.Name, Definition: w.Definition, CreatedAt: w.CreatedAt,
+func viewWorkflow(w *store.Workflow) apiv1.Workflow {
+	return apiv1.Workflow{ID: w.ID, Version: w.Version, Name: w.Name, Definition: w.Definition, CreatedAt: w.CreatedAt,
 		DeletedAt: w.DeletedAt, Unchanged: w.Unchanged}
 }
 
@@ -62,12 +48,6 @@ func writeWorkflow(w http.ResponseWriter, status int, wf *store.Workflow) {
 	writeJSON(w, status, viewWorkflow(wf))
 }
 
-type listView[T any] struct {
-	Items []T `json:"items"`
-	// NextCursor is passed as ?cursor= for the next page; "" on the last.
-	NextCursor string `json:"next_cursor"`
-}
-
 // listBytesMax bounds a list page's items in bytes: a page of 500
 // executions with 1 MiB inputs, or of workflows with 5 MiB definitions,
 // would otherwise be gigabytes.
@@ -77,7 +57,7 @@ const listBytesMax = 4 << 20
 // the page early, with the cursor after the last item it holds, once the
 // items pass listBytesMax (one item always goes, however large).
 func writePage[T, V any](w http.ResponseWriter, page store.Page[T], view func(T) V, cursorOf func(T) string) error {
-	out := listView[json.RawMessage]{Items: make([]json.RawMessage, 0, len(page.Items)), NextCursor: page.Next}
+	out := apiv1.Page[json.RawMessage]{Items: make([]json.RawMessage, 0, len(page.Items)), NextCursor: page.Next}
 	size := 0
 	for i, it := range page.Items {
 		b, err := json.Marshal(view(it))
@@ -95,18 +75,35 @@ func writePage[T, V any](w http.ResponseWriter, page store.Page[T], view func(T)
 	return nil
 }
 
+// writeScopedPage answers with the page after the request's ?cursor= as
+// its principal sees it (scopedPage; workflowOf names an item's workflow),
+// through writePage; a cursor the store refuses is a 400.
+func writeScopedPage[T, V any](w http.ResponseWriter, r *http.Request, fetch func(cursor string) (store.Page[T], error),
+	workflowOf func(T) string, view func(T) V, cursorOf func(T) string) error {
+	page, err := scopedPage(principalOf(r.Context()), r.URL.Query().Get("cursor"), fetch, workflowOf)
+	if err != nil {
+		return storeInput(err, "cursor")
+	}
+	return writePage(w, page, view, cursorOf)
+}
+
 // writeList answers 200 with items shown through view (an empty list as []).
 func writeList[T, V any](w http.ResponseWriter, items []T, next string, view func(T) V) {
-	out := listView[V]{Items: make([]V, 0, len(items)), NextCursor: next}
+	out := apiv1.Page[V]{Items: make([]V, 0, len(items)), NextCursor: next}
 	for _, it := range items {
 		out.Items = append(out.Items, view(it))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-// compileDefinition validates a definition exactly as `rune validate` does:
-// malformed JSON is 400, every problem of an invalid one 422.
-func (s *Server) compileDefinition(body []byte) (*engine.Workflow, error) {
+// readDefinition reads the request's body, a definition, and validates it
+// exactly as `rune validate` does: malformed JSON is 400, every problem of
+// an invalid one 422.
+func (s *Server) readDefinition(r *http.Request) (*engine.Workflow, error) {
+	body, err := readBody(r, s.cfg.MaxBody)
+	if err != nil {
+		return nil, err
+	}
 	if len(body) == 0 {
 		return nil, errorf(http.StatusBadRequest, CodeInvalidJSON, "request body is empty; want a workflow definition (docs/dsl.md)")
 	}
@@ -127,11 +124,7 @@ func (s *Server) compileDefinition(body []byte) (*engine.Workflow, error) {
 }
 
 func (s *Server) createWorkflow(w http.ResponseWriter, r *http.Request) error {
-	body, err := readBody(r, s.cfg.MaxBody)
-	if err != nil {
-		return err
-	}
-	wf, err := s.compileDefinition(body)
+	wf, err := s.readDefinition(r)
 	if err != nil {
 		return err
 	}
@@ -155,11 +148,7 @@ func (s *Server) updateWorkflow(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	body, err := readBody(r, s.cfg.MaxBody)
-	if err != nil {
-		return err
-	}
-	wf, err := s.compileDefinition(body)
+	wf, err := s.readDefinition(r)
 	if err != nil {
 		return err
 	}
@@ -190,12 +179,14 @@ func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	return s.answerVersion(w, r, id, version)
+}
+
+// answerVersion answers with version (0: the latest) of workflow id.
+func (s *Server) answerVersion(w http.ResponseWriter, r *http.Request, id string, version int) error {
 	wf, err := s.store.GetWorkflow(r.Context(), id, version)
 	if errors.Is(err, store.ErrNotFound) {
-		if version > 0 {
-			return notFound("workflow %q has no version %d", id, version)
-		}
-		return notFound("workflow %q does not exist", id)
+		return workflowNotFound(id, version)
 	}
 	if err != nil {
 		return err
@@ -204,18 +195,22 @@ func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// workflowNotFound is the 404 of workflow id, or of its version (> 0).
+func workflowNotFound(id string, version int) error {
+	if version > 0 {
+		return notFound("workflow %q has no version %d", id, version)
+	}
+	return notFound("workflow %q does not exist", id)
+}
+
 func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) error {
 	limit, err := queryInt(r, "limit", 1, 500)
 	if err != nil {
 		return err
 	}
-	page, err := scopedPage(principalOf(r.Context()), r.URL.Query().Get("cursor"), func(cursor string) (store.Page[*store.Workflow], error) {
+	return writeScopedPage(w, r, func(cursor string) (store.Page[*store.Workflow], error) {
 		return s.store.ListWorkflows(r.Context(), limit, cursor)
-	}, func(wf *store.Workflow) string { return wf.ID })
-	if err != nil {
-		return storeInput(err, "cursor")
-	}
-	return writePage(w, page, viewWorkflow, store.WorkflowCursor)
+	}, func(wf *store.Workflow) string { return wf.ID }, viewWorkflow, store.WorkflowCursor)
 }
 
 // listVersions lists a workflow's versions, newest first, without their
@@ -244,15 +239,7 @@ func (s *Server) getVersion(w http.ResponseWriter, r *http.Request) error {
 	if err != nil || version < 1 {
 		return badRequest("path: version %q: want a positive number", limitText(r.PathValue("version"), 20))
 	}
-	wf, err := s.store.GetWorkflow(r.Context(), id, version)
-	if errors.Is(err, store.ErrNotFound) {
-		return notFound("workflow %q has no version %d", id, version)
-	}
-	if err != nil {
-		return err
-	}
-	writeWorkflow(w, http.StatusOK, wf)
-	return nil
+	return s.answerVersion(w, r, id, version)
 }
 
 func (s *Server) deleteWorkflow(w http.ResponseWriter, r *http.Request) error {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rune-org/rune/apiv1"
 	"github.com/rune-org/rune/store"
 )
 
@@ -63,20 +64,8 @@ func (s *Server) audit(r *http.Request, rt Route, p *Principal, status int) {
 	}
 }
 
-// auditView is an audit entry as the API shows it.
-type auditView struct {
-	ID      string            `json:"id"`
-	At      time.Time         `json:"at"`
-	Actor   string            `json:"actor"`
-	Role    string            `json:"role"`
-	Method  string            `json:"method"`
-	Route   string            `json:"route"`
-	Objects map[string]string `json:"objects"`
-	Status  int               `json:"status"`
-}
-
-func viewAudit(e *store.AuditEntry) auditView {
-	return auditView{ID: strconv.FormatInt(e.ID, 10), At: e.At, Actor: e.Actor, Role: e.Role, Method: e.Method,
+func viewAudit(e *store.AuditEntry) apiv1.AuditEntry {
+	return apiv1.AuditEntry{ID: strconv.FormatInt(e.ID, 10), At: e.At, Actor: e.Actor, Role: e.Role, Method: e.Method,
 		Route: e.Route, Objects: e.Objects, Status: e.Status}
 }
 

@@ -333,34 +333,39 @@ func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) getSchedule(w http.ResponseWriter, r *http.Request) error {
+// answerSchedule loads the path's schedule, applies change to it (nil:
+// none) and answers with it: the handlers of one schedule end alike.
+func (s *Server) answerSchedule(w http.ResponseWriter, r *http.Request, change func(sc *store.Schedule) error) error {
 	sc, err := s.schedule(r)
 	if err != nil {
 		return err
+	}
+	if change != nil {
+		if err := change(sc); err != nil {
+			return err
+		}
 	}
 	writeJSON(w, http.StatusOK, viewSchedule(sc))
 	return nil
 }
 
+func (s *Server) getSchedule(w http.ResponseWriter, r *http.Request) error {
+	return s.answerSchedule(w, r, nil)
+}
+
 // updateSchedule replaces a schedule's settings; its next slot is the
 // first from now (slots of the old settings are not fired).
 func (s *Server) updateSchedule(w http.ResponseWriter, r *http.Request) error {
-	sc, err := s.schedule(r)
-	if err != nil {
-		return err
-	}
-	in, p, err := s.readSchedule(r)
-	if err != nil {
-		return err
-	}
-	now := s.cfg.Now()
-	sc.Name, sc.Paused, sc.UpdatedAt, sc.NextAt = in.Name, in.Paused, now, p.first(now)
-	sc.Settings, _ = json.Marshal(p.cfg)
-	if err := s.store.UpdateSchedule(r.Context(), sc); err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, viewSchedule(sc))
-	return nil
+	return s.answerSchedule(w, r, func(sc *store.Schedule) error {
+		in, p, err := s.readSchedule(r)
+		if err != nil {
+			return err
+		}
+		now := s.cfg.Now()
+		sc.Name, sc.Paused, sc.UpdatedAt, sc.NextAt = in.Name, in.Paused, now, p.first(now)
+		sc.Settings, _ = json.Marshal(p.cfg)
+		return s.store.UpdateSchedule(r.Context(), sc)
+	})
 }
 
 func (s *Server) deleteSchedule(w http.ResponseWriter, r *http.Request) error {
@@ -387,11 +392,10 @@ func (s *Server) resumeSchedule(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) error {
-	sc, err := s.schedule(r)
-	if err != nil {
-		return err
-	}
-	if sc.Paused != paused {
+	return s.answerSchedule(w, r, func(sc *store.Schedule) error {
+		if sc.Paused == paused {
+			return nil
+		}
 		var cfg scheduleSettings
 		if err := json.Unmarshal(sc.Settings, &cfg); err != nil {
 			return err
@@ -405,10 +409,6 @@ func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) 
 		if !paused {
 			sc.NextAt = p.first(now)
 		}
-		if err := s.store.UpdateSchedule(r.Context(), sc); err != nil {
-			return err
-		}
-	}
-	writeJSON(w, http.StatusOK, viewSchedule(sc))
-	return nil
+		return s.store.UpdateSchedule(r.Context(), sc)
+	})
 }

@@ -218,13 +218,7 @@ func (c *consumer) serve(ctx context.Context, ch *amqp091.Channel, deliveries <-
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
-		var d amqp091.Delivery
-		var ok bool
-		select {
-		case <-ctx.Done():
-			return
-		case d, ok = <-deliveries:
-		}
+		d, ok := NextDelivery(ctx, deliveries)
 		if !ok {
 			return
 		}
@@ -242,6 +236,18 @@ func (c *consumer) serve(ctx context.Context, ch *amqp091.Channel, deliveries <-
 			defer release()
 			c.handle(ctx, &d)
 		})
+	}
+}
+
+// NextDelivery receives the next delivery; ok is false once ctx is done or
+// the channel is closed (ctx.Err() tells which). The consumers, the
+// followers and the raw hop benchmark (internal/bench) read through it.
+func NextDelivery(ctx context.Context, deliveries <-chan amqp091.Delivery) (d amqp091.Delivery, ok bool) {
+	select {
+	case <-ctx.Done():
+		return d, false
+	case d, ok = <-deliveries:
+		return d, ok
 	}
 }
 

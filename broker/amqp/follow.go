@@ -164,15 +164,9 @@ func (f *follower) run(ctx context.Context, ch *amqp091.Channel, deliveries <-ch
 // lost (false).
 func (f *follower) pump(ctx context.Context, deliveries <-chan amqp091.Delivery) bool {
 	for {
-		var d amqp091.Delivery
-		var ok bool
-		select {
-		case <-ctx.Done():
-			return true
-		case d, ok = <-deliveries:
-			if !ok {
-				return ctx.Err() != nil
-			}
+		d, ok := NextDelivery(ctx, deliveries)
+		if !ok {
+			return ctx.Err() != nil
 		}
 		msgs, err := f.decode(&d)
 		if err != nil {

@@ -1,6 +1,6 @@
 // Package api is a typed Go client of the `rune server` HTTP API
-// (docs/api.md; the types follow server/openapi.json). The rune CLI's
-// server commands use it.
+// (docs/api.md, server/openapi.json); the JSON shapes it reads are package
+// apiv1's, the ones the server writes. The rune CLI's server commands use it.
 package api
 
 import (
@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rune-org/rune/message"
+	"github.com/rune-org/rune/apiv1"
 	"github.com/rune-org/rune/workflow"
 )
 
@@ -60,78 +60,22 @@ const (
 	CodeNotFound             = "not_found"
 )
 
-// Page is one page of a list; NextCursor is "" on the last.
-type Page[T any] struct {
-	Items      []T    `json:"items"`
-	NextCursor string `json:"next_cursor"`
-}
-
-// Workflow is one version of a workflow.
-type Workflow struct {
-	ID         string          `json:"id"`
-	Version    int             `json:"version"`
-	Name       string          `json:"name,omitempty"`
-	Definition json.RawMessage `json:"definition,omitempty"`
-	CreatedAt  time.Time       `json:"created_at"`
-	DeletedAt  *time.Time      `json:"deleted_at,omitempty"`
-	// Unchanged, on an update: the definition was the latest version's and
-	// no version was stored.
-	Unchanged bool `json:"unchanged,omitempty"`
-	// ETag is the version's entity tag, from the response's header.
-	ETag string `json:"-"`
-}
-
-// Execution is an execution (trigger instance).
-type Execution struct {
-	ID              string                     `json:"id"`
-	WorkflowID      string                     `json:"workflow_id"`
-	Version         int                        `json:"version"`
-	Status          string                     `json:"status"`
-	Cursor          []string                   `json:"cursor"`
-	Attempts        int                        `json:"attempts"`
-	AvailableAt     time.Time                  `json:"available_at"`
-	Vars            map[string]json.RawMessage `json:"vars"`
-	Input           json.RawMessage            `json:"input"`
-	Trigger         string                     `json:"trigger,omitempty"`
-	IdempotencyKey  string                     `json:"idempotency_key,omitempty"`
-	CancelRequested bool                       `json:"cancel_requested,omitempty"`
-	// Completion is the CompletionMessage once there is one, else null.
-	Completion   json.RawMessage `json:"completion"`
-	CreatedAt    time.Time       `json:"created_at"`
-	UpdatedAt    time.Time       `json:"updated_at"`
-	DispatchedAt *time.Time      `json:"dispatched_at,omitempty"`
-	FinishedAt   *time.Time      `json:"finished_at,omitempty"`
-	Nodes        []NodeRun       `json:"nodes,omitempty"`
-	Splits       []SplitProgress `json:"splits,omitempty"`
-}
-
-// NodeRun is one run of a node in one branch.
-type NodeRun struct {
-	NodeID        string          `json:"node_id"`
-	Branch        string          `json:"branch"`
-	Lineage       []message.Frame `json:"lineage,omitempty"`
-	Status        string          `json:"status"`
-	Attempt       int             `json:"attempt"`
-	Output        json.RawMessage `json:"output,omitempty"`
-	Error         json.RawMessage `json:"error,omitempty"`
-	Details       json.RawMessage `json:"details,omitempty"`
-	StartedAt     *time.Time      `json:"started_at,omitempty"`
-	FinishedAt    *time.Time      `json:"finished_at,omitempty"`
-	NextAttemptAt *time.Time      `json:"next_attempt_at,omitempty"`
-	ResumeAt      *time.Time      `json:"resume_at,omitempty"`
-	DurationMS    int64           `json:"duration_ms"`
-	UpdatedAt     time.Time       `json:"updated_at"`
-}
-
-// SplitProgress counts a split's branches.
-type SplitProgress struct {
-	SplitNodeID string `json:"split_node_id"`
-	Branch      string `json:"branch"`
-	Total       int    `json:"total"`
-	Done        int    `json:"done"`
-	Failed      int    `json:"failed"`
-	Skipped     int    `json:"skipped"`
-}
+// The API's JSON shapes that the server writes are package apiv1's: one
+// definition serves both.
+type (
+	// Page is one page of a list; NextCursor is "" on the last.
+	Page[T any] = apiv1.Page[T]
+	// Workflow is one version of a workflow; its ETag is the response's.
+	Workflow = apiv1.Workflow
+	// Execution is an execution (trigger instance).
+	Execution = apiv1.Execution
+	// NodeRun is one run of a node in one branch.
+	NodeRun = apiv1.NodeRun
+	// SplitProgress counts a split's branches.
+	SplitProgress = apiv1.SplitProgress
+	// AuditEntry is one state-changing request of the audit log.
+	AuditEntry = apiv1.AuditEntry
+)
 
 // Hook is a webhook as lists show it (never its secrets).
 type Hook struct {
@@ -156,17 +100,6 @@ type Schedule struct {
 	NextFireTimes []time.Time `json:"next_fire_times"`
 	CreatedAt     time.Time   `json:"created_at"`
 	UpdatedAt     time.Time   `json:"updated_at"`
-}
-
-// AuditEntry is one state-changing request of the audit log.
-type AuditEntry struct {
-	At      time.Time         `json:"at"`
-	Actor   string            `json:"actor"`
-	Role    string            `json:"role"`
-	Method  string            `json:"method"`
-	Route   string            `json:"route"`
-	Objects map[string]string `json:"objects"`
-	Status  int               `json:"status"`
 }
 
 // Do sends a request (body nil: none; JSON otherwise) and decodes a JSON

@@ -215,11 +215,7 @@ func cmdExecutions(ctx context.Context, env *cliEnv, args []string) error {
 	case "follow":
 		prog := newProgress(env.stderr, *quiet)
 		comp, err := follow(ctx, &c, pos[1], prog.status)
-		prog.finish(comp)
-		if err != nil {
-			return err
-		}
-		return reportCompletion(env, comp, *asJSON)
+		return prog.report(env, comp, err, *asJSON)
 	}
 	return usagef("unknown subcommand %q: want list, get, follow or cancel", pos[0])
 }

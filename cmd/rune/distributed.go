@@ -217,11 +217,7 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	if *postgresURL != "" {
 		sf := storeFlags{postgresURL: *postgresURL}
-		keys, err := sf.keys(env)
-		if err != nil {
-			return err
-		}
-		st, err := sf.open(ctx)
+		st, keys, err := sf.openWithKeys(ctx, env)
 		if err != nil {
 			return err
 		}
@@ -377,22 +373,16 @@ func cmdStart(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	defer rt.Close()
-	wf, err := rt.Engine.Compile(raw)
-	if err != nil {
-		return invalidWorkflow(env, path, err)
-	}
-	execID := engine.NewExecutionID(time.Now())
-	if !*wait {
-		if err := client.Start(ctx, rt.Broker, rt.Engine, wf, execID, in); err != nil {
-			return err
+	return compileThen(env, rt.Engine, path, raw, func(wf *engine.Workflow) error {
+		execID := engine.NewExecutionID(time.Now())
+		if !*wait {
+			if err := client.Start(ctx, rt.Broker, rt.Engine, wf, execID, in); err != nil {
+				return err
+			}
+			fmt.Fprintln(env.stdout, execID)
+			return nil
 		}
-		fmt.Fprintln(env.stdout, execID)
-		return nil
-	}
-	comp, err := client.Run(ctx, rt.Broker, rt.Engine, wf, execID, in, prog.status)
-	prog.finish(comp)
-	if err != nil {
-		return err
-	}
-	return reportCompletion(env, comp, *asJSON)
+		comp, err := client.Run(ctx, rt.Broker, rt.Engine, wf, execID, in, prog.status)
+		return prog.report(env, comp, err, *asJSON)
+	})
 }

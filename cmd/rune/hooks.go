@@ -70,24 +70,54 @@ func settingsBody(settings string, fields map[string]any) ([]byte, error) {
 	return json.Marshal(body)
 }
 
-// args parses a trigger command's flags and returns its positional
-// arguments, which start with a subcommand and a workflow id.
-func (tc *triggerCmd) args(fs *flag.FlagSet, args []string) (pos []string, err error) {
-	if pos, err = parseInterspersed(fs, args); err != nil {
-		return nil, err
-	}
-	if len(pos) < 2 {
-		return nil, usagef("want a subcommand and a workflow id (rune %s --help)", tc.kind)
-	}
-	return pos, nil
+// triggerSub is one subcommand of a trigger command: usage names its
+// positional arguments ("WORKFLOW HOOK"), run does it with the workflow id
+// and the arguments after it.
+type triggerSub struct {
+	usage string
+	run   func(ctx context.Context, wf string, rest []string) error
 }
 
-// want checks the positional arguments of a subcommand.
-func want(pos []string, n int, usage string) error {
-	if len(pos) != n {
-		return usagef("%s: want %s", pos[0], usage)
+// subs returns the subcommands hooks and schedules share: create (POSTs the
+// body create builds), get and delete; item names a resource's argument.
+func (tc *triggerCmd) subs(item string, create func() ([]byte, error)) map[string]triggerSub {
+	one := func(method string) triggerSub {
+		return triggerSub{"WORKFLOW " + item, func(ctx context.Context, wf string, rest []string) error {
+			return tc.do(ctx, method, tc.path(wf, rest[0]), nil)
+		}}
 	}
-	return nil
+	return map[string]triggerSub{
+		"create": {"WORKFLOW", func(ctx context.Context, wf string, _ []string) error {
+			body, err := create()
+			if err != nil {
+				return err
+			}
+			return tc.do(ctx, "POST", tc.path(wf), body)
+		}},
+		"get":    one("GET"),
+		"delete": one("DELETE"),
+	}
+}
+
+// run parses a trigger command's flags and runs its subcommand, the first
+// positional argument, with the rest (a workflow id first); names lists
+// the subcommands for an unknown one.
+func (tc *triggerCmd) run(ctx context.Context, fs *flag.FlagSet, args []string, subs map[string]triggerSub, names string) error {
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) < 2 {
+		return usagef("want a subcommand and a workflow id (rune %s --help)", tc.kind)
+	}
+	sub, ok := subs[pos[0]]
+	if !ok {
+		return usagef("unknown subcommand %q: want %s", pos[0], names)
+	}
+	if len(pos) != 1+len(strings.Fields(sub.usage)) {
+		return usagef("%s: want %s", pos[0], sub.usage)
+	}
+	return sub.run(ctx, pos[1], pos[2:])
 }
 
 func cmdHooks(ctx context.Context, env *cliEnv, args []string) error {
@@ -111,16 +141,7 @@ Webhooks start executions from POST <server>/v1/hooks/<secret> (docs/triggers.md
 The URL's secret and the signing secret are shown once: by create and rotate.`)
 		fs.PrintDefaults()
 	}
-	pos, err := tc.args(fs, args)
-	if err != nil {
-		return err
-	}
-	wf := pos[1]
-	switch pos[0] {
-	case "create":
-		if err := want(pos, 2, "WORKFLOW"); err != nil {
-			return err
-		}
+	subs := tc.subs("HOOK", func() ([]byte, error) {
 		fields := map[string]any{}
 		if *name != "" {
 			fields["name"] = *name
@@ -128,15 +149,9 @@ The URL's secret and the signing secret are shown once: by create and rotate.`)
 		if *signed {
 			fields["signature"] = map[string]any{}
 		}
-		body, err := settingsBody(*settings, fields)
-		if err != nil {
-			return err
-		}
-		return tc.do(ctx, "POST", tc.path(wf), body)
-	case "list":
-		if err := want(pos, 2, "WORKFLOW"); err != nil {
-			return err
-		}
+		return settingsBody(*settings, fields)
+	})
+	subs["list"] = triggerSub{"WORKFLOW", func(ctx context.Context, wf string, _ []string) error {
 		page, err := tc.c.ListHooks(ctx, wf)
 		if err != nil {
 			return err
@@ -148,42 +163,34 @@ The URL's secret and the signing secret are shown once: by create and rotate.`)
 			}
 			return []string{h.ID, state, strconv.FormatBool(h.Signed), h.Name}
 		})
-	case "get", "delete":
-		if err := want(pos, 3, "WORKFLOW HOOK"); err != nil {
-			return err
-		}
-		return tc.do(ctx, strings.ToUpper(pos[0]), tc.path(wf, pos[2]), nil)
-	case "update":
-		if err := want(pos, 3, "WORKFLOW HOOK"); err != nil {
-			return err
-		}
+	}}
+	subs["update"] = triggerSub{"WORKFLOW HOOK", func(ctx context.Context, wf string, rest []string) error {
 		if *settings == "" {
 			return usagef("update: want --settings JSON (the whole settings: what it omits is reset)")
 		}
-		return tc.do(ctx, "PUT", tc.path(wf, pos[2]), []byte(*settings))
-	case "enable", "disable":
-		if err := want(pos, 3, "WORKFLOW HOOK"); err != nil {
-			return err
-		}
-		var cur map[string]any
-		if _, _, err := tc.c.Do(ctx, "GET", tc.path(wf, pos[2]), nil, nil, &cur); err != nil {
-			return err
-		}
-		for _, k := range []string{"id", "workflow_id", "signed", "created_at", "updated_at"} {
-			delete(cur, k)
-		}
-		cur["disabled"] = pos[0] == "disable"
-		body, _ := json.Marshal(cur)
-		return tc.do(ctx, "PUT", tc.path(wf, pos[2]), body)
-	case "rotate":
-		if err := want(pos, 3, "WORKFLOW HOOK"); err != nil {
-			return err
-		}
-		p := tc.path(wf, pos[2], "rotate")
+		return tc.do(ctx, "PUT", tc.path(wf, rest[0]), []byte(*settings))
+	}}
+	enable := func(disabled bool) triggerSub {
+		return triggerSub{"WORKFLOW HOOK", func(ctx context.Context, wf string, rest []string) error {
+			var cur map[string]any
+			if _, _, err := tc.c.Do(ctx, "GET", tc.path(wf, rest[0]), nil, nil, &cur); err != nil {
+				return err
+			}
+			for _, k := range []string{"id", "workflow_id", "signed", "created_at", "updated_at"} {
+				delete(cur, k)
+			}
+			cur["disabled"] = disabled
+			body, _ := json.Marshal(cur)
+			return tc.do(ctx, "PUT", tc.path(wf, rest[0]), body)
+		}}
+	}
+	subs["enable"], subs["disable"] = enable(false), enable(true)
+	subs["rotate"] = triggerSub{"WORKFLOW HOOK", func(ctx context.Context, wf string, rest []string) error {
+		p := tc.path(wf, rest[0], "rotate")
 		if *rotateSigning {
 			p += "?signing_secret=true"
 		}
 		return tc.do(ctx, "POST", p, nil)
-	}
-	return usagef("unknown subcommand %q: want create, list, get, update, enable, disable, rotate or delete", pos[0])
+	}}
+	return tc.run(ctx, fs, args, subs, "create, list, get, update, enable, disable, rotate or delete")
 }

@@ -107,6 +107,17 @@ func (p *progress) schedule() {
 	p.redraw()
 }
 
+// report ends an execution's table (finish) and reports how it ended: err
+// (the execution was not followed to its end), or its completion
+// (reportCompletion; asJSON: as is).
+func (p *progress) report(env *cliEnv, comp *message.Completion, err error, asJSON bool) error {
+	p.finish(comp)
+	if err != nil {
+		return err
+	}
+	return reportCompletion(env, comp, asJSON)
+}
+
 // finish draws the final table. The completion itself is reported once, by
 // reportCompletion.
 func (p *progress) finish(*message.Completion) {

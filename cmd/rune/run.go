@@ -48,16 +48,20 @@ func cmdRun(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	defer rt.Close()
-	wf, err := rt.Engine.Compile(raw)
+	return compileThen(env, rt.Engine, path, raw, func(wf *engine.Workflow) error {
+		comp, err := rt.RunCompiled(ctx, wf, in, prog.status)
+		return prog.report(env, comp, err, *asJSON)
+	})
+}
+
+// compileThen compiles raw, the definition read from path, on eng (an
+// invalid one: every problem, exit 2) and hands the workflow to then.
+func compileThen(env *cliEnv, eng *engine.Engine, path string, raw []byte, then func(*engine.Workflow) error) error {
+	wf, err := eng.Compile(raw)
 	if err != nil {
 		return invalidWorkflow(env, path, err)
 	}
-	comp, err := rt.RunCompiled(ctx, wf, in, prog.status)
-	prog.finish(comp)
-	if err != nil {
-		return err
-	}
-	return reportCompletion(env, comp, *asJSON)
+	return then(wf)
 }
 
 // readWorkflowAndInput reads the definition file and the --input payload.

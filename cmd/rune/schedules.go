@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"strings"
 
 	"github.com/rune-org/rune/client/api"
 )
@@ -34,16 +33,7 @@ func cmdSchedules(ctx context.Context, env *cliEnv, args []string) error {
 Every slot of a schedule starts one execution, across any number of servers (docs/triggers.md).`)
 		fs.PrintDefaults()
 	}
-	pos, err := tc.args(fs, args)
-	if err != nil {
-		return err
-	}
-	wf := pos[1]
-	switch pos[0] {
-	case "create":
-		if err := want(pos, 2, "WORKFLOW"); err != nil {
-			return err
-		}
+	subs := tc.subs("ID", func() ([]byte, error) {
 		fields := map[string]any{"cron": *cronExpr}
 		for k, v := range map[string]string{"name": *name, "timezone": *tz, "jitter": *jitter, "start_at": *start,
 			"end_at": *end, "policy": *policy} {
@@ -59,19 +49,13 @@ Every slot of a schedule starts one execution, across any number of servers (doc
 		}
 		if *input != "" {
 			if !json.Valid([]byte(*input)) {
-				return usagef("--input: not valid JSON")
+				return nil, usagef("--input: not valid JSON")
 			}
 			fields["input"] = json.RawMessage(*input)
 		}
-		body, err := settingsBody("", fields)
-		if err != nil {
-			return err
-		}
-		return tc.do(ctx, "POST", tc.path(wf), body)
-	case "list":
-		if err := want(pos, 2, "WORKFLOW"); err != nil {
-			return err
-		}
+		return settingsBody("", fields)
+	})
+	subs["list"] = triggerSub{"WORKFLOW", func(ctx context.Context, wf string, _ []string) error {
 		page, err := tc.c.ListSchedules(ctx, wf)
 		if err != nil {
 			return err
@@ -87,16 +71,11 @@ Every slot of a schedule starts one execution, across any number of servers (doc
 			}
 			return []string{s.ID, state, timeText(s.NextAt), s.Cron, tz, s.Name}
 		})
-	case "get", "delete":
-		if err := want(pos, 3, "WORKFLOW ID"); err != nil {
-			return err
-		}
-		return tc.do(ctx, strings.ToUpper(pos[0]), tc.path(wf, pos[2]), nil)
-	case "pause", "resume":
-		if err := want(pos, 3, "WORKFLOW ID"); err != nil {
-			return err
-		}
-		return tc.do(ctx, "POST", tc.path(wf, pos[2], pos[0]), nil)
+	}}
+	for _, verb := range []string{"pause", "resume"} {
+		subs[verb] = triggerSub{"WORKFLOW ID", func(ctx context.Context, wf string, rest []string) error {
+			return tc.do(ctx, "POST", tc.path(wf, rest[0], verb), nil)
+		}}
 	}
-	return usagef("unknown subcommand %q: want create, list, get, pause, resume or delete", pos[0])
+	return tc.run(ctx, fs, args, subs, "create, list, get, pause, resume or delete")
 }

@@ -81,6 +81,20 @@ func (s *storeFlags) keys(env *cliEnv) (*secrets.Keyring, error) {
 	return secrets.LoadKeys(env.getenv("RUNE_SECRET_KEY"), path, create)
 }
 
+// openWithKeys loads the credentials' keyring (keys), then opens the
+// store (open); the caller closes the store.
+func (s *storeFlags) openWithKeys(ctx context.Context, env *cliEnv) (store.Store, *secrets.Keyring, error) {
+	keys, err := s.keys(env)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := s.open(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, keys, nil
+}
+
 func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
@@ -152,11 +166,7 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		defer stop()
 	}
-	keys, err := sf.keys(env)
-	if err != nil {
-		return err
-	}
-	st, err := sf.open(ctx)
+	st, keys, err := sf.openWithKeys(ctx, env)
 	if err != nil {
 		return err
 	}

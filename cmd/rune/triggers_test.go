@@ -103,3 +103,28 @@ func TestHooksAndSchedulesCLI(t *testing.T) {
 		t.Fatal("schedules get after delete succeeded")
 	}
 }
+
+// TestTriggerCommandsUsage: `rune hooks` and `rune schedules` refuse an
+// unknown subcommand or the wrong arguments with exit 2 and the usage
+// wanted, before any request (no server runs here).
+func TestTriggerCommandsUsage(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"hooks", "frob", "hello"}, `unknown subcommand "frob": want create, list, get, update, enable, disable, rotate or delete`},
+		{[]string{"schedules", "frob", "hello"}, `unknown subcommand "frob": want create, list, get, pause, resume or delete`},
+		{[]string{"schedules", "list"}, "want a subcommand and a workflow id (rune schedules --help)"},
+		{[]string{"hooks", "get", "hello"}, "get: want WORKFLOW HOOK"},
+		{[]string{"hooks", "create", "hello", "extra"}, "create: want WORKFLOW"},
+		{[]string{"schedules", "pause", "hello", "a", "b"}, "pause: want WORKFLOW ID"},
+		{[]string{"hooks", "update", "hello", "h1"}, "update: want --settings JSON"},
+		{[]string{"schedules", "create", "hello", "--input", "{"}, "--input: not valid JSON"},
+	} {
+		code, _, stderr := runCLI(t, map[string]string{"RUNE_SERVER": "http://127.0.0.1:1"}, tc.args...)
+		if code != exitInvalid || !strings.Contains(stderr, tc.want) {
+			t.Errorf("rune %v: exit %d, stderr %q; want %d and %q", tc.args, code, stderr, exitInvalid, tc.want)
+		}
+	}
+}

@@ -191,19 +191,25 @@ func Run(ctx context.Context, b broker.Broker, e *engine.Engine, wf *engine.Work
 	if first != nil {
 		return nil, first
 	}
+	return measured(int(done.Load()), int(nodes.Load()), elapsed, hops, int(failed.Load())), nil
+}
+
+// measured is the Result Run and RunWatching share: executions done, n
+// node executions in elapsed, the percentiles of hops (sorted here),
+// failed executions, and this process's peak RSS and GOMAXPROCS.
+func measured(executions, n int, elapsed time.Duration, hops []time.Duration, failed int) *Result {
 	sort.Slice(hops, func(i, j int) bool { return hops[i] < hops[j] })
-	n := int(nodes.Load())
 	return &Result{
-		Executions:     int(done.Load()),
+		Executions:     executions,
 		NodeExecutions: n,
 		Elapsed:        elapsed,
 		NodesPerSecond: float64(n) / elapsed.Seconds(),
 		HopP50:         Percentile(hops, 0.50),
 		HopP99:         Percentile(hops, 0.99),
 		PeakRSS:        PeakRSS(),
-		Failed:         int(failed.Load()),
+		Failed:         failed,
 		GoMaxProc:      runtime.GOMAXPROCS(0),
-	}, nil
+	}
 }
 
 // run is client.Run, with start (when not nil) in place of client.Start.
@@ -389,25 +395,12 @@ wait:
 			execs = append(execs, ts[len(ts)-1].Sub(ts[0]))
 		}
 	}
-	sort.Slice(hops, func(i, j int) bool { return hops[i] < hops[j] })
 	sort.Slice(execs, func(i, j int) bool { return execs[i] < execs[j] })
-	n := len(hops) // node executions seen succeeding, the triggers' not counted
-	return &Result{
-		Executions:           int(done.Load()),
-		NodeExecutions:       n,
-		Elapsed:              elapsed,
-		NodesPerSecond:       float64(n) / elapsed.Seconds(),
-		HopP50:               Percentile(hops, 0.50),
-		HopP99:               Percentile(hops, 0.99),
-		ExecP50:              Percentile(execs, 0.50),
-		ExecP99:              Percentile(execs, 0.99),
-		Statuses:             int(statuses.Load()),
-		DuplicateCompletions: dups,
-		PeakRSS:              PeakRSS(),
-		Failed:               failed,
-		GoMaxProc:            runtime.GOMAXPROCS(0),
-		Starters:             cfg.Starters,
-	}, nil
+	// Node executions: those seen succeeding, the triggers' not counted.
+	res := measured(int(done.Load()), len(hops), elapsed, hops, failed)
+	res.ExecP50, res.ExecP99 = Percentile(execs, 0.50), Percentile(execs, 0.99)
+	res.Statuses, res.DuplicateCompletions, res.Starters = int(statuses.Load()), dups, cfg.Starters
+	return res, nil
 }
 
 // every calls f every d until the returned stop is called; stop waits for

@@ -268,16 +268,12 @@ func RawHopBenchmark(ctx context.Context, cfg RawConfig, hops, concurrency int, 
 		wg.Go(func() {
 			ch := pubs[w%len(pubs)]
 			for {
-				var d amqp091.Delivery
-				var ok bool
-				select {
-				case <-ctx.Done():
-					return
-				case d, ok = <-deliveries:
-					if !ok {
+				d, ok := amqp.NextDelivery(ctx, deliveries)
+				if !ok {
+					if ctx.Err() == nil {
 						fail(errors.New("consumer channel closed"))
-						return
 					}
+					return
 				}
 				now := time.Now().UnixNano()
 				if ts := int64(binary.BigEndian.Uint64(d.Body)); ts != 0 {
