@@ -53,6 +53,10 @@ type validator struct {
 	// both ends exist; edgeDst holds each such edge's dst node index.
 	succ    [][]int32
 	edgeDst []int32
+	// guessed marks the edges with an end taken from guess: they count for
+	// reachability (no follow-on problems) but never close a cycle, which
+	// would be a problem made by the guess.
+	guessed []bool
 	// triggers are the indices of nodes with trigger:true.
 	triggers []int
 	// guess maps an edge end that names no node to the node id it was
@@ -126,6 +130,7 @@ func (v *validator) index() {
 	v.edgeByID = make(map[string]int, len(d.Edges))
 	v.succ = make([][]int32, len(d.Nodes))
 	v.edgeDst = make([]int32, len(d.Edges))
+	v.guessed = make([]bool, len(d.Edges))
 	for i, e := range d.Edges {
 		if _, dup := v.edgeByID[e.ID]; !dup {
 			v.edgeByID[e.ID] = i
@@ -134,6 +139,7 @@ func (v *validator) index() {
 		src, okSrc := v.byID[v.end(e.Src)]
 		dst, okDst := v.byID[v.end(e.Dst)]
 		v.edgeDst[i] = -1
+		v.guessed[i] = v.end(e.Src) != e.Src || v.end(e.Dst) != e.Dst
 		if okSrc && okDst {
 			v.succ[src] = append(v.succ[src], int32(i))
 			v.edgeDst[i] = int32(dst)
@@ -380,8 +386,12 @@ func (v *validator) checkCycles() {
 			f := &calls[len(calls)-1]
 			u := f.v
 			if f.next < len(v.succ[u]) {
-				w := v.edgeDst[v.succ[u][f.next]]
+				e := v.succ[u][f.next]
 				f.next++
+				if v.guessed[e] {
+					continue
+				}
+				w := v.edgeDst[e]
 				if index[w] == unvisited {
 					visit(w)
 				} else if onStack[w] {
@@ -432,7 +442,7 @@ func (v *validator) checkCycles() {
 
 func (v *validator) selfLoop(u int32) bool {
 	for _, e := range v.succ[u] {
-		if v.edgeDst[e] == u {
+		if v.edgeDst[e] == u && !v.guessed[e] {
 			return true
 		}
 	}
@@ -449,6 +459,9 @@ func (v *validator) reportCycle(start int32, comp, parent []int32) {
 		u := queue[0]
 		queue = queue[1:]
 		for _, e := range v.succ[u] {
+			if v.guessed[e] {
+				continue
+			}
 			w := v.edgeDst[e]
 			if w == start {
 				closing = e
