@@ -139,7 +139,7 @@ type Delivery struct {
 	// parent, so each message id has at most one). With Redelivered false,
 	// no earlier delivery of it ran, and the engine may run an eager node
 	// (node.Eager) before asking the coordinator: its Finish makes Begin's
-	// checks (coord.Finish.Optimistic). Every other copy (a replay's, a
+	// checks (coord.FinishOptimistic). Every other copy (a replay's, a
 	// trigger's, a retry's, a dead letter's) is unmarked.
 	First bool
 	// Redelivered says the broker delivered the message before.

@@ -55,7 +55,7 @@ func (s *step) modeOf() mode {
 }
 
 // unverified is set on the first Finish of a message run without Begin
-// (coord.Finish.Optimistic): running is its running status when it waits
+// (coord.FinishOptimistic): running is its running status when it waits
 // for the verdict, reported only if the verdict is Run.
 type unverified struct {
 	yes     bool
