@@ -112,18 +112,7 @@ var (
 
 func compileNode(t *testing.T, reg *node.Registry, n workflow.Node) node.Runner {
 	t.Helper()
-	typ, ok := reg.Lookup(n.Type)
-	if !ok {
-		t.Fatalf("type %q not registered", n.Type)
-	}
-	if ps := checkNode(t, n); len(ps) > 0 {
-		t.Fatalf("check: %v", ps)
-	}
-	r, err := typ.Compile(&n, expr.NewCompiler(expr.Limits{}))
-	if err != nil {
-		t.Fatalf("compile: %v", err)
-	}
-	return r
+	return nodetest.Compile(t, reg, n, checkNode(t, n))
 }
 
 // fakeType is a registry's type that claims a control node's name.

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rune-org/rune/expr"
 	"github.com/rune-org/rune/internal/nodetest"
 	"github.com/rune-org/rune/node"
 	"github.com/rune-org/rune/workflow"
@@ -34,18 +33,7 @@ var (
 
 func compileNode(t *testing.T, reg *node.Registry, n workflow.Node) node.Runner {
 	t.Helper()
-	typ, ok := reg.Lookup(n.Type)
-	if !ok {
-		t.Fatalf("type %q not registered", n.Type)
-	}
-	if ps := checkNode(t, n, routingEdges(&n)...); len(ps) > 0 {
-		t.Fatalf("check: %v", ps)
-	}
-	r, err := typ.Compile(&n, expr.NewCompiler(expr.Limits{}))
-	if err != nil {
-		t.Fatalf("compile: %v", err)
-	}
-	return r
+	return nodetest.Compile(t, reg, n, checkNode(t, n, routingEdges(&n)...))
 }
 
 func run(t *testing.T, r node.Runner, env map[string]any) (node.Result, error) {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rune-org/rune/expr"
 	"github.com/rune-org/rune/node"
 	"github.com/rune-org/rune/workflow"
 )
@@ -46,4 +47,22 @@ func NodeError(t testing.TB, err error, code string, retryable bool) *node.Error
 		t.Fatalf("error %s (retryable %v): %s; want %s (retryable %v)", ne.Code, ne.Retryable, ne.Message, code, retryable)
 	}
 	return ne
+}
+
+// Compile compiles n with its type in reg, failing the test when the
+// problems of its check (ps) are not none or the type cannot compile it.
+func Compile(t testing.TB, reg *node.Registry, n workflow.Node, ps workflow.Problems) node.Runner {
+	t.Helper()
+	typ, ok := reg.Lookup(n.Type)
+	if !ok {
+		t.Fatalf("type %q not registered", n.Type)
+	}
+	if len(ps) > 0 {
+		t.Fatalf("check: %v", ps)
+	}
+	r, err := typ.Compile(&n, expr.NewCompiler(expr.Limits{}))
+	if err != nil {
+		t.Fatalf("compile: %v", err)
+	}
+	return r
 }
