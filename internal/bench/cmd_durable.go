@@ -30,7 +30,7 @@ type embeddedServerBench struct {
 	// process that sleeps taskSleep).
 	chain     string
 	taskSleep time.Duration
-	// dispatchPoll is the server's Config.DispatchPoll (0: its default);
+	// dispatchPoll is the server's Config.Dispatch.Poll (0: its default);
 	// a test sets it long, so that only the bench's wakes start executions.
 	dispatchPoll time.Duration
 }
