@@ -89,7 +89,7 @@ func reservedMailHeader(name string) bool {
 }
 
 func (t *emailType) Compile(n *workflow.Node, c *expr.Compiler) (node.Runner, error) {
-	r := &emailRunner{opts: t.opts, ref: credRef(n), varsRunner: varsRunner{name: "email_" + n.ID}}
+	r := &emailRunner{opts: t.opts, refs: credRefs(n), varsRunner: varsRunner{name: "email_" + n.ID}}
 	var err error
 	for name, dst := range map[string]**liquidField{"from": &r.from, "subject": &r.subject, "text": &r.text, "html": &r.html, "body": &r.body} {
 		if *dst, err = liquidParam(n, c, name); err != nil {
@@ -121,7 +121,7 @@ type emailHeader struct {
 type emailRunner struct {
 	varsRunner
 	opts                      *Options
-	ref                       string
+	refs                      []string // the credential, then its failover ones
 	from, subject, text, html *liquidField
 	body                      *liquidField // text or html, as its content says (bodyIsHTML)
 	to, cc, bcc, replyTo      []*liquidField
@@ -207,26 +207,35 @@ func (r *emailRunner) Run(ctx context.Context, in *node.Input) (node.Result, err
 	if err != nil {
 		return node.Result{}, err
 	}
-	fields, err := credentialFields(ctx, in, r.ref, "smtp")
-	if err != nil {
-		return node.Result{}, err
-	}
-	cfg, err := parseSMTP(r.ref, fields)
-	if err != nil {
-		return node.Result{}, err
-	}
-	if m.from == nil {
-		if cfg.from == "" {
-			return node.Result{}, node.InvalidParam("from", "required: neither the node nor credential %q sets a sender", r.ref)
-		}
-		a, err := netmail.ParseAddress(cfg.from)
-		if err != nil {
-			return node.Result{}, &node.Error{Code: CodeCredentials, Message: fmt.Sprintf("credential %q: field \"from\" is not a valid email address", r.ref)}
-		}
-		m.from = a
+	if len(r.refs) == 0 {
+		return node.Result{}, &node.Error{Code: CodeCredentials, Message: "credentials.ref: required"}
 	}
 	out, err := sendOnce(ctx, r.opts, in, func(rec *sendRecord) (map[string]any, error) {
-		return r.send(ctx, in, cfg, m, rec)
+		// A try that handed the data over is never followed by another:
+		// the server that took the "." goes on with the mail.
+		var handed bool
+		return failover(ctx, 0, r.refs, func() bool { return handed }, func(ctx context.Context, ref string, failed []any) (map[string]any, error) {
+			fields, err := credentialFields(ctx, in, ref, "smtp")
+			if err != nil {
+				return nil, err
+			}
+			cfg, err := parseSMTP(ref, fields)
+			if err != nil {
+				return nil, err
+			}
+			m := *m
+			if m.from == nil {
+				if cfg.from == "" {
+					return nil, node.InvalidParam("from", "required: neither the node nor credential %q sets a sender", ref)
+				}
+				a, err := netmail.ParseAddress(cfg.from)
+				if err != nil {
+					return nil, &node.Error{Code: CodeCredentials, Message: fmt.Sprintf("credential %q: field \"from\" is not a valid email address", ref)}
+				}
+				m.from = a
+			}
+			return r.send(ctx, in, sender{ref, failed, &handed}, cfg, &m, rec)
+		})
 	})
 	if err != nil {
 		return node.Result{}, err
@@ -317,7 +326,15 @@ func (r *emailRunner) message(in *node.Input) (*rendered, error) {
 // Recipients are given one by one: a 5xx for one of them rejects that
 // address only (it is listed in "rejected"), unless every recipient is
 // rejected; a 4xx for any of them fails the whole send, to be retried.
-func (r *emailRunner) send(ctx context.Context, in *node.Input, cfg smtpConfig, m *rendered, rec *sendRecord) (map[string]any, error) {
+// sender is the credential a try sends with, those that failed before
+// it, and where the try says it handed the mail over.
+type sender struct {
+	ref    string
+	failed []any
+	handed *bool
+}
+
+func (r *emailRunner) send(ctx context.Context, in *node.Input, by sender, cfg smtpConfig, m *rendered, rec *sendRecord) (map[string]any, error) {
 	msg := mail.NewMsg()
 	if err := msg.FromFormat(m.from.Name, m.from.Address); err != nil {
 		return nil, invalidAddress("from", m.from.Address)
@@ -367,7 +384,7 @@ func (r *emailRunner) send(ctx context.Context, in *node.Input, cfg smtpConfig, 
 	}
 	client, err := mail.NewClient(cfg.host, r.clientOptions(cfg)...)
 	if err != nil {
-		return nil, &node.Error{Code: CodeCredentials, Message: fmt.Sprintf("credential %q: %v", r.ref, err)}
+		return nil, &node.Error{Code: CodeCredentials, Message: fmt.Sprintf("credential %q: %v", by.ref, err)}
 	}
 	fail := func(err error, field, addr string) (map[string]any, error) {
 		if ctx.Err() != nil {
@@ -421,8 +438,9 @@ func (r *emailRunner) send(ctx context.Context, in *node.Input, cfg smtpConfig, 
 	// attempts: the attempt that sent, a send recorded by an earlier one
 	// keeps its own (dsl.md "email").
 	out := map[string]any{"message_id": "<" + msgID + ">", "accepted": accepted, "rejected": rejected, "attempts": in.Attempt}
+	sentWith(out, by.ref, by.failed)
 	rec.ready(out)
-	if err := endData(sc, w, r.opts.SMTPTimeout, rec.handedOver); err != nil {
+	if err := endData(sc, w, r.opts.SMTPTimeout, func() { *by.handed = true; rec.handedOver() }); err != nil {
 		if werr := rec.withdraw(); werr != nil {
 			return nil, werr
 		}

@@ -50,6 +50,7 @@ type httpType struct {
 func (*httpType) Check(c *workflow.NodeCheck) {
 	p := node.CheckParams(c, "method", "url", "headers", "query", "body", "timeout", "idempotency_key")
 	checkIdempotencyKey(c)
+	checkSingleCredential(c) // failover lists are for email and sms
 	if m, ok := p.String("method", false); ok && !slices.Contains(httpMethods, strings.ToUpper(m)) {
 		c.Report("parameters.method", "unknown method %q (known: %s)", m, strings.Join(httpMethods, ", "))
 	}

@@ -54,6 +54,10 @@ type Options struct {
 	// Logger receives the log nodes' lines. Nil means the Input's Logger, or
 	// slog.Default() when that is nil too.
 	Logger *slog.Logger
+	// ProviderTimeout bounds each try but the last of an sms node that
+	// names failover credentials: past it, the next provider is tried.
+	// Default DefaultProviderTimeout (issue 36).
+	ProviderTimeout time.Duration
 }
 
 // Defaults of Options.
@@ -77,6 +81,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SMTPTimeout <= 0 {
 		o.SMTPTimeout = DefaultHTTPTimeout
+	}
+	if o.ProviderTimeout <= 0 {
+		o.ProviderTimeout = DefaultProviderTimeout
 	}
 	if o.HTTPClient == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()

@@ -355,7 +355,7 @@ func (*smsType) Check(c *workflow.NodeCheck) {
 }
 
 func (t *smsType) Compile(n *workflow.Node, c *expr.Compiler) (node.Runner, error) {
-	r := &smsRunner{opts: t.opts, bodies: t.bodies, ref: credRef(n), varsRunner: varsRunner{name: "sms_" + n.ID}}
+	r := &smsRunner{opts: t.opts, bodies: t.bodies, refs: credRefs(n), varsRunner: varsRunner{name: "sms_" + n.ID}}
 	var err error
 	for name, dst := range map[string]**liquidField{"from": &r.from, "to": &r.to, "body": &r.body} {
 		if *dst, err = liquidParam(n, c, name); err != nil {
@@ -369,7 +369,7 @@ type smsRunner struct {
 	varsRunner
 	opts           *Options
 	bodies         *bodyCache
-	ref            string
+	refs           []string // the credential, then its failover ones
 	from, to, body *liquidField
 }
 
@@ -395,21 +395,28 @@ func (r *smsRunner) Run(ctx context.Context, in *node.Input) (node.Result, error
 	if m.Body == "" {
 		return node.Result{}, node.InvalidParam("body", "rendered to an empty message")
 	}
-	fields, err := credentialFields(ctx, in, r.ref, "twilio", "webhook")
-	if err != nil {
-		return node.Result{}, err
-	}
-	prov, err := smsProvider(r.ref, fields, r.opts.HTTPClient, r.bodies)
-	if err != nil {
-		return node.Result{}, err
+	if len(r.refs) == 0 {
+		return node.Result{}, &node.Error{Code: CodeCredentials, Message: "credentials.ref: required"}
 	}
 	m.IdempotencyKey = in.IdempotencyKey
 	out, err := sendOnce(ctx, r.opts, in, func(*sendRecord) (map[string]any, error) {
-		id, err := prov.Send(ctx, m)
-		if err != nil {
-			return nil, err
-		}
-		return map[string]any{"message_id": id, "provider": prov.Name(), "segments": smsSegments(m.Body), "attempts": in.Attempt}, nil
+		// Each provider gets the same key: one that honours it keeps one
+		// message however many tries reach it.
+		return failover(ctx, r.opts.ProviderTimeout, r.refs, nil, func(ctx context.Context, ref string, _ []any) (map[string]any, error) {
+			fields, err := credentialFields(ctx, in, ref, "twilio", "webhook")
+			if err != nil {
+				return nil, err
+			}
+			prov, err := smsProvider(ref, fields, r.opts.HTTPClient, r.bodies)
+			if err != nil {
+				return nil, err
+			}
+			id, err := prov.Send(ctx, m)
+			if err != nil {
+				return nil, err
+			}
+			return map[string]any{"message_id": id, "provider": prov.Name(), "segments": smsSegments(m.Body), "attempts": in.Attempt}, nil
+		})
 	})
 	if err != nil {
 		return node.Result{}, err

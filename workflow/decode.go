@@ -253,7 +253,7 @@ func (d *decoder) node(raw json.RawMessage, path string, n *Node) {
 		p := join(path, "credentials")
 		if cf, ok := d.object(raw, p, "credentials", credentialsFields); ok {
 			n.Credentials = &CredentialRef{}
-			d.field(cf, p, "ref", &n.Credentials.Ref)
+			d.credentialRef(cf, p, n.Credentials) // a name, or a failover list
 		}
 	}
 	if raw, ok := f["error"]; ok {

@@ -207,6 +207,7 @@ func (v *validator) checkNode(i int) {
 	if n.Credentials != nil && n.Credentials.Ref == "" {
 		v.report(p+".credentials.ref", "missing credential reference")
 	}
+	v.checkCredentialRefs(p, n.Credentials) // provider failover (issue 36)
 	if n.Timeout != "" {
 		if t, err := ParseDuration(n.Timeout); err != nil {
 			v.report(p+".timeout", "%v", err)

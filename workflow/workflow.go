@@ -47,6 +47,10 @@ type Node struct {
 // CredentialRef names a stored credential; the secret itself never appears in a definition.
 type CredentialRef struct {
 	Ref string `json:"ref"`
+	// Failover are the credentials tried after Ref, in order, within one
+	// attempt (email and sms: docs/notifications.md). In JSON, "ref" is
+	// then a list: ["primary", "backup"].
+	Failover []string `json:"-"`
 }
 
 // Error strategies (RFC 001 §9.1).

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"time"
 )
 
 // SMS is one text message the SMS server accepted.
@@ -37,6 +38,9 @@ type SMSConfig struct {
 	Reply func(n int) (status int, retryAfter string)
 	// OnSMS, when set, is called with each kept message.
 	OnSMS func(SMS)
+	// Delay, when set, is how long request n (from 1) waits before it is
+	// handled: a provider too slow to answer (failover tests).
+	Delay func(n int) time.Duration
 }
 
 // SMSServer is a running SMS provider stand-in. It serves
@@ -102,6 +106,9 @@ func (s *SMSServer) intercept(w http.ResponseWriter) bool {
 	s.requests++
 	n := s.requests
 	s.mu.Unlock()
+	if s.cfg.Delay != nil {
+		time.Sleep(s.cfg.Delay(n))
+	}
 	if s.cfg.Reply == nil {
 		return false
 	}

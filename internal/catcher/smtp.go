@@ -70,6 +70,18 @@ func RefuseData(code int, n int32) func(stage, arg string) error {
 	}
 }
 
+// RefuseMail is an SMTPConfig.Reply that refuses every sender with code,
+// as a relay that is down for maintenance (554) or over its quota does: a
+// failing primary of a failover list.
+func RefuseMail(code int) func(stage, arg string) error {
+	return func(stage, _ string) error {
+		if stage == "MAIL" {
+			return &smtp.SMTPError{Code: code, Message: "service unavailable (the catcher)"}
+		}
+		return nil
+	}
+}
+
 // SMTP is a running SMTP server.
 type SMTP struct {
 	cfg SMTPConfig
