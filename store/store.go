@@ -471,6 +471,9 @@ type Store interface {
 	// TriggerStore: webhooks and schedules.
 	TriggerStore
 
+	// NotifyStore: sends and their delivery status (issue 36).
+	NotifyStore
+
 	// Close releases the store's connections.
 	Close() error
 }

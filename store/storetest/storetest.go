@@ -78,6 +78,7 @@ func Exercise(ctx context.Context, t *testing.T, open func(t *testing.T) store.S
 		{"Hooks", testHooks},
 		{"Schedules", testSchedules},
 		{"ScheduleFireConcurrent", testScheduleFireConcurrent},
+		{"Sends", testSends}, // issue 36
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
