@@ -362,6 +362,7 @@ func (s *historyConsumer) commitHistory(ctx context.Context, batch []pendingEven
 		}
 		return err
 	}
+	s.recordSends(ctx, evs) // notifications: sends by provider message id (issue 36)
 	s.commits.notify()
 	return nil
 }

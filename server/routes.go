@@ -87,6 +87,10 @@ func (s *Server) routes() []Route {
 		{Method: "GET", Path: "/v1/audit", Need: PermAdmin, Scope: ScopeGlobal, Query: pageQuery, handler: s.listAudit},
 
 		{Method: "DELETE", Path: "/v1/credentials/{name}", Need: PermCredentials, Scope: ScopeGlobal, handler: s.deleteCredential},
+
+		// Notifications (issue 36): delivery status.
+		{Method: "POST", Path: "/v1/providers/{credential}/status", Open: true, handler: s.providerStatus},
+		{Method: "GET", Path: "/v1/executions/{id}/sends", Need: PermRead, Scope: ScopeExecution, handler: s.listSends},
 	}
 }
 

@@ -115,6 +115,11 @@ type Config struct {
 	// Retention configures the pruning of old history (retention.go); off
 	// unless Retention.After is set.
 	Retention RetentionConfig
+	// PublicURL is the server's URL as providers and recipients reach it
+	// ("https://rune.example.com"): the base of the status callback URLs
+	// whose signatures it checks (issue 36). Defaults to the request's
+	// own scheme and host.
+	PublicURL string
 }
 
 func (c Config) withDefaults() Config {
@@ -162,6 +167,8 @@ func (c Config) validate() error {
 		return errors.New("server: Config.SessionTTL and Config.StreamRecheck must be positive")
 	case c.MaxStreams < 0:
 		return fmt.Errorf("server: Config.MaxStreams is %d, want positive", c.MaxStreams)
+	case c.PublicURL != "" && !publicURLOK(c.PublicURL):
+		return fmt.Errorf("server: Config.PublicURL %q is not an http(s) URL without a query or user info", c.PublicURL)
 	}
 	return errors.Join(c.Dispatch.validate(), c.History.validate(), c.Retention.validate())
 }

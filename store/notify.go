@@ -35,6 +35,7 @@ func SendStatusRank(s string) int {
 type Send struct {
 	Credential, MessageID string
 	ExecutionID, NodeID   string
+	WorkflowID            string
 	Branch                string // BranchKey of the node run
 	Channel               string // "email" or "sms"
 	SentAt                time.Time
@@ -57,6 +58,7 @@ type SendStatus struct {
 
 // SendStatusEvent is the Body of a "send.status" event.
 type SendStatusEvent struct {
+	WorkflowID     string    `json:"workflow_id"`
 	ExecutionID    string    `json:"execution_id"`
 	NodeID         string    `json:"node_id"`
 	Branch         string    `json:"branch,omitempty"`

@@ -218,7 +218,7 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	s, err := server.New(server.Config{Store: st, Broker: b, Engine: eng, Keys: keys, APIToken: env.getenv("RUNE_API_TOKEN"), Logger: log,
 		Dispatch: server.DispatchConfig{Lease: *lease, Poll: *poll}, ReadyChecks: ready, Retention: server.RetentionConfig{After: *retention}, Tracer: tr,
-		SessionTTL: web.sessionTTL, MaxStreams: web.maxStreams})
+		SessionTTL: web.sessionTTL, MaxStreams: web.maxStreams, PublicURL: web.publicURL})
 	if err != nil {
 		return err
 	}

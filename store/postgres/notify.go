@@ -20,7 +20,7 @@ var notifyQueries = sqlfile.MustParse(notifySQL)
 
 func scanSend(row pgx.CollectableRow) (*store.Send, error) {
 	var x store.Send
-	if err := row.Scan(&x.Credential, &x.MessageID, &x.ExecutionID, &x.NodeID, &x.Branch, &x.Channel, &x.Status, &x.SentAt); err != nil {
+	if err := row.Scan(&x.Credential, &x.MessageID, &x.ExecutionID, &x.NodeID, &x.Branch, &x.Channel, &x.Status, &x.SentAt, &x.WorkflowID); err != nil {
 		return nil, err
 	}
 	x.SentAt = x.SentAt.UTC()
@@ -40,7 +40,7 @@ func (s *Store) RecordSends(ctx context.Context, sends []store.Send) error {
 	}
 	var b pgx.Batch
 	for _, x := range sends {
-		b.Queue(notifyQueries["send_insert"], x.Credential, x.MessageID, x.ExecutionID, x.NodeID, x.Branch, x.Channel, x.Status, store.Micro(x.SentAt))
+		b.Queue(notifyQueries["send_insert"], x.Credential, x.MessageID, x.ExecutionID, x.NodeID, x.Branch, x.Channel, x.Status, store.Micro(x.SentAt), x.WorkflowID)
 	}
 	if err := s.pool.SendBatch(ctx, &b).Close(); err != nil {
 		return fmt.Errorf("postgres: record sends: %w", err)
@@ -82,7 +82,7 @@ func (s *Store) AddSendStatus(ctx context.Context, credential, messageID string,
 			return err
 		}
 		store.FinishSend(x)
-		body, _ := json.Marshal(store.SendStatusEvent{ExecutionID: x.ExecutionID, NodeID: x.NodeID, Branch: x.Branch,
+		body, _ := json.Marshal(store.SendStatusEvent{WorkflowID: x.WorkflowID, ExecutionID: x.ExecutionID, NodeID: x.NodeID, Branch: x.Branch,
 			Credential: credential, MessageID: messageID, Channel: x.Channel, Status: st.Status, ProviderStatus: st.ProviderStatus, At: st.At})
 		send = x
 		// The event lock last: held only to the commit (queueEvents).

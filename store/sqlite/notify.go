@@ -20,7 +20,7 @@ var notifyQueries = sqlfile.MustParse(notifySQL)
 func scanSend(s scanner) (*store.Send, error) {
 	var x store.Send
 	var sent int64
-	if err := s.Scan(&x.Credential, &x.MessageID, &x.ExecutionID, &x.NodeID, &x.Branch, &x.Channel, &x.Status, &sent); err != nil {
+	if err := s.Scan(&x.Credential, &x.MessageID, &x.ExecutionID, &x.NodeID, &x.Branch, &x.Channel, &x.Status, &sent, &x.WorkflowID); err != nil {
 		return nil, err
 	}
 	x.SentAt = timeOf(sent)
@@ -42,7 +42,7 @@ func (s *Store) RecordSends(ctx context.Context, sends []store.Send) error {
 	return s.tx(ctx, "record sends", func(tx *sql.Tx) error {
 		for _, x := range sends {
 			if _, err := tx.ExecContext(ctx, notifyQueries["send_insert"], x.Credential, x.MessageID, x.ExecutionID, x.NodeID,
-				x.Branch, x.Channel, x.Status, micros(x.SentAt)); err != nil {
+				x.Branch, x.Channel, x.Status, micros(x.SentAt), x.WorkflowID); err != nil {
 				return err
 			}
 		}
@@ -68,7 +68,7 @@ func (s *Store) AddSendStatus(ctx context.Context, credential, messageID string,
 			return err
 		}
 		store.FinishSend(x)
-		body, _ := json.Marshal(store.SendStatusEvent{ExecutionID: x.ExecutionID, NodeID: x.NodeID, Branch: x.Branch,
+		body, _ := json.Marshal(store.SendStatusEvent{WorkflowID: x.WorkflowID, ExecutionID: x.ExecutionID, NodeID: x.NodeID, Branch: x.Branch,
 			Credential: credential, MessageID: messageID, Channel: x.Channel, Status: st.Status, ProviderStatus: st.ProviderStatus, At: st.At})
 		if _, err := insertEvent(ctx, tx.StmtContext(ctx, s.hot["event_insert"]), "",
 			store.Event{ExecutionID: x.ExecutionID, Kind: "send.status", Body: body, At: st.At}); err != nil {

@@ -18,7 +18,7 @@ func testSends(ctx context.Context, t *testing.T, h *harness) {
 		t.Fatalf("AddSendStatus before the send = %+v, %v; want nil", x, err)
 	}
 	sends := []store.Send{
-		{Credential: "texts", MessageID: "SM1", ExecutionID: "xs", NodeID: "remind", Channel: "sms", Status: "queued", SentAt: at(1)},
+		{Credential: "texts", MessageID: "SM1", ExecutionID: "xs", WorkflowID: "wf", NodeID: "remind", Channel: "sms", Status: "queued", SentAt: at(1)},
 		{Credential: "mail", MessageID: "<k@rune.test>", ExecutionID: "xs", NodeID: "welcome", Branch: "s:1", Channel: "email", Status: "sent", SentAt: at(1)},
 	}
 	if err := h.s.RecordSends(ctx, sends); err != nil {
@@ -69,7 +69,7 @@ func testSends(ctx context.Context, t *testing.T, h *harness) {
 			kinds = append(kinds, b)
 		}
 	}
-	if len(kinds) != 2 || kinds[0].Status != "delivered" || kinds[0].NodeID != "remind" || kinds[0].MessageID != "SM1" || kinds[1].Status != "sent" {
+	if len(kinds) != 2 || kinds[0].Status != "delivered" || kinds[0].NodeID != "remind" || kinds[0].MessageID != "SM1" || kinds[0].WorkflowID != "wf" || kinds[1].Status != "sent" {
 		t.Fatalf("send.status events %+v", kinds)
 	}
 	if none, err := h.s.ListSends(ctx, "nobody"); err != nil || len(none) != 0 {

@@ -4,6 +4,7 @@ CREATE TABLE notify_sends (
     credential   text        NOT NULL,
     message_id   text        NOT NULL,
     execution_id text        NOT NULL,
+    workflow_id  text        NOT NULL DEFAULT '',
     node_id      text        NOT NULL,
     branch       text        NOT NULL DEFAULT '',
     channel      text        NOT NULL,

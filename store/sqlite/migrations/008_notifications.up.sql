@@ -4,6 +4,7 @@ CREATE TABLE notify_sends (
     credential   TEXT    NOT NULL,
     message_id   TEXT    NOT NULL,
     execution_id TEXT    NOT NULL,
+    workflow_id  TEXT    NOT NULL DEFAULT '',
     node_id      TEXT    NOT NULL,
     branch       TEXT    NOT NULL DEFAULT '',
     channel      TEXT    NOT NULL,
