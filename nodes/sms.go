@@ -59,7 +59,9 @@ func smsProvider(ref string, f map[string]string, client *http.Client, bodies *b
 		if f["account_sid"] == "" || f["auth_token"] == "" {
 			return nil, bad("fields \"account_sid\" and \"auth_token\" are required")
 		}
-		return &twilioProvider{client: client, base: base, sid: f["account_sid"], token: f["auth_token"], from: f["from"]}, nil
+		// status_callback: where the provider posts delivery statuses
+		// (rune server's POST /v1/providers/{credential}/status).
+		return &twilioProvider{client: client, base: base, sid: f["account_sid"], token: f["auth_token"], from: f["from"], callback: f["status_callback"]}, nil
 	default: // "webhook": credentialFields checked the type
 		u, err := httpURL("url")
 		if err != nil {
@@ -92,6 +94,7 @@ func smsProvider(ref string, f map[string]string, client *http.Client, bodies *b
 type twilioProvider struct {
 	client                 *http.Client
 	base, sid, token, from string
+	callback               string
 }
 
 func (*twilioProvider) Name() string { return "twilio" }
@@ -103,6 +106,9 @@ func (p *twilioProvider) Send(ctx context.Context, m SMS) (string, error) {
 	form := url.Values{"To": {m.To}, "Body": {m.Body}}
 	if m.From != "" {
 		form.Set("From", m.From)
+	}
+	if p.callback != "" {
+		form.Set("StatusCallback", p.callback)
 	}
 	endpoint := p.base + "/2010-04-01/Accounts/" + url.PathEscape(p.sid) + "/Messages.json"
 	body, err := postSMS(ctx, p.client, endpoint, "application/x-www-form-urlencoded", []byte(form.Encode()), m.IdempotencyKey, func(r *http.Request) {

@@ -209,12 +209,12 @@ func twilioSignatureOK(token, u string, form url.Values, got string) bool {
 	if err != nil || got == "" {
 		return false
 	}
-	return hmac.Equal(want, TwilioSignature(token, u, form))
+	return hmac.Equal(want, twilioSignature(token, u, form))
 }
 
-// TwilioSignature is the X-Twilio-Signature of a form posted to u, decoded
-// (tests and the catcher sign with it).
-func TwilioSignature(token, u string, form url.Values) []byte {
+// twilioSignature is the X-Twilio-Signature of a form posted to u, decoded
+// (internal/catcher signs its callbacks on its own, as Twilio does).
+func twilioSignature(token, u string, form url.Values) []byte {
 	var b strings.Builder
 	b.WriteString(u)
 	keys := make([]string, 0, len(form))

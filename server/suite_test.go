@@ -47,6 +47,7 @@ func apiSuite(t *testing.T, tg *target) {
 		{"Stream", testStream},
 		{"Credentials", testCredentials},
 		{"Metrics", testMetrics},
+		{"DeliveryStatus", testDeliveryStatus}, // issue 36
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

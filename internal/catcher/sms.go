@@ -1,10 +1,16 @@
 package catcher
 
 import (
+	"crypto/hmac"
+	"crypto/sha1"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -17,6 +23,8 @@ type SMS struct {
 	From           string `json:"from"`
 	Body           string `json:"body"`
 	IdempotencyKey string `json:"idempotency_key"`
+	// StatusCallback is the Twilio form's StatusCallback URL, if any.
+	StatusCallback string `json:"status_callback,omitempty"`
 	// Header holds the request's headers other than Authorization.
 	Header http.Header `json:"-"`
 }
@@ -38,6 +46,11 @@ type SMSConfig struct {
 	Reply func(n int) (status int, retryAfter string)
 	// OnSMS, when set, is called with each kept message.
 	OnSMS func(SMS)
+	// Callbacks, when set, are the statuses ("sent", "delivered") posted,
+	// in order, to the StatusCallback URL of each Twilio-form message
+	// kept, as Twilio does: a form with MessageSid and MessageStatus,
+	// signed with X-Twilio-Signature under the account's auth token.
+	Callbacks []string
 	// Delay, when set, is how long request n (from 1) waits before it is
 	// handled: a provider too slow to answer (failover tests).
 	Delay func(n int) time.Duration
@@ -54,6 +67,7 @@ type SMSServer struct {
 	ln  net.Listener
 
 	mu       sync.Mutex
+	posted   []Callback
 	requests int
 	messages []SMS
 	byKey    map[string]string
@@ -140,7 +154,10 @@ func (s *SMSServer) twilio(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m := s.keep(SMS{Provider: "twilio", To: r.PostForm.Get("To"), From: r.PostForm.Get("From"), Body: r.PostForm.Get("Body"),
-		IdempotencyKey: r.Header.Get("Idempotency-Key"), Header: headers(r)})
+		IdempotencyKey: r.Header.Get("Idempotency-Key"), Header: headers(r), StatusCallback: r.PostForm.Get("StatusCallback")})
+	if m.StatusCallback != "" && len(s.cfg.Callbacks) > 0 {
+		go s.callBack(m, s.cfg.Accounts[sid])
+	}
 	writeJSON(w, http.StatusCreated, map[string]any{"sid": m.ID, "status": "queued", "to": m.To, "body": m.Body})
 }
 
@@ -188,4 +205,59 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Callback is one status callback the server posted and the answer it got.
+type Callback struct {
+	MessageID, Status string
+	// Code is the HTTP status of the answer, 0 when the post failed.
+	Code int
+}
+
+// Callbacks returns the status callbacks posted so far.
+func (s *SMSServer) Callbacks() []Callback {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Callback(nil), s.posted...)
+}
+
+// callBack posts cfg.Callbacks for m, in order.
+func (s *SMSServer) callBack(m SMS, token string) {
+	for _, status := range s.cfg.Callbacks {
+		form := url.Values{"MessageSid": {m.ID}, "SmsSid": {m.ID}, "MessageStatus": {status}, "To": {m.To}, "From": {m.From}}
+		req, err := http.NewRequest(http.MethodPost, m.StatusCallback, strings.NewReader(form.Encode()))
+		code := 0
+		if err == nil {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.Header.Set("X-Twilio-Signature", TwilioSignature(token, m.StatusCallback, form))
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				code = resp.StatusCode
+				resp.Body.Close()
+			}
+		}
+		s.mu.Lock()
+		s.posted = append(s.posted, Callback{MessageID: m.ID, Status: status, Code: code})
+		s.mu.Unlock()
+	}
+}
+
+// TwilioSignature is Twilio's X-Twilio-Signature of form posted to u:
+// base64 of the HMAC-SHA1, under the auth token, of u followed by each
+// parameter's name and value, names sorted.
+func TwilioSignature(token, u string, form url.Values) string {
+	var b strings.Builder
+	b.WriteString(u)
+	keys := make([]string, 0, len(form))
+	for k := range form {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		for _, v := range form[k] {
+			b.WriteString(k + v)
+		}
+	}
+	mac := hmac.New(sha1.New, []byte(token))
+	mac.Write([]byte(b.String()))
+	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
 }
