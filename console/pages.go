@@ -425,6 +425,7 @@ func (c *Console) nodePanel(w http.ResponseWriter, r *http.Request) {
 			c.log.Error("console: read events", "execution", d.X.ID, "err", err)
 		}
 		data["Attempts"], data["AttemptsMore"] = attemptsOf(evs, node, sel.Branch), more
+		data["Sends"] = c.sendsOf(r.Context(), d.X.ID, node, sel.Branch) // delivery status (issue 36)
 		for i := range d.Def.Nodes {
 			if d.Def.Nodes[i].ID == node {
 				data["MaxAttempts"] = d.Def.Nodes[i].RetrySettings().MaxAttempts
