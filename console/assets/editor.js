@@ -686,16 +686,22 @@
     if ($("ed-save")) $("ed-save").addEventListener("click", save);
     $("ed-cancel").addEventListener("click", () => $("ed-dialog").close());
     document.addEventListener("keydown", (ev) => {
-      if (ev.key === "Escape" && state.connect) { state.connect = null; status(""); drawCanvas(); }
+      if (ev.key === "Escape" && state.connect) { state.connect = null; status(""); drawCanvas(); return; }
+      if (ev.key === "Escape" && state.sel && ev.target.closest && ev.target.closest("#ed-canvas")) select(null);
       const t = ev.target;
       if ((ev.key === "Delete" || ev.key === "Backspace") && state.sel && state.view === "canvas" &&
           t.closest && t.closest("#ed-canvas")) { ev.preventDefault(); deleteSelection(); }
     });
     if (state.id) {
       fetch("/ui/editor/paths?workflow=" + encodeURIComponent(state.id), {credentials: "same-origin"})
-        .then((r) => r.ok ? r.json() : {paths: []}).then((d) => { state.paths = d.paths || []; }).catch(() => {});
+        .then((r) => r.ok ? r.json() : {paths: []}).then((d) => { state.paths = d.paths || []; root.dataset.paths = String(state.paths.length); }).catch(() => {});
     }
+    // A click on the canvas's background selects the workflow itself.
+    $("ed-canvas").addEventListener("click", (ev) => {
+      if (ev.target === $("ed-canvas") || ev.target === $("ed-nodes") || ev.target === $("ed-edges")) { state.connect = null; select(null); }
+    });
     await check();
+    root.dataset.loadms = String(Math.round(performance.now())); // from the navigation's start
     root.dataset.ready = "1"; // for tests and the load measurement
   }
   start();
