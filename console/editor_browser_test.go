@@ -165,16 +165,19 @@ func TestBrowserEditorBuildAndRun(t *testing.T) {
 	editorReady(tab)
 	tab.Until("the recent paths", `Number(document.getElementById('editor').dataset.paths) > 0`)
 	tab.Click("select log_1", `[data-select="log_1"]`)
-	tab.Do("clear the message", chromedp.SetValue(chromedp.CSS(`#ed-params [data-field="message"] input`), ""))
+	browsertest.Eval[any](tab, clearMessage)
 	typeInto(tab, "a path", `#ed-params [data-field="message"] input`, "{{ $set_1.gr")
 	tab.Until("$set_1.greeting offered", `[...document.querySelectorAll('#ed-complete li')].some(l => l.textContent === '$set_1.greeting')`)
-	tab.Do("clear again", chromedp.SetValue(chromedp.CSS(`#ed-params [data-field="message"] input`), ""))
+	browsertest.Eval[any](tab, clearMessage)
 	typeInto(tab, "a trigger path", `#ed-params [data-field="message"] input`, "{{ $trigger.n")
 	tab.Until("$trigger.name offered", `[...document.querySelectorAll('#ed-complete li')].some(l => l.textContent === '$trigger.name')`)
 	tab.Media("dark")
 	tab.Axe("the editor of a stored workflow, dark")
 	tab.CheckLocal(strings.TrimPrefix(tg.url, "http://"), 5)
 }
+
+// clearMessage empties the selected log node's message field.
+const clearMessage = `(i => { i.value = ""; i.dispatchEvent(new Event("input")); i.focus(); })(document.querySelector('#ed-params [data-field="message"] input'))`
 
 // roundTripDef is stored as written: keys in an unusual order, odd spacing.
 const roundTripDef = "{\"name\": \"Round trip\",   \"id\":\"roundtrip\",\n\"nodes\":[{\"type\":\"trigger\",\"id\":\"start\",\"trigger\":true},\n  {\"parameters\":{\"message\":\"n = {{ $trigger.n }}\",\"level\":\"info\"},\"type\":\"log\",\"id\":\"say\"}],\n\t\"edges\":[{\"dst\":\"say\",\"src\":\"start\",\"id\":\"e1\"}]}\n"

@@ -180,27 +180,21 @@
     box.replaceChildren();
     g.replaceChildren();
     layout(true);
-    const bad = new Map(), badEdges = new Set();
-    for (const p of state.problems) {
-      if (p.node) bad.set(p.node, (bad.get(p.node) || []).concat(p.message));
-      if (p.edge) badEdges.add(p.edge);
-    }
     let maxX = 0, maxY = 0;
     for (const n of nodes()) {
       if (!n || typeof n.id !== "string") continue;
       const p = state.pos[n.id];
       maxX = Math.max(maxX, p.x + W); maxY = Math.max(maxY, p.y + H);
-      const probs = bad.get(n.id) || [];
       const sel = state.sel && state.sel.kind === "node" && state.sel.id === n.id;
-      const main = el("button", {type: "button", class: "ed-node-main", "data-select": n.id,
-        "aria-label": n.id + ", " + n.type + (probs.length ? ", " + probs.length + " problem(s)" : "") + (sel ? ", selected" : ""),
-        title: probs.join("\n") || undefined},
+      const main = el("button", {type: "button", class: "ed-node-main", "data-select": n.id, "data-label": n.id + ", " + n.type + (sel ? ", selected" : "")},
         el("b", {}, n.id), el("span", {}, String(n.type) + (n.name ? " · " + n.name : "")));
       const port = el("button", {type: "button", class: "ed-port", "data-port": n.id, "aria-label": "Connect " + n.id + " to another node",
         title: "Connect " + n.id + " to…", "aria-pressed": state.connect === n.id ? "true" : "false"}, "→");
-      const d = el("div", {class: "ed-node" + (sel ? " ed-sel" : "") + (probs.length ? " ed-bad" : "") + (state.connect && state.connect !== n.id ? " ed-target" : ""),
-        "data-node": n.id, style: "left:" + p.x + "px;top:" + p.y + "px"}, main, port,
-        probs.length ? el("span", {class: "ed-count", "aria-hidden": "true"}, String(probs.length)) : null);
+      const d = el("div", {class: "ed-node" + (sel ? " ed-sel" : "") + (state.connect && state.connect !== n.id ? " ed-target" : ""),
+        "data-node": n.id}, main, port);
+      // Through the CSSOM: the page's CSP refuses style attributes.
+      d.style.left = p.x + "px";
+      d.style.top = p.y + "px";
       box.append(d);
       dragNode(main, n.id);
       port.addEventListener("click", () => {
@@ -217,7 +211,7 @@
       const d = x2 > x1 + 20 ? `M${x1} ${y1} C${mx} ${y1} ${mx} ${y2} ${x2} ${y2}`
         : `M${x1} ${y1} C${x1 + 60} ${y1} ${x2 - 60} ${y2} ${x2} ${y2}`;
       const sel = state.sel && state.sel.kind === "edge" && state.sel.id === e.id;
-      const grp = el("svg:g", {class: (sel ? "ed-sel " : "") + (badEdges.has(e.id) ? "ed-bad" : ""), "data-edge": e.id},
+      const grp = el("svg:g", {class: sel ? "ed-sel" : "", "data-edge": e.id},
         el("svg:path", {class: "ed-edge", d}), el("svg:path", {class: "ed-hit", d, onclick: () => { select({kind: "edge", id: e.id}); }}));
       const label = e.label || (isErrorEdge(e) ? "error" : "");
       if (label) grp.append(el("svg:text", {x: mx, y: (y1 + y2) / 2 - 6, "text-anchor": "middle"}, label.length > 24 ? label.slice(0, 23) + "…" : label));
@@ -234,6 +228,29 @@
     $("ed-canvas").style.width = maxX + PAD * 4 + "px";
     $("ed-canvas").style.height = maxY + PAD * 4 + "px";
     $("ed-delete").disabled = !state.sel;
+    markProblems();
+  }
+
+  // markProblems shows the server's problems on the drawn graph, in place:
+  // a check's answer does not redraw what the user may be pressing.
+  function markProblems() {
+    const bad = new Map(), badEdges = new Set();
+    for (const p of state.problems) {
+      if (p.node) bad.set(p.node, (bad.get(p.node) || []).concat(p.message));
+      if (p.edge) badEdges.add(p.edge);
+    }
+    for (const d of $("ed-nodes").children) {
+      const probs = bad.get(d.dataset.node) || [];
+      d.classList.toggle("ed-bad", probs.length > 0);
+      const main = d.querySelector(".ed-node-main");
+      main.setAttribute("aria-label", main.dataset.label + (probs.length ? ", " + probs.length + " problem(s)" : ""));
+      if (probs.length) main.title = probs.join("\n"); else main.removeAttribute("title");
+      let c = d.querySelector(".ed-count");
+      if (probs.length && !c) d.append(c = el("span", {class: "ed-count", "aria-hidden": "true"}));
+      if (c && !probs.length) c.remove();
+      else if (c) c.textContent = String(probs.length);
+    }
+    for (const g of $("ed-edge-g").children) g.classList.toggle("ed-bad", badEdges.has(g.dataset.edge));
   }
 
   function isErrorEdge(e) {
@@ -323,7 +340,12 @@
         if (o[key] === undefined && create) o[key] = {};
         return o[key] || {};
       };
-      for (const [k, ps] of Object.entries(s.properties)) field(fs, ps, sub, k, (s.required || []).includes(k));
+      // An object whose last field was cleared goes too.
+      const prune = () => {
+        const o = obj();
+        if (o[key] && typeof o[key] === "object" && !Object.keys(o[key]).length) delete o[key];
+      };
+      for (const [k, ps] of Object.entries(s.properties)) field(fs, ps, sub, k, (s.required || []).includes(k), prune);
       box.append(fs);
       return;
     }
@@ -540,7 +562,7 @@
       if (seq !== state.seq) return; // a newer edit is being checked
       state.problems = data.problems || [];
       drawProblems();
-      if (state.view === "canvas") drawCanvas();
+      markProblems();
       root.dataset.checked = String(seq);
     } catch (e) { status("The check failed: " + e.message, "bad"); }
   }
