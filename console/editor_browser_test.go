@@ -141,6 +141,7 @@ func TestBrowserEditorBuildAndRun(t *testing.T) {
 		t.Errorf("after auto-layout the nodes' x are %v, want left to right", xs)
 	}
 	tab.Axe("the editor with a node selected")
+	shot(t, tab, "console-editor.png")
 
 	// Save; the workflow's page has version 1; trigger it and watch it run.
 	tab.Click("save", "#ed-save")
@@ -173,6 +174,7 @@ func TestBrowserEditorBuildAndRun(t *testing.T) {
 	tab.Until("$trigger.name offered", `[...document.querySelectorAll('#ed-complete li')].some(l => l.textContent === '$trigger.name')`)
 	tab.Media("dark")
 	tab.Axe("the editor of a stored workflow, dark")
+	shot(t, tab, "console-editor-dark.png")
 	tab.CheckLocal(strings.TrimPrefix(tg.url, "http://"), 5)
 }
 
