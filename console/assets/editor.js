@@ -446,7 +446,7 @@
     const skip = new Set(["id", "type", "trigger", "output"]);
     for (const [k, ps] of Object.entries(common.properties)) {
       if (skip.has(k)) continue;
-      field(box, ps, () => n, k, false, k === "name" ? () => {} : undefined);
+      field(box, ps, () => n, k, false);
     }
     // Edges: connect to another node, and the node's edges to select or delete.
     const others = nodes().filter((o) => o && o.id !== n.id);
