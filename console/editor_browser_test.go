@@ -175,6 +175,14 @@ func TestBrowserEditorBuildAndRun(t *testing.T) {
 	tab.Media("dark")
 	tab.Axe("the editor of a stored workflow, dark")
 	shot(t, tab, "console-editor-dark.png")
+	// 360 px wide: one column, nothing wider than the screen (the canvas
+	// scrolls in its own box).
+	tab.Viewport(360, 740)
+	tab.Do("the editor at 360 px", chromedp.Navigate(tg.url+"/editor/greet"))
+	editorReady(tab)
+	if w := browsertest.Eval[int](tab, `document.documentElement.scrollWidth`); w > 360 {
+		t.Errorf("at 360 px the editor is %d px wide", w)
+	}
 	tab.CheckLocal(strings.TrimPrefix(tg.url, "http://"), 5)
 }
 
@@ -254,6 +262,16 @@ func TestBrowserEditorRoundTrip(t *testing.T) {
 	browsertest.Eval[any](tab, `(t => { const v = JSON.parse(t.value); v.nodes.push({id: "more", type: "log", parameters: {message: "more"}}); v.edges.push({id: "e2", src: "say", dst: "more"}); t.value = JSON.stringify(v, null, 2); t.dispatchEvent(new Event('input')); })(document.getElementById('ed-json'))`)
 	tab.Click("the canvas", "#ed-view")
 	tab.Until("the node from the JSON on the canvas", `!!document.querySelector('[data-node="more"]')`)
+	// The keyboard: Tab to a node, Enter selects it, Delete removes it and its edge.
+	browsertest.Eval[any](tab, `document.querySelector('[data-select="more"]').focus()`)
+	tab.Do("Enter on more", chromedp.KeyEvent(kb.Enter))
+	tab.Until("more selected", `document.getElementById('ed-form-h').textContent === "Node more"`)
+	browsertest.Eval[any](tab, `document.querySelector('[data-select="more"]').focus()`)
+	tab.Do("Delete", chromedp.KeyEvent(kb.Delete))
+	tab.Until("more deleted", `!document.querySelector('[data-node="more"]')`)
+	if got := edgesOf(t, tab); !slices.Equal(got, []string{"start>say"}) {
+		t.Errorf("edges %v after deleting more", got)
+	}
 
 	// Load time: from the navigation's start to the editor ready (schemas
 	// read, graph drawn, the server's check back), the median of five.
