@@ -87,6 +87,8 @@ var accessTable = map[string]accessRow{
 	"GET /v1/tokens":                {adminOny, "403"},
 	"DELETE /v1/tokens/{name}":      {adminOny, "403"},
 	"GET /v1/audit":                 {adminOny, "403"},
+
+	"GET /v1/executions/{id}/sends": {all, "404"}, // issue 36
 }
 
 // TestAccessTableCoversRoutes: every authenticated route has its row, and

@@ -61,7 +61,7 @@ func sendOf(ev store.HistoryEvent) (store.Send, bool) {
 // recordSends indexes the sends a committed batch reports by provider
 // message id, so that status callbacks find their execution. A failure is
 // logged: the history is committed, and a callback for a send not indexed
-// is still kept (and shown once the send is).
+// is still kept (and its event written once the send is indexed).
 func (s *historyConsumer) recordSends(ctx context.Context, evs []store.HistoryEvent) {
 	var sends []store.Send
 	for _, ev := range evs {

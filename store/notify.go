@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -96,4 +97,16 @@ func FinishSend(s *Send) {
 			s.Status = h.Status
 		}
 	}
+}
+
+// EarlyStatusEvents are the "send.status" events of the callbacks that
+// came before x was recorded, written when it is (RecordSends).
+func EarlyStatusEvents(x Send, early []SendStatus) []Event {
+	var out []Event
+	for _, st := range early {
+		body, _ := json.Marshal(SendStatusEvent{WorkflowID: x.WorkflowID, ExecutionID: x.ExecutionID, NodeID: x.NodeID, Branch: x.Branch,
+			Credential: x.Credential, MessageID: x.MessageID, Channel: x.Channel, Status: st.Status, ProviderStatus: st.ProviderStatus, At: st.At})
+		out = append(out, Event{ExecutionID: x.ExecutionID, Kind: "send.status", Body: body, At: st.At})
+	}
+	return out
 }

@@ -38,14 +38,30 @@ func (s *Store) RecordSends(ctx context.Context, sends []store.Send) error {
 	if len(sends) == 0 {
 		return nil
 	}
-	var b pgx.Batch
-	for _, x := range sends {
-		b.Queue(notifyQueries["send_insert"], x.Credential, x.MessageID, x.ExecutionID, x.NodeID, x.Branch, x.Channel, x.Status, store.Micro(x.SentAt), x.WorkflowID)
-	}
-	if err := s.pool.SendBatch(ctx, &b).Close(); err != nil {
-		return fmt.Errorf("postgres: record sends: %w", err)
-	}
-	return nil
+	return s.tx(ctx, "record sends", func(tx pgx.Tx) error {
+		var events []store.Event
+		for _, x := range sends {
+			tag, err := tx.Exec(ctx, notifyQueries["send_insert"], x.Credential, x.MessageID, x.ExecutionID, x.NodeID, x.Branch, x.Channel, x.Status, store.Micro(x.SentAt), x.WorkflowID)
+			if err != nil {
+				return err
+			}
+			if tag.RowsAffected() == 0 {
+				continue
+			}
+			// Callbacks that came before the send: their events now.
+			rows, _ := tx.Query(ctx, notifyQueries["send_status_list"], x.Credential, x.MessageID)
+			early, err := pgx.CollectRows(rows, scanSendStatus)
+			if err != nil {
+				return err
+			}
+			events = append(events, store.EarlyStatusEvents(x, early)...)
+		}
+		if len(events) == 0 {
+			return nil
+		}
+		// The event lock last: held only to the commit (queueEvents).
+		return insertEvents(ctx, tx, events, nil)
+	})
 }
 
 // querier is a pool or a transaction.

@@ -41,9 +41,23 @@ func (s *Store) RecordSends(ctx context.Context, sends []store.Send) error {
 	}
 	return s.tx(ctx, "record sends", func(tx *sql.Tx) error {
 		for _, x := range sends {
-			if _, err := tx.ExecContext(ctx, notifyQueries["send_insert"], x.Credential, x.MessageID, x.ExecutionID, x.NodeID,
-				x.Branch, x.Channel, x.Status, micros(x.SentAt), x.WorkflowID); err != nil {
+			res, err := tx.ExecContext(ctx, notifyQueries["send_insert"], x.Credential, x.MessageID, x.ExecutionID, x.NodeID,
+				x.Branch, x.Channel, x.Status, micros(x.SentAt), x.WorkflowID)
+			if err != nil {
 				return err
+			}
+			if n, _ := res.RowsAffected(); n == 0 {
+				continue
+			}
+			// Callbacks that came before the send: their events now.
+			early, err := queryAll(ctx, tx, scanSendStatus, notifyQueries["send_status_list"], x.Credential, x.MessageID)
+			if err != nil {
+				return err
+			}
+			for _, e := range store.EarlyStatusEvents(x, early) {
+				if _, err := insertEvent(ctx, tx.StmtContext(ctx, s.hot["event_insert"]), "", e); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
