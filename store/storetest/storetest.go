@@ -78,6 +78,8 @@ func Exercise(ctx context.Context, t *testing.T, open func(t *testing.T) store.S
 		{"Hooks", testHooks},
 		{"Schedules", testSchedules},
 		{"ScheduleFireConcurrent", testScheduleFireConcurrent},
+		// Issue 38: the list's trigger and input filters.
+		{"ExecutionSearch", testExecutionSearch},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

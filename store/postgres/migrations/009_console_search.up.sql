@@ -1,0 +1,5 @@
+-- The executions list's filter on input values (issue 38: GET
+-- /v1/executions?input.user_id=42 is input::jsonb @> '{"user_id": 42}').
+-- jsonb_path_ops indexes every path-to-value of each input; the column
+-- stays json (shown back as written), so the index is on the cast.
+CREATE INDEX executions_input ON executions USING GIN ((input::jsonb) jsonb_path_ops);
