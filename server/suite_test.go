@@ -47,6 +47,8 @@ func apiSuite(t *testing.T, tg *target) {
 		{"Stream", testStream},
 		{"Credentials", testCredentials},
 		{"Metrics", testMetrics},
+		// Issue 38: the list's trigger and input filters, a cron's preview.
+		{"Search", testSearch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -384,11 +384,11 @@ func (s *Store) ListExecutions(ctx context.Context, f store.ExecutionFilter) (st
 	if cur.ID != "" {
 		curAt = &cur.At
 	}
-	trigger, kind, err := sqlstore.TriggerFilter(f.Trigger)
+	trigger, kind, err := store.TriggerFilter(f.Trigger)
 	if err != nil {
 		return page, err
 	}
-	contains, _, err := sqlstore.InputFilter(f.Input)
+	contains, _, err := store.InputFilter(f.Input)
 	if err != nil {
 		return page, err
 	}

@@ -415,11 +415,11 @@ func (s *Store) ListExecutions(ctx context.Context, f store.ExecutionFilter) (st
 	if cur.ID != "" {
 		curAt = micros(cur.At)
 	}
-	trigger, kind, err := sqlstore.TriggerFilter(f.Trigger)
+	trigger, kind, err := store.TriggerFilter(f.Trigger)
 	if err != nil {
 		return page, err
 	}
-	_, paths, err := sqlstore.InputFilter(f.Input)
+	_, paths, err := store.InputFilter(f.Input)
 	if err != nil {
 		return page, err
 	}

@@ -1,14 +1,12 @@
-package sqlstore
+package store
 
 import (
 	"bytes"
 	"encoding/json"
 	"strings"
-
-	"github.com/rune-org/rune/store"
 )
 
-// Bounds of an execution list's input filter (store.ExecutionFilter.Input).
+// Bounds of an execution list's input filter (ExecutionFilter.Input).
 const (
 	inputMatchesMax = 8
 	inputDepthMax   = 8
@@ -16,12 +14,13 @@ const (
 	inputValueMax   = 1024
 )
 
-// InputFilter checks an execution list's input matches and renders them
-// for the stores: contains, the JSON object holding every match's value at
+// InputFilter checks an execution list's input matches (an ErrInvalid
+// naming the condition, "input.user_id: …") and renders them for the SQL
+// stores: contains, the JSON object holding every match's value at
 // its path (PostgreSQL's jsonb containment, which its GIN index serves),
 // and paths, a JSON array of {"p": SQLite JSON path, "v": value} (SQLite
 // compares each with ->). Both are nil without matches.
-func InputFilter(ms []store.InputMatch) (contains, paths []byte, err error) {
+func InputFilter(ms []InputMatch) (contains, paths []byte, err error) {
 	if len(ms) == 0 {
 		return nil, nil, nil
 	}

@@ -1,0 +1,2 @@
+-- local placeholder (h38a testing only; never committed)
+SELECT 1;
