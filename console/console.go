@@ -70,6 +70,9 @@ type Access struct {
 	// Operate: trigger, cancel, re-run. Edit: store workflow versions.
 	// Replay: replay dead letters. Purge: discard them.
 	Operate, Edit, Replay, Purge bool
+	// Credentials: list and write credentials. Admin: manage tokens
+	// (issue 38's pages; both false for a scoped token).
+	Credentials, Admin bool
 }
 
 // sees reports whether a may see workflow id.
@@ -199,6 +202,7 @@ func New(cfg Config) (*Console, error) {
 	c.mux.HandleFunc("GET /ui/executions/{id}/state", c.session(c.executionState))
 	c.mux.HandleFunc("GET /ui/executions/{id}/nodes/{node}", c.session(c.nodePanel))
 	c.mux.HandleFunc("/ui/api/", c.session(c.proxy))
+	c.manageRoutes() // issue 38: hooks, schedules, credentials, tokens, bulk actions (manage.go)
 	return c, nil
 }
 
@@ -206,7 +210,9 @@ func New(cfg Config) (*Console, error) {
 func (c *Console) Handler() http.Handler { return secureHeaders(c.mux) }
 
 // prefixes are the paths the console owns next to the API.
-var prefixes = []string{"GET /{$}", "/login", "/logout", "/executions", "/executions/", "/workflows", "/workflows/", "/dashboard", "/dlq", "/assets/", "/ui/"}
+var prefixes = []string{"GET /{$}", "/login", "/logout", "/executions", "/executions/", "/workflows", "/workflows/", "/dashboard", "/dlq", "/assets/", "/ui/",
+	// Issue 38's management pages (manage.go).
+	"/hooks", "/schedules", "/credentials", "/tokens"}
 
 // Mount serves the console at / next to api: the console's paths go to
 // the console, every other path (/v1/..., /healthz, ...) to api.
