@@ -133,6 +133,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Now returns the current time. Defaults to time.Now.
 	Now func() time.Time
+	// Depths reads the distributed server's queue and timer depths for the
+	// dashboard (issue 38, depths.go). Defaults to nil: a server without
+	// them (the embedded default) shows none.
+	Depths func(ctx context.Context) ([]Depth, error)
 }
 
 // Defaults of Config.
