@@ -206,6 +206,7 @@ func New(cfg Config) (*Console, error) {
 	c.mux.HandleFunc("GET /ui/executions/{id}/state", c.session(c.executionState))
 	c.mux.HandleFunc("GET /ui/executions/{id}/nodes/{node}", c.session(c.nodePanel))
 	c.mux.HandleFunc("/ui/api/", c.session(c.proxy))
+	c.editorRoutes() // the visual editor (editor.go)
 	c.manageRoutes() // issue 38: hooks, schedules, credentials, tokens, bulk actions (manage.go)
 	return c, nil
 }
@@ -215,6 +216,7 @@ func (c *Console) Handler() http.Handler { return secureHeaders(c.mux) }
 
 // prefixes are the paths the console owns next to the API.
 var prefixes = []string{"GET /{$}", "/login", "/logout", "/executions", "/executions/", "/workflows", "/workflows/", "/dashboard", "/dlq", "/assets/", "/ui/",
+	"/editor", "/editor/", // the visual editor
 	// Issue 38's management pages (manage.go).
 	"/hooks", "/schedules", "/credentials", "/tokens"}
 
