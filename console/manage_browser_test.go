@@ -173,7 +173,10 @@ func TestBrowserManage(t *testing.T) {
 		t.Error("the new token is not listed as a viewer's")
 	}
 	tab.Axe("the tokens page, a token shown")
-	tab.Do("log out", chromedp.Submit(`form.logout`))
+	// The logout's navigation ends on the login page before the next one
+	// starts (else the login's navigation aborts it, or it the login's).
+	tab.Do("log out", chromedp.Submit(`form.logout`), chromedp.WaitVisible(chromedp.ID("token")))
+	waitJS(t, tab, "the login page", `location.pathname === '/login' && document.readyState === 'complete'`)
 	tab.Login(tg.url, "/hooks", viewer)
 	tab.Do("hooks as a viewer", chromedp.WaitVisible(chromedp.ID("hooks")))
 	if n := browsertest.Eval[int](tab, `document.querySelectorAll('main form, main button').length`); n != 0 {
