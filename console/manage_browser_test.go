@@ -52,6 +52,9 @@ func TestBrowserManage(t *testing.T) {
 		t.Errorf("user_id = 42: rows %v, want %v", rows, []string{wait2, wait1, done42})
 	}
 	tab.Axe("the filtered executions list")
+	tab.Click("select one for the picture", `#rows input[value="`+wait1+`"]`)
+	shot(t, tab, "console-search.png")
+	tab.Click("unselect it", `#rows input[value="`+wait1+`"]`)
 	tab.Do("filter by trigger and input", chromedp.Navigate(tg.url+"/executions?trigger=api&where=input.user_id+%3D+7"))
 	waitJS(t, tab, "one row", `document.querySelectorAll('#rows tr[data-id]').length === 1 && document.querySelector('#rows tr[data-id]').dataset.id === '`+done7+`'`)
 
@@ -101,6 +104,7 @@ func TestBrowserManage(t *testing.T) {
 		hookURL = tg.url + hookURL
 	}
 	tab.Axe("the hooks page, a URL shown")
+	shot(t, tab, "console-hooks.png")
 	res, err := http.Post(hookURL, "application/json", strings.NewReader(`{"user_id":99}`))
 	if err != nil || res.StatusCode >= 300 {
 		t.Fatalf("delivery to the new hook: %v %v", res, err)
@@ -128,6 +132,7 @@ func TestBrowserManage(t *testing.T) {
 	tab.Do("type a cron", chromedp.SendKeys(chromedp.ID("cron"), "*/5 * * * *"))
 	waitJS(t, tab, "5 fire times", `document.querySelectorAll('#cron-times li').length === 5 && document.getElementById('cron-preview').dataset.cron === '*/5 * * * *'`)
 	tab.Axe("the schedules page, a cron previewed")
+	shot(t, tab, "console-schedules.png")
 	browsertest.Eval[any](tab, `document.getElementById('cron').value = ''`)
 	tab.Do("a bad cron", chromedp.SendKeys(chromedp.ID("cron"), "nope"))
 	waitJS(t, tab, "its error", `!!document.getElementById('cron-error') && document.getElementById('cron-error').textContent.includes('cron')`)
