@@ -1,2 +1,0 @@
--- local placeholder (h38a testing only; never committed)
-SELECT 1;
