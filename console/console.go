@@ -70,6 +70,9 @@ type Access struct {
 	// Operate: trigger, cancel, re-run. Edit: store workflow versions.
 	// Replay: replay dead letters. Purge: discard them.
 	Operate, Edit, Replay, Purge bool
+	// Credentials: list and write credentials. Admin: manage tokens
+	// (issue 38's pages; both false for a scoped token).
+	Credentials, Admin bool
 }
 
 // sees reports whether a may see workflow id.
@@ -130,6 +133,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Now returns the current time. Defaults to time.Now.
 	Now func() time.Time
+	// Depths reads the distributed server's queue and timer depths for the
+	// dashboard (issue 38, depths.go). Defaults to nil: a server without
+	// them (the embedded default) shows none.
+	Depths func(ctx context.Context) ([]Depth, error)
 }
 
 // Defaults of Config.
@@ -200,6 +207,7 @@ func New(cfg Config) (*Console, error) {
 	c.mux.HandleFunc("GET /ui/executions/{id}/nodes/{node}", c.session(c.nodePanel))
 	c.mux.HandleFunc("/ui/api/", c.session(c.proxy))
 	c.editorRoutes() // the visual editor (editor.go)
+	c.manageRoutes() // issue 38: hooks, schedules, credentials, tokens, bulk actions (manage.go)
 	return c, nil
 }
 
@@ -208,7 +216,9 @@ func (c *Console) Handler() http.Handler { return secureHeaders(c.mux) }
 
 // prefixes are the paths the console owns next to the API.
 var prefixes = []string{"GET /{$}", "/login", "/logout", "/executions", "/executions/", "/workflows", "/workflows/", "/dashboard", "/dlq", "/assets/", "/ui/",
-	"/editor", "/editor/"} // the visual editor
+	"/editor", "/editor/", // the visual editor
+	// Issue 38's management pages (manage.go).
+	"/hooks", "/schedules", "/credentials", "/tokens"}
 
 // Mount serves the console at / next to api: the console's paths go to
 // the console, every other path (/v1/..., /healthz, ...) to api.

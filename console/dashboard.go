@@ -103,6 +103,8 @@ func (c *Console) dashboardPage(w http.ResponseWriter, r *http.Request) {
 		return cmp.Or(cmp.Compare(b.DayTotal, a.DayTotal), cmp.Compare(a.WorkflowID, b.WorkflowID))
 	})
 	failing = slices.DeleteFunc(failing, func(f store.FailingNode) bool { return !acc.sees(f.WorkflowID) })
-	c.render(w, r, "dashboard", map[string]any{"Title": "Dashboard", "Rows": out, "Failing": failing,
-		"Statuses": statuses, "Since": day, "Capped": len(ds) == durationsMax})
+	data := map[string]any{"Title": "Dashboard", "Rows": out, "Failing": failing,
+		"Statuses": statuses, "Since": day, "Capped": len(ds) == durationsMax}
+	c.addDepths(r, data) // issue 38: queues and timers (depths.go)
+	c.render(w, r, "dashboard", data)
 }

@@ -170,12 +170,16 @@ func (c *Console) row(x *store.Execution) row {
 // key) and cursor.
 type listQuery struct {
 	Workflow, Status, After, Before, Q, Cursor string
+	// Trigger and Where filter by trigger and input values (issue 38,
+	// search.go).
+	Trigger, Where string
 }
 
 func parseListQuery(r *http.Request) listQuery {
 	v := r.URL.Query()
 	return listQuery{Workflow: v.Get("workflow"), Status: v.Get("status"), After: v.Get("after"),
-		Before: v.Get("before"), Q: strings.TrimSpace(v.Get("q")), Cursor: v.Get("cursor")}
+		Before: v.Get("before"), Q: strings.TrimSpace(v.Get("q")), Cursor: v.Get("cursor"),
+		Trigger: strings.TrimSpace(v.Get("trigger")), Where: strings.TrimSpace(v.Get("where"))}
 }
 
 func parseWhen(s string) (time.Time, error) {
@@ -193,7 +197,8 @@ func parseWhen(s string) (time.Time, error) {
 // Values renders the filters as a query string (without the cursor).
 func (q listQuery) Values() string {
 	v := url.Values{}
-	for k, s := range map[string]string{"workflow": q.Workflow, "status": q.Status, "after": q.After, "before": q.Before, "q": q.Q} {
+	for k, s := range map[string]string{"workflow": q.Workflow, "status": q.Status, "after": q.After, "before": q.Before, "q": q.Q,
+		"trigger": q.Trigger, "where": q.Where} {
 		if s != "" {
 			v.Set(k, s)
 		}
@@ -224,8 +229,13 @@ func (c *Console) listPage(ctx context.Context, acc Access, q listQuery) ([]row,
 	if err != nil {
 		return nil, "", err
 	}
+	input, err := parseWhere(q.Where)
+	if err != nil {
+		return nil, "", err
+	}
 	page, err := c.cfg.Store.ListExecutions(ctx, store.ExecutionFilter{WorkflowID: q.Workflow, Status: q.Status,
-		IdempotencyKey: q.Q, CreatedAfter: after, CreatedBefore: before, Limit: 50, Cursor: q.Cursor})
+		IdempotencyKey: q.Q, CreatedAfter: after, CreatedBefore: before, Limit: 50, Cursor: q.Cursor,
+		Trigger: q.Trigger, Input: input})
 	if err != nil {
 		return nil, "", err
 	}
@@ -253,7 +263,7 @@ func (c *Console) executionsPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.render(w, r, "executions", map[string]any{"Title": "Executions", "Rows": rows, "Next": next, "Q": q,
-		"Statuses": statuses, "LastEvent": last, "Live": q.Cursor == ""})
+		"Statuses": statuses, "LastEvent": last, "Live": q.Cursor == "", "Done": r.URL.Query().Get("done")})
 }
 
 // executionRows is the list's table body alone, for the live refresh.

@@ -148,6 +148,9 @@ func (s *Server) listExecutions(w http.ResponseWriter, r *http.Request) error {
 	if f.CreatedBefore, err = queryTime(r, "created_before"); err != nil {
 		return err
 	}
+	if f.Trigger, f.Input, err = searchQuery(r); err != nil {
+		return err
+	}
 	return writeScopedPage(w, r, func(cursor string) (store.Page[*store.Execution], error) {
 		f.Cursor = cursor
 		return s.store.ListExecutions(r.Context(), f)

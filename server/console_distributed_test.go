@@ -88,6 +88,12 @@ func TestConsoleDistributed(t *testing.T) {
 		t.Errorf("the dead-letter page does not show the (empty) queue:\n%s", between(dlq, "<main>", "</main>"))
 	}
 
+	// Issue 38: the dashboard shows RabbitMQ's queues and Redis's timers.
+	if dash := get("/dashboard"); !strings.Contains(dash, `id="depths"`) || !strings.Contains(dash, `data-depth="timers scheduled"`) ||
+		strings.Count(dash, "data-depth=") < 4 || strings.Contains(dash, "Reading some depths failed") {
+		t.Errorf("the dashboard's queues and timers:\n%s", between(dash, `id="depths-h"`, "</table>"))
+	}
+
 	// The same pages in a browser: log in, watch an execution with a wait
 	// reach completed without a reload, and no request leaves the machine.
 	a.pushWorkflow(`{"id":"napper","nodes":[{"id":"start","type":"trigger","trigger":true},

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/rune-org/rune/nodes"
 	"github.com/rune-org/rune/store"
 )
 
@@ -18,6 +19,9 @@ type credentialView struct {
 	KeyID     string    `json:"key_id"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// AllowedHosts is the credential's allowed_hosts field, a public one
+	// (redact.Public): the list shows where it may be sent (issue 38).
+	AllowedHosts string `json:"allowed_hosts,omitempty"`
 }
 
 // credentialInput is the body of POST /v1/credentials.
@@ -97,8 +101,36 @@ func (s *Server) listCredentials(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeList(w, cs, "", viewCredential)
+	views := make([]credentialView, 0, len(cs))
+	for _, c := range cs {
+		v := viewCredential(c)
+		v.AllowedHosts = s.allowedHosts(r, c.Name)
+		views = append(views, v)
+	}
+	writeList(w, views, "", func(v credentialView) credentialView { return v })
 	return nil
+}
+
+// allowedHosts reads credential name's allowed_hosts field ("" when it
+// has none or cannot be read: the list still shows the credential). Only
+// that field leaves this function.
+func (s *Server) allowedHosts(r *http.Request, name string) string {
+	if s.cfg.Keys == nil {
+		return ""
+	}
+	c, err := s.store.GetCredential(r.Context(), name)
+	if err != nil {
+		return ""
+	}
+	plain, err := s.cfg.Keys.Open(c.Name, c.KeyID, c.Ciphertext)
+	if err != nil {
+		return ""
+	}
+	var fields map[string]string
+	if json.Unmarshal(plain, &fields) != nil {
+		return ""
+	}
+	return fields[nodes.AllowedHostsField]
 }
 
 func (s *Server) deleteCredential(w http.ResponseWriter, r *http.Request) error {

@@ -28,6 +28,9 @@ type Route struct {
 	Query    []string
 	AnyQuery bool
 	handler  func(w http.ResponseWriter, r *http.Request) error
+	// QueryPrefixes are families of query parameters the route also reads
+	// ("input." of the executions list: input.user_id=42).
+	QueryPrefixes []string
 }
 
 // Query parameters several routes share.
@@ -56,7 +59,7 @@ func (s *Server) routes() []Route {
 		{Method: "GET", Path: "/v1/workflows/{id}/versions/{version}", Need: PermRead, Scope: ScopeWorkflow, handler: s.getVersion},
 		{Method: "POST", Path: "/v1/workflows/{id}/executions", Need: PermOperate, Scope: ScopeWorkflow, Query: []string{"version", "start_at"}, handler: s.triggerExecution},
 
-		{Method: "GET", Path: "/v1/executions", Need: PermRead, Scope: ScopeFiltered, Query: []string{"workflow_id", "status", "idempotency_key", "limit", "cursor", "created_after", "created_before"}, handler: s.listExecutions},
+		{Method: "GET", Path: "/v1/executions", Need: PermRead, Scope: ScopeFiltered, Query: []string{"workflow_id", "status", "idempotency_key", "limit", "cursor", "created_after", "created_before", "trigger"}, QueryPrefixes: []string{"input."}, handler: s.listExecutions},
 		{Method: "GET", Path: "/v1/executions/{id}", Need: PermRead, Scope: ScopeExecution, handler: s.getExecution},
 		{Method: "POST", Path: "/v1/executions/{id}/cancel", Need: PermOperate, Scope: ScopeExecution, handler: s.cancelExecution},
 		{Method: "POST", Path: "/v1/executions/{id}/rerun", Need: PermOperate, Scope: ScopeExecution, handler: s.rerunExecution},
@@ -91,6 +94,8 @@ func (s *Server) routes() []Route {
 		// Notifications (issue 36): delivery status.
 		{Method: "POST", Path: "/v1/providers/{credential}/status", Open: true, handler: s.providerStatus},
 		{Method: "GET", Path: "/v1/executions/{id}/sends", Need: PermRead, Scope: ScopeExecution, handler: s.listSends},
+		// Issue 38: a cron's next fire times, before a schedule is made.
+		{Method: "GET", Path: "/v1/schedules/preview", Need: PermRead, Scope: ScopeFiltered, Query: []string{"cron", "timezone"}, handler: s.previewSchedule},
 	}
 }
 
@@ -139,7 +144,7 @@ func (rt *Route) checkQuery(r *http.Request) error {
 	}
 	var unknown []string
 	for name := range r.URL.Query() {
-		if !slices.Contains(rt.Query, name) {
+		if !slices.Contains(rt.Query, name) && !rt.hasQueryPrefix(name) {
 			unknown = append(unknown, name)
 		}
 	}
@@ -150,6 +155,9 @@ func (rt *Route) checkQuery(r *http.Request) error {
 	known := "it takes none"
 	if len(rt.Query) > 0 {
 		known = "it takes " + strings.Join(rt.Query, ", ")
+	}
+	for _, p := range rt.QueryPrefixes {
+		known += ", " + p + "…"
 	}
 	return badRequest("unknown query parameter %s on %s %s (%s)", strings.Join(unknown, ", "), rt.Method, rt.Path, known)
 }

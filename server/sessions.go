@@ -157,5 +157,8 @@ func (s *Server) lookUpSession(ctx context.Context, session string, h [32]byte, 
 // its workflow scope. The API refuses the rest anyway.
 func consoleAccess(p *Principal) console.Access {
 	return console.Access{Sees: p.Sees, Scoped: p.Scoped(), Operate: Allows(p.Role, PermOperate),
-		Edit: Allows(p.Role, PermEdit), Replay: Allows(p.Role, PermReplay), Purge: Allows(p.Role, PermAdmin)}
+		Edit: Allows(p.Role, PermEdit), Replay: Allows(p.Role, PermReplay), Purge: Allows(p.Role, PermAdmin),
+		// Issue 38's pages of credentials and tokens concern no single
+		// workflow: a scoped token has neither.
+		Credentials: Allows(p.Role, PermCredentials) && !p.Scoped(), Admin: Allows(p.Role, PermAdmin) && !p.Scoped()}
 }

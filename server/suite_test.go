@@ -48,6 +48,8 @@ func apiSuite(t *testing.T, tg *target) {
 		{"Credentials", testCredentials},
 		{"Metrics", testMetrics},
 		{"DeliveryStatus", testDeliveryStatus}, // issue 36
+		// Issue 38: the list's trigger and input filters, a cron's preview.
+		{"Search", testSearch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

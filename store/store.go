@@ -174,6 +174,20 @@ type ExecutionFilter struct {
 	Limit int
 	// Cursor is a Page.Next from the previous call.
 	Cursor string
+	// Trigger selects by what started an execution (issue 38): a kind
+	// ("api", "hook", "schedule", "rerun") selects every trigger of it,
+	// anything else ("hook:h1") exactly that trigger.
+	Trigger string
+	// Input selects executions whose input holds each match's value at
+	// its path ($trigger.user_id = 42 is {Path: ["user_id"], Value: 42}).
+	Input []InputMatch
+}
+
+// InputMatch is one condition on an execution's input: the JSON scalar
+// Value at Path (object keys from the input's root).
+type InputMatch struct {
+	Path  []string
+	Value json.RawMessage
 }
 
 // Page is one page of a list, newest first; Next is empty on the last page.

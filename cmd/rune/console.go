@@ -16,9 +16,11 @@ import (
 // withConsole serves the web console at / next to s's API (issue 16).
 // dlq is nil for a runtime without a dead-letter queue (the page says so);
 // secure marks the session cookie Secure (TLS, or an https public URL).
-func withConsole(s *server.Server, st store.Store, eng *engine.Engine, dlq console.DeadLetters, mode string, secure bool, log *slog.Logger) (http.Handler, error) {
+// depths is nil but on the distributed server (its queues and timers).
+func withConsole(s *server.Server, st store.Store, eng *engine.Engine, dlq console.DeadLetters, mode string, secure bool, log *slog.Logger,
+	depths func(context.Context) ([]console.Depth, error)) (http.Handler, error) {
 	c, err := console.New(console.Config{API: s.Handler(), Store: st, Tokens: s, DeadLetters: dlq, Mode: mode, Logger: log, SecureCookie: secure,
-		Validate: func(def []byte) error { _, err := eng.Compile(def); return err }})
+		Validate: func(def []byte) error { _, err := eng.Compile(def); return err }, Depths: depths})
 	if err != nil {
 		return nil, err
 	}

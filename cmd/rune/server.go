@@ -189,6 +189,7 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	closers = append(closers, stopTracing) // last: after the runtime's spans ended
+	var depths func(context.Context) ([]console.Depth, error)
 	if distributedMode {
 		rt, err := srv.connect(ctx, log, amqp.RoleMaster)
 		if err != nil {
@@ -196,6 +197,7 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		closers = append(closers, rt.Close)
 		b, eng = rt.Broker, rt.Engine
+		depths = distributedDepths(rt) // issue 38: the dashboard's queues and timers
 		for _, c := range readyChecks(rt) {
 			ready = append(ready, server.ReadyCheck{Name: c.name, Check: c.check})
 		}
@@ -226,7 +228,7 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 	if distributedMode {
 		dlq, mode = consoleDLQ{srv: &srv, log: log}, "distributed"
 	}
-	h, err := withConsole(s, st, eng, dlq, mode, secureCookie, log)
+	h, err := withConsole(s, st, eng, dlq, mode, secureCookie, log, depths)
 	if err != nil {
 		return err
 	}

@@ -47,9 +47,11 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		{"run_get_many", []any{ids, ids, ids}, []string{"node_runs_execution_id_node_id_branch_key"}},
 		{"events_recorded", []any{ids, ids}, []string{"events_dedupe"}},
 		{"execution_dispatched_many", []any{now, ids, "d1"}, []string{"executions_pkey"}},
-		{"execution_list", []any{"", "", "", nil, nil, nil, "", 51}, []string{"executions_created"}},
-		{"execution_list", []any{"wf", "", "", nil, nil, now, "x", 51}, []string{"executions_workflow"}},
-		{"execution_list", []any{"", "completed", "", nil, nil, nil, "", 51}, []string{"executions_status"}},
+		{"execution_list", []any{"", "", "", nil, nil, nil, "", 51, "", ""}, []string{"executions_created"}},
+		{"execution_list", []any{"wf", "", "", nil, nil, now, "x", 51, "", ""}, []string{"executions_workflow"}},
+		{"execution_list", []any{"", "completed", "", nil, nil, nil, "", 51, "", ""}, []string{"executions_status"}},
+		// Issue 38: the filter on input values, on its GIN index.
+		{"execution_list_input", []any{"", "", "", nil, nil, nil, "", 51, "", "", `{"user_id":42}`}, []string{"executions_input"}},
 		{"prune_pick", []any{now, 500}, []string{"executions_prunable"}},
 		{"events_execution", []any{"a", int64(0), 500}, []string{"events_execution"}},
 	} {

@@ -384,8 +384,22 @@ func (s *Store) ListExecutions(ctx context.Context, f store.ExecutionFilter) (st
 	if cur.ID != "" {
 		curAt = &cur.At
 	}
-	rows, _ := s.pool.Query(ctx, queries["execution_list"], f.WorkflowID, f.Status, f.IdempotencyKey,
-		timeOrNil(f.CreatedAfter), timeOrNil(f.CreatedBefore), curAt, cur.ID, limit+1)
+	trigger, kind, err := store.TriggerFilter(f.Trigger)
+	if err != nil {
+		return page, err
+	}
+	contains, _, err := store.InputFilter(f.Input)
+	if err != nil {
+		return page, err
+	}
+	args := []any{f.WorkflowID, f.Status, f.IdempotencyKey,
+		timeOrNil(f.CreatedAfter), timeOrNil(f.CreatedBefore), curAt, cur.ID, limit + 1, trigger, kind}
+	q := queries["execution_list"]
+	if contains != nil {
+		q = queries["execution_list_input"]
+		args = append(args, string(contains))
+	}
+	rows, _ := s.pool.Query(ctx, q, args...)
 	page.Items, err = pgx.CollectRows(rows, scanExecution)
 	if err != nil {
 		return page, fmt.Errorf("postgres: list executions: %w", err)

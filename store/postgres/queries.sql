@@ -101,7 +101,8 @@ FROM executions WHERE workflow_id = $1 AND idempotency_key = $2
 -- name: execution_list
 -- Parameters: workflow id, status, idempotency key (each '' for all),
 -- created after, created before (NULL for all), the cursor (created_at, id;
--- NULL for the first page) and the limit.
+-- NULL for the first page), the limit, and the trigger: $9 whole, $10 a
+-- kind's prefix ("hook:"; '' for none).
 SELECT id, workflow_id, version, status, input, idempotency_key, trigger_source, available_at, attempts, cursor,
     vars, unfinished, completion, cancel_requested, claimed_by, claim_until, dispatched_at, created_at, updated_at,
     finished_at
@@ -112,6 +113,27 @@ WHERE ($1 = '' OR workflow_id = $1)
   AND ($4::timestamptz IS NULL OR created_at > $4)
   AND ($5::timestamptz IS NULL OR created_at < $5)
   AND ($6::timestamptz IS NULL OR (created_at, id) < ($6, $7))
+  AND ($9 = '' OR trigger_source = $9 OR ($10 <> '' AND starts_with(trigger_source, $10)))
+ORDER BY created_at DESC, id DESC
+LIMIT $8
+
+-- name: execution_list_input
+-- execution_list with a filter on the input (issue 38): $11 is a JSON
+-- object the input must contain (each condition's scalar at its path), on
+-- the executions_input GIN index (migration 009). A query of its own, so
+-- that its plan, generic or not, always has the condition.
+SELECT id, workflow_id, version, status, input, idempotency_key, trigger_source, available_at, attempts, cursor,
+    vars, unfinished, completion, cancel_requested, claimed_by, claim_until, dispatched_at, created_at, updated_at,
+    finished_at
+FROM executions
+WHERE input::jsonb @> $11::jsonb
+  AND ($1 = '' OR workflow_id = $1)
+  AND ($2 = '' OR status = $2)
+  AND ($3 = '' OR idempotency_key = $3)
+  AND ($4::timestamptz IS NULL OR created_at > $4)
+  AND ($5::timestamptz IS NULL OR created_at < $5)
+  AND ($6::timestamptz IS NULL OR (created_at, id) < ($6, $7))
+  AND ($9 = '' OR trigger_source = $9 OR ($10 <> '' AND starts_with(trigger_source, $10)))
 ORDER BY created_at DESC, id DESC
 LIMIT $8
 

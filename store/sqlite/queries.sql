@@ -69,7 +69,10 @@ FROM executions WHERE workflow_id = ? AND idempotency_key = ?
 -- name: execution_list
 -- Parameters: workflow id, status, idempotency key, created after, created
 -- before (each: the empty value selects all), then the cursor (created_at,
--- id; 0 for the first page) and the limit.
+-- id; 0 for the first page), the limit, the trigger (?9 whole, ?10 a kind's
+-- prefix) and ?11 the input's conditions (issue 38: a JSON array of
+-- {"p": path, "v": scalar}, each compared as JSON text; no index, every
+-- row of the other conditions is read).
 SELECT id, workflow_id, version, status, input, idempotency_key, trigger_source, available_at, attempts, cursor,
     vars, unfinished, completion, cancel_requested, claimed_by, claim_until, dispatched_at, created_at, updated_at,
     finished_at
@@ -80,6 +83,9 @@ WHERE (?1 = '' OR workflow_id = ?1)
   AND (?4 = 0 OR created_at > ?4)
   AND (?5 = 0 OR created_at < ?5)
   AND (?6 = 0 OR created_at < ?6 OR (created_at = ?6 AND id < ?7))
+  AND (?9 = '' OR trigger_source = ?9 OR (?10 <> '' AND substr(trigger_source, 1, length(?10)) = ?10))
+  AND (?11 = '' OR NOT EXISTS (SELECT 1 FROM json_each(?11) m
+        WHERE (executions.input -> (m.value ->> 'p')) IS NOT (m.value -> 'v')))
 ORDER BY created_at DESC, id DESC
 LIMIT ?8
 

@@ -415,8 +415,17 @@ func (s *Store) ListExecutions(ctx context.Context, f store.ExecutionFilter) (st
 	if cur.ID != "" {
 		curAt = micros(cur.At)
 	}
+	trigger, kind, err := store.TriggerFilter(f.Trigger)
+	if err != nil {
+		return page, err
+	}
+	_, paths, err := store.InputFilter(f.Input)
+	if err != nil {
+		return page, err
+	}
 	page.Items, err = queryAll(ctx, s.r, scanExecution, queries["execution_list"], f.WorkflowID, f.Status,
-		f.IdempotencyKey, microsOrZero(f.CreatedAfter), microsOrZero(f.CreatedBefore), curAt, cur.ID, limit+1)
+		f.IdempotencyKey, microsOrZero(f.CreatedAfter), microsOrZero(f.CreatedBefore), curAt, cur.ID, limit+1,
+		trigger, kind, string(paths))
 	if err != nil {
 		return page, fmt.Errorf("sqlite: list executions: %w", err)
 	}

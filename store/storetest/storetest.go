@@ -79,6 +79,8 @@ func Exercise(ctx context.Context, t *testing.T, open func(t *testing.T) store.S
 		{"Schedules", testSchedules},
 		{"ScheduleFireConcurrent", testScheduleFireConcurrent},
 		{"Sends", testSends}, // issue 36
+		// Issue 38: the list's trigger and input filters.
+		{"ExecutionSearch", testExecutionSearch},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
