@@ -471,6 +471,9 @@ type Store interface {
 	// TriggerStore: webhooks and schedules.
 	TriggerStore
 
+	// PauseStore: workflow and execution pauses, re-run starts (issue 34).
+	PauseStore
+
 	// Close releases the store's connections.
 	Close() error
 }

@@ -78,6 +78,9 @@ func Exercise(ctx context.Context, t *testing.T, open func(t *testing.T) store.S
 		{"Hooks", testHooks},
 		{"Schedules", testSchedules},
 		{"ScheduleFireConcurrent", testScheduleFireConcurrent},
+		// Pause and re-run (issue 34).
+		{"WorkflowPause", testWorkflowPause},
+		{"ExecutionPauseRerun", testExecutionPauseRerun},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
