@@ -87,6 +87,11 @@ func (s *Server) routes() []Route {
 		{Method: "GET", Path: "/v1/audit", Need: PermAdmin, Scope: ScopeGlobal, Query: pageQuery, handler: s.listAudit},
 
 		{Method: "DELETE", Path: "/v1/credentials/{name}", Need: PermCredentials, Scope: ScopeGlobal, handler: s.deleteCredential},
+
+		// Pause and resume (issue 34, pause.go).
+		{Method: "GET", Path: "/v1/workflows/{id}/pause", Need: PermRead, Scope: ScopeWorkflow, handler: s.getWorkflowPause},
+		{Method: "POST", Path: "/v1/workflows/{id}/pause", Need: PermOperate, Scope: ScopeWorkflow, handler: s.pauseWorkflow},
+		{Method: "POST", Path: "/v1/workflows/{id}/resume", Need: PermOperate, Scope: ScopeWorkflow, handler: s.resumeWorkflow},
 	}
 }
 

@@ -47,6 +47,9 @@ func apiSuite(t *testing.T, tg *target) {
 		{"Stream", testStream},
 		{"Credentials", testCredentials},
 		{"Metrics", testMetrics},
+		// Re-run from a node and workflow pause (issue 34).
+		{"RerunFromNode", testRerunFromNode},
+		{"WorkflowPause", testWorkflowPause},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
