@@ -430,6 +430,9 @@ func (c *Console) nodePanel(w http.ResponseWriter, r *http.Request) {
 	}
 	if sel != nil {
 		data["Context"] = prettyJSON(inputContext(d, sel))
+		if rc := rerunContext(d, sel); rc != nil {
+			data["RerunContext"] = string(rc) // "Re-run from here" (rerun.go)
+		}
 		evs, more, err := executionEvents(r.Context(), c.cfg.Store, d.X.ID, attemptsScanMax)
 		if err != nil {
 			c.log.Error("console: read events", "execution", d.X.ID, "err", err)
@@ -533,6 +536,7 @@ func (c *Console) renderWorkflow(w http.ResponseWriter, r *http.Request, wf *sto
 	} else {
 		data["DecodeError"] = err.Error()
 	}
+	c.pauseData(r, wf.ID, data) // issue 34 (rerun.go)
 	c.render(w, r, "workflow", data)
 }
 

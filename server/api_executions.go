@@ -188,7 +188,7 @@ func statusOf(x *store.Execution) string {
 }
 
 // rerunExecution enqueues a new execution of the same workflow version with
-// the same input as a finished one.
+// the same input as a finished one, or one that starts at a node (rerun.go).
 func (s *Server) rerunExecution(w http.ResponseWriter, r *http.Request) error {
 	x, err := s.execution(r)
 	if err != nil {
@@ -196,6 +196,13 @@ func (s *Server) rerunExecution(w http.ResponseWriter, r *http.Request) error {
 	}
 	if !store.Final(x.Status) {
 		return errorf(http.StatusConflict, CodeConflict, "execution %q is %s; only a finished execution can be re-run", x.ID, x.Status)
+	}
+	// A re-run from a node (issue 34, rerun.go).
+	if req, ok, err := s.rerunFrom(r); err != nil || ok {
+		if err != nil {
+			return err
+		}
+		return s.rerunFromNode(w, r, x, req)
 	}
 	// Its input was checked when it was enqueued, unless that was before
 	// the check (or under another policy): check it again.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -193,6 +194,12 @@ func (d *dispatcher) dispatchOne(ctx context.Context, x *store.Execution) (ok bo
 		if err := json.Unmarshal(x.Input, &input); err != nil {
 			return false, d.endUndispatched(ctx, x, message.CompletionFailed, message.Failure{Error: message.Error{Code: CodeInputRefused,
 				Message: "the stored trigger payload is not JSON"}})
+		}
+	}
+	if strings.HasPrefix(x.Trigger, "rerun:") {
+		// A re-run from a node starts there (rerun.go).
+		if handled, ok, err := d.dispatchRerun(ctx, x, wf); handled {
+			return ok, err
 		}
 	}
 	err = client.Start(ctx, d.broker, d.engine, wf, x.ID, input)

@@ -96,6 +96,10 @@ func (s *Server) routes() []Route {
 		{Method: "GET", Path: "/v1/executions/{id}/sends", Need: PermRead, Scope: ScopeExecution, handler: s.listSends},
 		// Issue 38: a cron's next fire times, before a schedule is made.
 		{Method: "GET", Path: "/v1/schedules/preview", Need: PermRead, Scope: ScopeFiltered, Query: []string{"cron", "timezone"}, handler: s.previewSchedule},
+		// Pause and resume (issue 34, pause.go).
+		{Method: "GET", Path: "/v1/workflows/{id}/pause", Need: PermRead, Scope: ScopeWorkflow, handler: s.getWorkflowPause},
+		{Method: "POST", Path: "/v1/workflows/{id}/pause", Need: PermOperate, Scope: ScopeWorkflow, handler: s.pauseWorkflow},
+		{Method: "POST", Path: "/v1/workflows/{id}/resume", Need: PermOperate, Scope: ScopeWorkflow, handler: s.resumeWorkflow},
 	}
 }
 

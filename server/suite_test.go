@@ -50,6 +50,9 @@ func apiSuite(t *testing.T, tg *target) {
 		{"DeliveryStatus", testDeliveryStatus}, // issue 36
 		// Issue 38: the list's trigger and input filters, a cron's preview.
 		{"Search", testSearch},
+		// Re-run from a node and workflow pause (issue 34).
+		{"RerunFromNode", testRerunFromNode},
+		{"WorkflowPause", testWorkflowPause},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

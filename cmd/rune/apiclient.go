@@ -65,7 +65,7 @@ func cmdWorkflows(ctx context.Context, env *cliEnv, args []string) error {
 	c.flags(fs, env)
 	asJSON := fs.Bool("json", false, "list: print the workflows as JSON")
 	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "Usage: rune workflows push FILE.json... | list [--json]   [--server URL] [--token T]\n\npush creates each workflow, or stores a new version of an existing one (none when its definition is\nunchanged); it skips, with a note, the .input.json and .credentials.json files of examples/.")
+		fmt.Fprintln(env.stderr, "Usage: rune workflows push FILE.json... | list [--json] | pause ID | resume ID   [--server URL] [--token T]\n\npush creates each workflow, or stores a new version of an existing one (none when its definition is\nunchanged); it skips, with a note, the .input.json and .credentials.json files of examples/.")
 		fs.PrintDefaults()
 	}
 	pos, err := parseInterspersed(fs, args)
@@ -74,6 +74,10 @@ func cmdWorkflows(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	if len(pos) == 0 {
 		return usagef("want a subcommand: push FILE... or list")
+	}
+	// pause, resume (issue 34, pause.go).
+	if handled, err := workflowControl(ctx, env, &c, pos); handled {
+		return err
 	}
 	switch pos[0] {
 	case "push":
@@ -166,8 +170,10 @@ func cmdExecutions(ctx context.Context, env *cliEnv, args []string) error {
 	limit := fs.Int("limit", 50, "list: how many (newest first)")
 	asJSON := fs.Bool("json", false, "list: print the page as JSON; follow: print exactly the CompletionMessage JSON on stdout")
 	quiet := fs.Bool("quiet", false, "follow: do not show node progress")
+	from := fs.String("from", "", "rerun: the node to re-run from (default: the whole execution)")
+	rerunCtx := fs.String("context", "", "rerun --from: the context JSON to start with (default: the one the node saw)")
 	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "Usage: rune executions list [--workflow ID] [--status S] | get ID | follow ID | cancel ID   [--server URL] [--token T]\n\nfollow shows the live table of rune run until the completion; exit status 0 completed, 1 otherwise.")
+		fmt.Fprintln(env.stderr, "Usage: rune executions list [--workflow ID] [--status S] | get ID | follow ID | cancel ID\n       | rerun ID [--from NODE [--context JSON]] | pause ID | resume ID   [--server URL] [--token T]\n\nfollow shows the live table of rune run until the completion; exit status 0 completed, 1 otherwise.")
 		fs.PrintDefaults()
 	}
 	pos, err := parseInterspersed(fs, args)
@@ -179,6 +185,10 @@ func cmdExecutions(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	if pos[0] != "list" && len(pos) != 2 {
 		return usagef("%s takes one execution id", pos[0])
+	}
+	// rerun, pause, resume (issue 34, pause.go).
+	if handled, err := executionControl(ctx, env, &c, pos, *from, *rerunCtx); handled {
+		return err
 	}
 	switch pos[0] {
 	case "list":

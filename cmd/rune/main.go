@@ -62,7 +62,7 @@ func commands() []command {
 		{"token", "create, list or revoke API tokens of a server's store", cmdToken},
 		{"audit", "show a server's audit log of state-changing requests", cmdAudit},
 		{"workflows", "push or list workflows on a server", cmdWorkflows},
-		{"executions", "list, get, follow or cancel executions on a server", cmdExecutions},
+		{"executions", "list, get, follow, cancel, re-run, pause or resume executions on a server", cmdExecutions},
 		{"hooks", "create, list, rotate, disable or delete a workflow's webhooks on a server", cmdHooks},
 		{"schedules", "create, list, pause, resume or delete a workflow's cron schedules on a server", cmdSchedules},
 

@@ -177,6 +177,19 @@ func TestServerEmbeddedCLI(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &xs) != nil || len(xs.Items) != 1 || xs.Items[0].ID != id || xs.Items[0].Status != "completed" {
 		t.Fatalf("executions list --json: exit %d %q", code, out)
 	}
+	// Re-run from a node, pause and resume the workflow (issue 34).
+	if code, out, stderr := c.run("executions", "rerun", id, "--from", "greet"); code != 0 || !strings.Contains(out, "from node greet") {
+		t.Fatalf("executions rerun --from: exit %d %q %s", code, out, stderr)
+	}
+	if code, out, stderr := c.run("executions", "rerun", id, "--from", "start"); code == 0 || !strings.Contains(stderr, "trigger") {
+		t.Fatalf("executions rerun --from the trigger: exit %d %q %s, want a refusal", code, out, stderr)
+	}
+	if code, out, stderr := c.run("workflows", "pause", "hello"); code != 0 || !strings.Contains(out, "paused") {
+		t.Fatalf("workflows pause: exit %d %q %s", code, out, stderr)
+	}
+	if code, out, stderr := c.run("workflows", "resume", "hello"); code != 0 || !strings.Contains(out, "resumed") {
+		t.Fatalf("workflows resume: exit %d %q %s", code, out, stderr)
+	}
 
 	// Cancel a waiting execution; follow then exits 1 (halted).
 	wait := filepath.Join(t.TempDir(), "wait.json")

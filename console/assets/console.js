@@ -209,6 +209,23 @@ function executionPage() {
     }
     if (back) back.focus();
   };
+  // "Re-run from here" in a node's panel (issue 34): a new execution that
+  // starts at the node with the (edited) context.
+  panel.addEventListener("click", async (ev) => {
+    const b = ev.target.closest("#rerun-node");
+    if (!b) return;
+    const err = document.getElementById("rerun-node-error");
+    err.textContent = "";
+    let acc;
+    try { acc = JSON.parse(document.getElementById("rerun-context").value); }
+    catch (e) { err.textContent = "The context is not JSON: " + e.message; return; }
+    b.disabled = true;
+    try {
+      const x = await post("/ui/api/v1/executions/" + encodeURIComponent(id) + "/rerun",
+        JSON.stringify({from_node: b.dataset.node, context: acc}));
+      location.assign("/executions/" + encodeURIComponent(x.id));
+    } catch (e) { b.disabled = false; err.textContent = e.message; }
+  });
   panel.addEventListener("click", (ev) => {
     const a = ev.target.closest("a[data-panel]");
     if (a) { ev.preventDefault(); loadPanel(a.getAttribute("href")); return; }
@@ -335,6 +352,19 @@ function workflowPage() {
       location.assign("/executions/" + encodeURIComponent(x.id));
     } catch (e) { err.textContent = e.message; }
   });
+  // Pause / Resume ask first (issue 34).
+  const toggle = document.getElementById("pause-toggle");
+  if (toggle) {
+    const box = document.getElementById("pause-confirm");
+    toggle.addEventListener("click", () => { box.hidden = false; toggle.setAttribute("aria-expanded", "true"); document.getElementById("pause-no").focus(); });
+    document.getElementById("pause-no").addEventListener("click", () => { box.hidden = true; toggle.setAttribute("aria-expanded", "false"); toggle.focus(); });
+    document.getElementById("pause-yes").addEventListener("click", async () => {
+      try {
+        await post("/ui/api/v1/workflows/" + encodeURIComponent(wid) + "/" + toggle.dataset.action);
+        location.reload();
+      } catch (e) { document.getElementById("pause-error").textContent = e.message; }
+    });
+  }
   const save = document.getElementById("save");
   if (save) save.addEventListener("click", async () => {
     const err = document.getElementById("save-error");

@@ -101,6 +101,8 @@ WHERE id IN (
         SELECT * FROM (
             SELECT id, available_at FROM executions INDEXED BY executions_enqueued
             WHERE status = 'enqueued' AND available_at <= ?3
+                  -- a paused workflow's executions stay enqueued (issue 34)
+                  AND NOT EXISTS (SELECT 1 FROM workflow_pauses p WHERE p.workflow_id = executions.workflow_id)
             ORDER BY available_at LIMIT ?4)
         UNION ALL
         SELECT * FROM (

@@ -81,6 +81,9 @@ func Exercise(ctx context.Context, t *testing.T, open func(t *testing.T) store.S
 		{"Sends", testSends}, // issue 36
 		// Issue 38: the list's trigger and input filters.
 		{"ExecutionSearch", testExecutionSearch},
+		// Pause and re-run (issue 34).
+		{"WorkflowPause", testWorkflowPause},
+		{"ExecutionPauseRerun", testExecutionPauseRerun},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
