@@ -135,9 +135,9 @@ func (d *decoder) unknown(path, format string, args ...any) {
 }
 
 var (
-	workflowFields    = []string{"id", "name", "nodes", "edges", "settings"}
-	settingsFields    = []string{"fuse"}
-	nodeFields        = []string{"id", "name", "type", "trigger", "parameters", "credentials", "error", "retry", "timeout", "output",
+	workflowFields = []string{"id", "name", "nodes", "edges", "settings"}
+	settingsFields = []string{"fuse"}
+	nodeFields     = []string{"id", "name", "type", "trigger", "parameters", "credentials", "error", "retry", "timeout", "output",
 		"rate_limit", "throttle"} // flow control by key (flow.go)
 	edgeFields        = []string{"id", "src", "dst", "label"}
 	credentialsFields = []string{"ref"}
