@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rune-org/rune/internal/catcher"
 )
 
 // rateSeconds is how long TestRateLimitTwoWorkers keeps the limit busy:
@@ -173,4 +175,35 @@ func TestRateLimitWorkerKilled(t *testing.T) {
 		return []*proc{workers[1], c.startWorker(allowLoopback...)}
 	})
 	checkRate(t, a)
+}
+
+// The rate-limited SMS example (examples/rate_limited_sms.json) on `rune
+// run`, sending to the local SMS provider: twelve recipients get one text
+// each, the thirteenth entry (a recipient listed twice) is throttled, and
+// twelve texts at 10 per second take more than a second.
+func TestRateLimitedSMSExample(t *testing.T) {
+	t.Parallel()
+	svc := startNotifyServices(t, true, catcher.SMTPConfig{})
+	began := time.Now()
+	out, errOut, code := runCLI(t, 60*time.Second, "run", "../examples/rate_limited_sms.json",
+		"--input", "@../examples/rate_limited_sms.input.json", "--credentials", svc.creds, "--json")
+	took := time.Since(began)
+	if code != 0 {
+		t.Fatalf("rune run: exit status %d\n%s\n%s", code, out, errOut)
+	}
+	c := decodeCompletion(t, "run", out, errOut)
+	summary, _ := c["final_context"].(map[string]any)["$summary"].(map[string]any)
+	if c["status"] != "completed" || summary["texts"] != 12.0 || summary["throttled"] != 1.0 {
+		t.Fatalf("completion %s, want completed with 12 texts and 1 throttled", jsonOf(c))
+	}
+	to := map[string]int{}
+	for _, m := range svc.texts.Messages() {
+		to[m.To]++
+	}
+	if len(to) != 12 || to["+14155550003"] != 1 {
+		t.Fatalf("texts by recipient %v, want one each to 12 recipients", to)
+	}
+	if took < 1100*time.Millisecond {
+		t.Fatalf("12 texts took %v, want over 1.1 s at 10 per second", took)
+	}
 }
