@@ -54,7 +54,7 @@ const (
 	MinRatePer       = time.Millisecond
 	MaxRatePer       = 366 * 24 * time.Hour
 	// MaxLimiterKey bounds a key's length in bytes.
-	MaxLimiterKey = 512
+	MaxLimiterKey = 600 // a workflow's 512 and the engine's own prefixes
 )
 
 // Check reports why r cannot be used (throttle: by Admit).

@@ -149,9 +149,43 @@ func (s *step) holdBack(ctx context.Context, fc *flowControl) (held bool, err er
 		if err := sleepUntil(ctx, start, now); err != nil {
 			return true, err
 		}
+		return s.startWindow(ctx, key, fc.rate)
 	}
 	return false, nil
 }
+
+// startWindow keeps a rate-limited run from starting while its key's last
+// window of Per already holds Limit starts: a run whose slot passed while
+// it waited for a worker or a scheduler (a stall, a backlog) would
+// otherwise start together with the runs of the slots after it. The starts
+// are counted as a throttle's (coord.Limiter.Admit) under a key of their
+// own; a limit above coord.MaxThrottleLimit is not checked so (the GCRA
+// alone spaces its runs).
+func (s *step) startWindow(ctx context.Context, key string, r coord.Rate) (held bool, err error) {
+	if r.Limit > coord.MaxThrottleLimit {
+		return false, nil
+	}
+	for {
+		now := s.e.cfg.Now()
+		a, err := s.e.cfg.Limiter.Admit(ctx, startsKey+key, s.m.MessageID, coord.Rate{Limit: r.Limit, Per: r.Per}, now)
+		if err != nil {
+			return true, fmt.Errorf("engine: rate limit of message %s: %w", s.m.MessageID, err)
+		}
+		if a.OK {
+			return false, nil
+		}
+		if a.RetryAt.Sub(now) > maxInlineDefer {
+			return true, s.deferRun(ctx, a.RetryAt, message.ReasonRateLimited)
+		}
+		if err := sleepUntil(ctx, a.RetryAt, now); err != nil {
+			return true, err
+		}
+	}
+}
+
+// startsKey starts the throttle key under which a rate limit's starts are
+// counted: no key a template gives starts with a NUL.
+const startsKey = "\x00starts\x00"
 
 // flowKey evaluates a rate_limit's or throttle's key.
 func flowKey(v expr.Value, env map[string]any) (string, error) {
