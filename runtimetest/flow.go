@@ -13,6 +13,30 @@ import (
 // carry the execution id so that runs of the suite do not share them.
 func init() { scenarios = append(scenarios, flowScenarios...) }
 
+// at is the time of node's first status st.
+func (r *result) at(node, st string) time.Time {
+	for _, s := range r.statuses {
+		if s.NodeID == node && s.Status == st {
+			return s.ExecutedAt
+		}
+	}
+	r.t.Fatalf("no %s status of %s", st, node)
+	return time.Time{}
+}
+
+// started returns the times of node's running statuses, sorted: when each
+// run started, past its flow control.
+func (r *result) started(node string) []time.Time {
+	var ts []time.Time
+	for _, s := range r.statuses {
+		if s.NodeID == node && s.Status == message.StatusRunning {
+			ts = append(ts, s.ExecutedAt)
+		}
+	}
+	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+	return ts
+}
+
 var flowScenarios = []scenario{
 	{
 		name: "RateLimitSpacesRuns",
@@ -29,25 +53,20 @@ var flowScenarios = []scenario{
 			if len(items) != 6 {
 				r.t.Fatalf("aggregated %d items, want 6: %s", len(items), r.dump())
 			}
-			var starts []time.Time
-			for _, it := range items {
-				m, _ := it.(map[string]any)
-				at, err := time.Parse(time.RFC3339Nano, m["at"].(string))
-				if err != nil {
-					r.t.Fatalf("item %v: %v", it, err)
-				}
-				starts = append(starts, at)
+			starts := r.started("send")
+			if len(starts) != 6 {
+				r.t.Fatalf("%d running statuses of send, want 6", len(starts))
 			}
-			slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
-			// 5 per second, evenly spaced: the k-th start is no earlier
-			// than its slot, k·200ms after the first (which starts at
-			// once), less 50ms: $now is read a moment after the slot is
-			// taken (the running status goes out in between), a moment
-			// that varies under load. A run whose
-			// timer fires late starts late, so starts may be closer.
-			for k := 1; k < len(starts); k++ {
-				if d := starts[k].Sub(starts[0]); d < time.Duration(k)*200*time.Millisecond-50*time.Millisecond {
-					r.t.Fatalf("run %d started %v after the first, before its slot at %v (5 per second): %v", k, d, time.Duration(k)*200*time.Millisecond, starts)
+			// 5 per second, evenly spaced: the k-th slot is k·200ms after
+			// the first, which is no earlier than the split's end, and no
+			// run starts (its running status) before its slot. (Runs may
+			// start late, by a slow write or a late timer: a gap between
+			// two starts says nothing alone.) Less 20ms for the clock's
+			// rounding.
+			split := r.at("each", message.StatusSuccess)
+			for k := range starts {
+				if d := starts[k].Sub(split); d < time.Duration(k)*200*time.Millisecond-20*time.Millisecond {
+					r.t.Fatalf("run %d started %v after the split ended, before its slot (%v at the earliest; 5 per second): %v", k, d, time.Duration(k)*200*time.Millisecond, starts)
 				}
 			}
 			deferred := 0
@@ -105,23 +124,18 @@ var flowScenarios = []scenario{
 		check: func(r *result) {
 			r.status(message.CompletionCompleted)
 			items, _ := r.get("$agg.items").([]any)
-			var starts []time.Time
-			for _, it := range items {
-				m, _ := it.(map[string]any)
-				at, err := time.Parse(time.RFC3339Nano, m["at"].(string))
-				if err != nil {
-					r.t.Fatalf("item %v: want a start time (every run runs): %v", it, err)
-				}
-				starts = append(starts, at)
+			if len(items) != 3 {
+				r.t.Fatalf("aggregated %d items, want 3: %s", len(items), r.dump())
 			}
+			starts := r.started("note")
 			if len(starts) != 3 {
 				r.t.Fatalf("%d runs, want 3", len(starts))
 			}
-			slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
-			// The window counts admissions; $now is read a moment after
-			// (less 50ms for how that moment varies under load).
-			if gap := starts[2].Sub(starts[0]); gap < 950*time.Millisecond {
-				r.t.Fatalf("the third run started %v after the first, want a second (2 per second)", gap)
+			// The first admission is no earlier than the split's end; the
+			// third comes a second after it (less 20ms for the clock's
+			// rounding).
+			if d := starts[2].Sub(r.at("each", message.StatusSuccess)); d < 980*time.Millisecond {
+				r.t.Fatalf("the third run started %v after the split ended, want a second (2 per second): %v", d, starts)
 			}
 			waited := 0
 			for _, s := range r.statuses {
