@@ -79,6 +79,9 @@ type NodeRun struct {
 	ResumeAt      *time.Time      `json:"resume_at,omitempty"`
 	DurationMS    int64           `json:"duration_ms"`
 	UpdatedAt     time.Time       `json:"updated_at"`
+	// Reason says why a waiting run that is not a wait waits: RATE_LIMITED
+	// or THROTTLED (flow control, issue 35).
+	Reason string `json:"reason,omitempty"`
 }
 
 // SplitProgress counts a split's branches.

@@ -353,6 +353,7 @@ func nodeStates(runs []*store.NodeRun, splits []store.SplitProgress) map[string]
 		n                 int
 		count             map[string]int
 		resume, nextRetry time.Time
+		reason            string // a deferred run's (flow control)
 	}
 	by := map[string]*agg{}
 	for _, r := range runs {
@@ -367,6 +368,7 @@ func nodeStates(runs []*store.NodeRun, splits []store.SplitProgress) map[string]
 		case message.StatusWaiting:
 			if r.ResumeAt != nil && (a.resume.IsZero() || r.ResumeAt.Before(a.resume)) {
 				a.resume = *r.ResumeAt
+				a.reason = store.RunReason(r)
 			}
 		case message.StatusRetrying:
 			if r.NextAttemptAt != nil && (a.nextRetry.IsZero() || r.NextAttemptAt.Before(a.nextRetry)) {
@@ -393,6 +395,9 @@ func nodeStates(runs []*store.NodeRun, splits []store.SplitProgress) map[string]
 		}
 		if !a.resume.IsZero() && a.best == message.StatusWaiting {
 			st.Note = "resumes " + a.resume.UTC().Format("15:04:05")
+			if w := reasonWords[a.reason]; w != "" {
+				st.Note = w + ", starts " + a.resume.UTC().Format("15:04:05")
+			}
 		}
 		if !a.nextRetry.IsZero() && a.best == message.StatusRetrying {
 			st.Note = "next try " + a.nextRetry.UTC().Format("15:04:05")

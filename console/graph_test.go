@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rune-org/rune/message"
 	"github.com/rune-org/rune/store"
@@ -86,6 +87,7 @@ func TestEdgeLabels(t *testing.T) {
 // TestNodeStates: a node with several runs shows the most pressing state
 // and counts; a split shows done / total; a wait when it resumes.
 func TestNodeStates(t *testing.T) {
+	rateSlot := time.Date(2026, 5, 1, 9, 0, 1, 0, time.UTC)
 	run := func(node, branch, status string) *store.NodeRun {
 		return &store.NodeRun{NodeID: node, Branch: branch, Status: status}
 	}
@@ -97,6 +99,8 @@ func TestNodeStates(t *testing.T) {
 		// A wait inside a split, all its branches waiting: said as such,
 		// not "3 runs: 0 ok".
 		run("v", "s:0", message.StatusWaiting), run("v", "s:1", message.StatusWaiting), run("v", "s:2", message.StatusWaiting),
+		// A run deferred by a rate limit (issue 35) says so.
+		{NodeID: "r", Status: message.StatusWaiting, ResumeAt: &rateSlot, Details: []byte(`{"reason":"RATE_LIMITED"}`)},
 	}, []store.SplitProgress{{SplitNodeID: "s", Total: 10000, Done: 733, Failed: 1}})
 	for id, want := range map[string]nodeState{
 		"s": {State: message.StatusSuccess, Label: "succeeded", Progress: "734 / 10,000 branches, 1 failed"},
@@ -104,6 +108,7 @@ func TestNodeStates(t *testing.T) {
 		"y": {State: message.StatusFailed, Label: "failed", Progress: "2 runs: 1 failed, 1 succeeded"},
 		"w": {State: message.StatusWaiting, Label: "waiting"},
 		"v": {State: message.StatusWaiting, Label: "waiting", Progress: "3 runs: 3 waiting"},
+		"r": {State: message.StatusWaiting, Label: "waiting", Note: "rate limited, starts 09:00:01"},
 	} {
 		if st[id] != want {
 			t.Errorf("node %s: %+v, want %+v", id, st[id], want)

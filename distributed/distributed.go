@@ -162,6 +162,8 @@ func Connect(ctx context.Context, cfg Config) (*Runtime, error) {
 		Logger:      cfg.Logger,
 		Metrics:     cfg.Metrics,
 		NoFuse:      cfg.NoFuse,
+		// Rate limits and throttles by key, shared by every worker.
+		Limiter: coordredis.NewLimiter(rc, coordredis.LimiterOptions{Prefix: kprefix}),
 	})
 	if err != nil {
 		r.Close()

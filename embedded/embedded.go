@@ -76,6 +76,8 @@ type Runtime struct {
 	// Options.Nodes.Effects or Options.Registry replaced it).
 	Effects coord.Effects
 	Engine  *engine.Engine
+	// Limiter holds the nodes' rate limits and throttles (issues 35, 36).
+	Limiter coord.Limiter
 	// DeadLetters lists, replays and purges the messages the worker
 	// rejected; nil in memory, where dead letters are only logged.
 	DeadLetters DeadLetters
@@ -121,6 +123,7 @@ func New(opts Options) (*Runtime, error) {
 		mc := coordmem.New(coordmem.Options{Retain: 5 * time.Second}) // one process: redeliveries come within a second
 		r.Broker, r.Coord, r.Timers, r.Barriers, r.Effects = mb, mc, coordmem.NewTimers(), coordmem.NewBarriers(), coordmem.NewEffects(0)
 		r.closers = append(r.closers, mc.Close, mb.Close)
+		r.Limiter = coordmem.NewLimiter()
 	}
 	reg := opts.Registry
 	if reg == nil {
@@ -134,7 +137,8 @@ func New(opts Options) (*Runtime, error) {
 	// as on Redis (a frozen wait's definition outlives it: Blobs keep
 	// definitions until released).
 	eng, err := engine.New(engine.Config{Registry: reg, Coord: r.Coord, Timers: r.Timers, Barriers: r.Barriers,
-		Blobs: r.blobs, Definitions: r.blobs, Secrets: opts.Secrets, Logger: opts.Logger, Metrics: opts.Metrics})
+		Blobs: r.blobs, Definitions: r.blobs, Secrets: opts.Secrets, Logger: opts.Logger, Metrics: opts.Metrics,
+		Limiter: r.Limiter})
 	if err != nil {
 		r.closeSeams()
 		return nil, err

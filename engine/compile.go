@@ -32,6 +32,9 @@ type Workflow struct {
 	params  map[string]string
 	parents map[string][]string
 	dead    map[string][]deadArrival
+	// flow holds the rate_limit and throttle of the nodes that have one
+	// (flow.go).
+	flow map[string]*flowControl
 }
 
 // Compile decodes, validates and compiles a definition. Results are cached by
@@ -69,6 +72,9 @@ func (e *Engine) Compile(raw []byte) (*Workflow, error) {
 		if r != nil {
 			wf.runners[n.ID] = r
 		}
+	}
+	if err := wf.compileFlow(e.compiler); err != nil {
+		return nil, err
 	}
 	wf.params = make(map[string]string, len(def.Nodes))
 	for i := range def.Nodes {

@@ -82,6 +82,10 @@ type Config struct {
 	// it, the next pure node is published as a message of its own. Default
 	// 5 ms (a hop also stops at 64 nodes).
 	FuseBudget time.Duration
+	// Limiter holds the rate limits and throttles of nodes by key, shared
+	// by every worker (flow.go); nil means nodes with a rate_limit or
+	// throttle fail with UNSUPPORTED_NODE.
+	Limiter coord.Limiter
 }
 
 // Sink receives the effects of handling one message, in the order the
@@ -269,12 +273,16 @@ func (e *Engine) Handle(ctx context.Context, d Delivery, m *message.NodeExecutio
 // m is the frozen message of the wait node. Resuming twice is harmless: the
 // second time replays the first one's effects, with the same message ids.
 func (e *Engine) Resume(ctx context.Context, d Delivery, m *message.NodeExecution, due time.Time, sink Sink) error {
+	m.MessageID = deferredMessageID(m.MessageID) // a deferred run's timer (defer.go)
 	if err := m.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	wf, n, err := e.compiled(ctx, m, "message")
 	if err != nil {
 		return err
+	}
+	if n != nil && !isWait(n.Type) && wf.flow[n.ID] != nil {
+		return e.resumeDeferred(d, m, sink) // a deferred run (defer.go)
 	}
 	if n == nil || !isWait(n.Type) {
 		return invalidf("message %s: current_node %q is not a wait or delay node of workflow %q", m.MessageID, m.CurrentNode, wf.Def.ID)

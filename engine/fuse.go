@@ -37,7 +37,7 @@ const (
 // and a wait suspends.
 func (wf *Workflow) fusible(n *workflow.Node) bool {
 	_, pure := wf.runners[n.ID].(node.Pure)
-	return pure && !isControl(n.Type)
+	return pure && !isControl(n.Type) && wf.flow[n.ID] == nil // flow control: a hop of its own
 }
 
 // fusedRecord is one fused node's result, kept in the hop's record.

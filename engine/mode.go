@@ -45,6 +45,9 @@ func (m mode) String() string {
 // first delivery, unless it is a barrier, which arrives instead of running.
 func (s *step) modeOf() mode {
 	r := s.wf.runners[s.node.ID]
+	if s.wf.flow[s.node.ID] != nil {
+		return modeBegin // its flow control comes before the run (flow.go)
+	}
 	if _, pure := r.(node.Pure); pure && !isWait(s.node.Type) {
 		return modeOptimistic
 	}

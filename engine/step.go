@@ -115,6 +115,12 @@ func (s *step) handle(ctx context.Context) error {
 	case isBarrier(s.node.Type):
 		return s.settle(ctx, &record{Arrival: true, StartedAt: now, FinishedAt: now}, unverified{})
 	}
+	if fc := s.wf.flow[s.node.ID]; fc != nil { // rate_limit, throttle (flow.go)
+		if held, err := s.holdBack(ctx, fc); held || err != nil {
+			return err
+		}
+		now = s.e.cfg.Now()
+	}
 	s.sink.Status(ctx, s.status(message.StatusRunning, now))
 	// The node's clock starts after the running status is out: publishing
 	// may block (RabbitMQ's flow control), and a wait's time counts from
@@ -140,11 +146,22 @@ func (s *step) suspend(ctx context.Context, due time.Time) error {
 		return s.settle(ctx, &record{StartedAt: s.e.cfg.Now(), FinishedAt: s.e.cfg.Now(),
 			Err: &message.Error{Code: "UNSUPPORTED_NODE", Message: fmt.Sprintf("node %q waits, but this runtime has no timer store", s.node.ID)}}, unverified{})
 	}
+	if err := s.park(ctx, TimerID(s.m), due); err != nil {
+		return err
+	}
+	st := s.status(message.StatusWaiting, s.e.cfg.Now())
+	st.ResumeAt = &due
+	s.sink.Status(ctx, st)
+	return nil
+}
+
+// park freezes the message into the timer store under id until due and
+// parks it in the coordinator.
+func (s *step) park(ctx context.Context, id string, due time.Time) error {
 	frozen, err := s.e.Freeze(ctx, s.m)
 	if err != nil {
 		return fmt.Errorf("engine: freeze message %s: %w", s.m.MessageID, err)
 	}
-	id := TimerID(s.m)
 	if err := s.e.cfg.Timers.Schedule(ctx, id, due, frozen); err != nil {
 		return fmt.Errorf("engine: schedule timer of message %s: %w", s.m.MessageID, err)
 	}
@@ -159,9 +176,6 @@ func (s *step) suspend(ctx context.Context, due time.Time) error {
 			return fmt.Errorf("engine: wake timer of message %s: %w", s.m.MessageID, err)
 		}
 	}
-	st := s.status(message.StatusWaiting, s.e.cfg.Now())
-	st.ResumeAt = &due
-	s.sink.Status(ctx, st)
 	return nil
 }
 

@@ -89,7 +89,18 @@ type NodeStatus struct {
 	// name ("email_<node id>"): the execution's vars record the output
 	// under it. Added in issue 32; empty on every other status.
 	Var string `json:"var,omitempty"`
+	// Reason, on a waiting status with resume_at of a node that is not a
+	// wait (its run deferred by flow control), says why it waits:
+	// ReasonRateLimited or ReasonThrottled. Added in issue 35; older
+	// readers refuse it (decoding is strict): upgrade them first.
+	Reason string `json:"reason,omitempty"`
 }
+
+// Reasons of a deferred node run (NodeStatus.Reason).
+const (
+	ReasonRateLimited = "RATE_LIMITED"
+	ReasonThrottled   = "THROTTLED"
+)
 
 // CodeDeadLettered is the error code of the failed status a worker reports
 // for a node message it dead-lettered (RFC 001 §9.2): no completion comes

@@ -175,6 +175,10 @@ func (s *NodeStatus) Validate() error {
 		p.add("attempt", "%d, want 1 or more (or none)", s.Attempt)
 	}
 	p.lineage(s.LineageStack)
+	// reason (issue 35): a deferred run's, on a waiting status.
+	if s.Reason != "" && (s.Status != StatusWaiting || len(s.Reason) > 64) {
+		p.add("reason", "%q: a reason goes on a waiting status, at most 64 bytes", short(s.Reason))
+	}
 	return p.err()
 }
 

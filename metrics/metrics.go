@@ -73,6 +73,9 @@ type Recorder struct {
 	timerAge    prometheus.Gauge
 	lateness    prometheus.Histogram
 	fired       *prometheus.CounterVec
+	// Flow control (deferrals.go).
+	deferrals     *prometheus.CounterVec
+	deferralDelay *prometheus.HistogramVec
 }
 
 // New returns a Recorder with every metric registered.
@@ -108,6 +111,7 @@ func New(cfg Config) *Recorder {
 	r.timerAge = f.plainGauge("rune_timers_overdue_seconds", "How long ago the earliest waiting timer came due (0 when none is due): the schedulers' backlog, sampled.")
 	r.lateness = f.plainHistogram("rune_timer_lateness_seconds", "Claim time minus due time of each fired timer.", prometheus.ExponentialBuckets(0.001, 4, 10))
 	r.fired = f.counter("rune_timers_fired_total", "Timers fired, by result (resumed, dropped, failed).", "result")
+	r.registerDeferrals(f)
 	return r
 }
 

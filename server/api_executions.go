@@ -30,7 +30,8 @@ func viewExecution(x *store.Execution) apiv1.Execution {
 func viewNodeRun(n *store.NodeRun) apiv1.NodeRun {
 	return apiv1.NodeRun{NodeID: n.NodeID, Branch: n.Branch, Lineage: n.Lineage, Status: n.Status, Attempt: n.Attempt,
 		Output: n.Output, Error: n.Error, Details: n.Details, StartedAt: n.StartedAt, FinishedAt: n.FinishedAt,
-		NextAttemptAt: n.NextAttemptAt, ResumeAt: n.ResumeAt, DurationMS: n.DurationMS, UpdatedAt: n.UpdatedAt}
+		NextAttemptAt: n.NextAttemptAt, ResumeAt: n.ResumeAt, DurationMS: n.DurationMS, UpdatedAt: n.UpdatedAt,
+		Reason: store.RunReason(n)}
 }
 
 // triggerExecution enqueues an execution of the workflow's latest version

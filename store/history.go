@@ -158,6 +158,9 @@ func ApplyStatus(run *NodeRun, st *message.NodeStatus) bool {
 		if st.Details != nil {
 			run.Details = marshalJSON(st.Details)
 		}
+		if st.Reason != "" { // a deferred run (issue 35): see RunReason
+			run.Details = marshalJSON(map[string]any{"reason": st.Reason})
+		}
 	default: // success, failed, skipped, retrying
 		if run.StartedAt == nil {
 			run.StartedAt = timePtr(st.ExecutedAt.Add(-time.Duration(st.DurationMS) * time.Millisecond))

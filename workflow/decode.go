@@ -135,9 +135,10 @@ func (d *decoder) unknown(path, format string, args ...any) {
 }
 
 var (
-	workflowFields    = []string{"id", "name", "nodes", "edges", "settings"}
-	settingsFields    = []string{"fuse"}
-	nodeFields        = []string{"id", "name", "type", "trigger", "parameters", "credentials", "error", "retry", "timeout", "output"}
+	workflowFields = []string{"id", "name", "nodes", "edges", "settings"}
+	settingsFields = []string{"fuse"}
+	nodeFields     = []string{"id", "name", "type", "trigger", "parameters", "credentials", "error", "retry", "timeout", "output",
+		"rate_limit", "throttle"} // flow control by key (flow.go)
 	edgeFields        = []string{"id", "src", "dst", "label"}
 	credentialsFields = []string{"ref"}
 	errorFields       = []string{"type", "error_edge"}
@@ -281,6 +282,7 @@ func (d *decoder) node(raw json.RawMessage, path string, n *Node) {
 			d.field(rf, p, "on", &r.On)
 		}
 	}
+	d.flowControl(f, path, n)
 }
 
 func (d *decoder) edge(raw json.RawMessage, path string, e *Edge) {

@@ -216,6 +216,7 @@ func (v *validator) checkNode(i int) {
 		}
 	}
 	v.checkErrorPolicy(n, p)
+	v.checkFlowControl(n, p)
 	if r := n.Retry; r != nil {
 		if r.MaxAttempts != 0 && (r.MaxAttempts < MinAttempts || r.MaxAttempts > MaxAttempts) {
 			v.report(p+".retry.max_attempts", "%s", maxAttemptsProblem(r.MaxAttempts))

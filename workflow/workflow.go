@@ -42,6 +42,9 @@ type Node struct {
 	Retry       *RetryPolicy    `json:"retry,omitempty"`
 	Timeout     string          `json:"timeout,omitempty"`
 	Output      json.RawMessage `json:"output,omitempty"` // accepted for RFC examples; unused
+	// RateLimit and Throttle are flow control by key (flow.go).
+	RateLimit *RateLimit `json:"rate_limit,omitempty"`
+	Throttle  *Throttle  `json:"throttle,omitempty"`
 }
 
 // CredentialRef names a stored credential; the secret itself never appears in a definition.

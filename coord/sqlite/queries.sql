@@ -250,3 +250,44 @@ DELETE FROM coord_exec WHERE exec = ?1
 
 -- name: sweep_effects
 DELETE FROM coord_effect WHERE key IN (SELECT key FROM coord_effect WHERE used <= ?1 LIMIT ?2)
+
+-- Limiter ---------------------------------------------------------------
+
+-- name: rate_reserved
+SELECT start FROM coord_rate_res WHERE key = ?1 AND id = ?2 AND until > ?3
+
+-- name: rate_tat
+SELECT tat FROM coord_rate WHERE key = ?1 AND until > ?2
+
+-- name: rate_take
+INSERT INTO coord_rate (key, tat, until) VALUES (?1, ?2, ?3)
+ON CONFLICT (key) DO UPDATE SET tat = ?2, until = ?3
+
+-- name: rate_res_put
+INSERT INTO coord_rate_res (key, id, start, until) VALUES (?1, ?2, ?3, ?4)
+ON CONFLICT (key, id) DO UPDATE SET start = ?3, until = ?4
+
+-- name: window_trim
+DELETE FROM coord_window WHERE key = ?1 AND at <= ?2
+
+-- name: window_has
+SELECT 1 FROM coord_window WHERE key = ?1 AND id = ?2
+
+-- name: window_count
+SELECT count(*) FROM coord_window WHERE key = ?1
+
+-- The ?2-th oldest (0 first).
+-- name: window_nth
+SELECT at FROM coord_window WHERE key = ?1 ORDER BY at, id LIMIT 1 OFFSET ?2
+
+-- name: window_add
+INSERT INTO coord_window (key, id, at, until) VALUES (?1, ?2, ?3, ?4)
+
+-- name: sweep_rate
+DELETE FROM coord_rate WHERE key IN (SELECT key FROM coord_rate WHERE until <= ?1 LIMIT ?2)
+
+-- name: sweep_rate_res
+DELETE FROM coord_rate_res WHERE (key, id) IN (SELECT key, id FROM coord_rate_res WHERE until <= ?1 LIMIT ?2)
+
+-- name: sweep_window
+DELETE FROM coord_window WHERE (key, id) IN (SELECT key, id FROM coord_window WHERE until <= ?1 LIMIT ?2)

@@ -113,3 +113,34 @@ CREATE TABLE IF NOT EXISTS coord_effect (
 ) WITHOUT ROWID;
 
 CREATE INDEX IF NOT EXISTS coord_effect_used ON coord_effect (used);
+
+-- The Limiter (issues 35, 36), times in microseconds: each rate key's GCRA
+-- theoretical arrival time, the reservations by id (their start), and each
+-- throttle key's window of admitted ids. until: when the sweep may delete
+-- the row.
+CREATE TABLE IF NOT EXISTS coord_rate (
+  key   TEXT PRIMARY KEY,
+  tat   INTEGER NOT NULL,
+  until INTEGER NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS coord_rate_res (
+  key   TEXT NOT NULL,
+  id    TEXT NOT NULL,
+  start INTEGER NOT NULL,
+  until INTEGER NOT NULL,
+  PRIMARY KEY (key, id)
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS coord_window (
+  key   TEXT NOT NULL,
+  id    TEXT NOT NULL,
+  at    INTEGER NOT NULL,
+  until INTEGER NOT NULL,
+  PRIMARY KEY (key, id)
+) WITHOUT ROWID;
+
+CREATE INDEX IF NOT EXISTS coord_rate_until ON coord_rate (until);
+CREATE INDEX IF NOT EXISTS coord_rate_res_until ON coord_rate_res (until);
+CREATE INDEX IF NOT EXISTS coord_window_at ON coord_window (key, at);
+CREATE INDEX IF NOT EXISTS coord_window_until ON coord_window (until);

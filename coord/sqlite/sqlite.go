@@ -311,6 +311,14 @@ func (s *Store) sweep(ctx context.Context) error {
 			res, err := s.stmt(tx, "sweep_effects").Exec(nowMs-s.opts.EffectsRetain.Milliseconds(), batch)
 			return affected(res, err)
 		},
+		// The Limiter's rows (microseconds) past their until.
+		func(tx *sql.Tx) (int, error) { return affected(s.stmt(tx, "sweep_rate").Exec(now.UnixMicro(), batch)) },
+		func(tx *sql.Tx) (int, error) {
+			return affected(s.stmt(tx, "sweep_rate_res").Exec(now.UnixMicro(), batch))
+		},
+		func(tx *sql.Tx) (int, error) {
+			return affected(s.stmt(tx, "sweep_window").Exec(now.UnixMicro(), batch))
+		},
 	}
 	// Ended executions only once the Store has run for Retain: the time
 	// the process was down does not count, so a redelivery after a long

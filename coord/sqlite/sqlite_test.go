@@ -88,3 +88,7 @@ func TestEndKeys(t *testing.T) {
 		t.Fatalf("FinalContext %#v, want %#v", o.Completion.FinalContext, want)
 	}
 }
+
+func TestLimiterConformance(t *testing.T) {
+	coordtest.RunLimiter(t, func(t *testing.T) coord.Limiter { return newStore(t, nil, Options{}).Limiter() })
+}
