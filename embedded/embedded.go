@@ -63,6 +63,10 @@ type Options struct {
 	// (with DB: delivered again after a restart). Default: the worker's
 	// (30s).
 	DrainTimeout time.Duration
+	// EventRetention is how long a sent event is kept for wait_for_event
+	// nodes that reach their wait after it (issue 34). Default: the
+	// engine's (24 h).
+	EventRetention time.Duration
 }
 
 // Runtime runs workflows in this process until Close. Its fields are the
@@ -75,7 +79,9 @@ type Runtime struct {
 	// Effects records the sends of email and sms nodes (unless
 	// Options.Nodes.Effects or Options.Registry replaced it).
 	Effects coord.Effects
-	Engine  *engine.Engine
+	// Events matches sent events to the wait_for_event nodes (issue 34).
+	Events coord.Events
+	Engine *engine.Engine
 	// DeadLetters lists, replays and purges the messages the worker
 	// rejected; nil in memory, where dead letters are only logged.
 	DeadLetters DeadLetters
@@ -121,6 +127,7 @@ func New(opts Options) (*Runtime, error) {
 		mc := coordmem.New(coordmem.Options{Retain: 5 * time.Second}) // one process: redeliveries come within a second
 		r.Broker, r.Coord, r.Timers, r.Barriers, r.Effects = mb, mc, coordmem.NewTimers(), coordmem.NewBarriers(), coordmem.NewEffects(0)
 		r.closers = append(r.closers, mc.Close, mb.Close)
+		r.Events = coordmem.NewEvents()
 	}
 	reg := opts.Registry
 	if reg == nil {
@@ -134,7 +141,8 @@ func New(opts Options) (*Runtime, error) {
 	// as on Redis (a frozen wait's definition outlives it: Blobs keep
 	// definitions until released).
 	eng, err := engine.New(engine.Config{Registry: reg, Coord: r.Coord, Timers: r.Timers, Barriers: r.Barriers,
-		Blobs: r.blobs, Definitions: r.blobs, Secrets: opts.Secrets, Logger: opts.Logger, Metrics: opts.Metrics})
+		Blobs: r.blobs, Definitions: r.blobs, Secrets: opts.Secrets, Logger: opts.Logger, Metrics: opts.Metrics,
+		Events: r.Events, EventRetention: opts.EventRetention})
 	if err != nil {
 		r.closeSeams()
 		return nil, err
