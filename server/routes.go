@@ -87,6 +87,11 @@ func (s *Server) routes() []Route {
 		{Method: "GET", Path: "/v1/audit", Need: PermAdmin, Scope: ScopeGlobal, Query: pageQuery, handler: s.listAudit},
 
 		{Method: "DELETE", Path: "/v1/credentials/{name}", Need: PermCredentials, Scope: ScopeGlobal, handler: s.deleteCredential},
+
+		// issue 34: events for wait_for_event nodes, and approvals
+		{Method: "POST", Path: "/v1/events", Need: PermOperate, Scope: ScopeGlobal, handler: s.sendEvent},
+		{Method: "GET", Path: "/v1/approvals", Need: PermRead, Scope: ScopeFiltered, handler: s.listApprovals},
+		{Method: "POST", Path: "/v1/executions/{id}/approvals/{node}", Need: PermOperate, Scope: ScopeExecution, handler: s.decideApproval},
 	}
 }
 
