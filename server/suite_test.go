@@ -47,6 +47,10 @@ func apiSuite(t *testing.T, tg *target) {
 		{"Stream", testStream},
 		{"Credentials", testCredentials},
 		{"Metrics", testMetrics},
+		// issue 34: events, approvals, hooks sending events
+		{"SendEvents", testSendEvents},
+		{"Approvals", testApprovals},
+		{"HookEvent", testHookEvent},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
