@@ -15,7 +15,7 @@ type Events struct {
 
 	mu    sync.Mutex
 	pairs map[string]*eventPair
-	ops   int
+	swept time.Time
 }
 
 type eventPair struct {
@@ -140,14 +140,18 @@ func (e *Events) dropIfEmpty(id string, p *eventPair) {
 	}
 }
 
-// sweep drops, every 1024 calls, the events past their Keep and the waits
-// a week past their Due: one pass over the pairs, amortised.
+// eventsSweepEvery is how often sweep passes over the pairs.
+const eventsSweepEvery = time.Minute
+
+// sweep drops, at most once a minute, the events past their Keep and the
+// waits a week past their Due: one pass over the pairs, which at 100,000
+// waiting is milliseconds, too much for every call.
 func (e *Events) sweep() {
-	e.ops++
-	if e.ops%1024 != 0 {
+	now := e.now()
+	if now.Sub(e.swept) < eventsSweepEvery {
 		return
 	}
-	now := e.now()
+	e.swept = now
 	for id, p := range e.pairs {
 		kept := p.events[:0]
 		for _, d := range p.events {
