@@ -199,6 +199,7 @@ func New(cfg Config) (*Console, error) {
 	c.mux.HandleFunc("GET /ui/executions/{id}/state", c.session(c.executionState))
 	c.mux.HandleFunc("GET /ui/executions/{id}/nodes/{node}", c.session(c.nodePanel))
 	c.mux.HandleFunc("/ui/api/", c.session(c.proxy))
+	c.mux.HandleFunc("GET /approvals", c.session(c.approvalsPage)) // issue 34
 	return c, nil
 }
 
