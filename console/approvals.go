@@ -28,13 +28,18 @@ const approvalsScan = store.ListLimitMax
 
 func (c *Console) approvalsPage(w http.ResponseWriter, r *http.Request) {
 	acc := accessOf(r)
-	page, err := c.cfg.Store.ListExecutions(r.Context(), store.ExecutionFilter{Status: store.StatusProcessing, Limit: approvalsScan})
-	if err != nil {
-		c.fail(w, r, "the approvals", err)
-		return
+	// Running: processing, or waiting when every unfinished node waits.
+	var running []*store.Execution
+	for _, st := range []string{store.StatusWaiting, store.StatusProcessing} {
+		page, err := c.cfg.Store.ListExecutions(r.Context(), store.ExecutionFilter{Status: st, Limit: approvalsScan})
+		if err != nil {
+			c.fail(w, r, "the approvals", err)
+			return
+		}
+		running = append(running, page.Items...)
 	}
 	var items []approval
-	for _, x := range page.Items {
+	for _, x := range running {
 		if !acc.sees(x.WorkflowID) {
 			continue
 		}

@@ -78,12 +78,17 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) error {
 // page too).
 func (s *Server) Approvals(r *http.Request) ([]apiv1.Approval, error) {
 	p := principalOf(r.Context())
-	page, err := s.store.ListExecutions(r.Context(), store.ExecutionFilter{Status: store.StatusProcessing, Limit: approvalsScan})
-	if err != nil {
-		return nil, err
+	// Running: processing, or waiting when every unfinished node waits.
+	var running []*store.Execution
+	for _, st := range []string{store.StatusWaiting, store.StatusProcessing} {
+		page, err := s.store.ListExecutions(r.Context(), store.ExecutionFilter{Status: st, Limit: approvalsScan})
+		if err != nil {
+			return nil, err
+		}
+		running = append(running, page.Items...)
 	}
 	out := []apiv1.Approval{}
-	for _, x := range page.Items {
+	for _, x := range running {
 		if !p.Sees(x.WorkflowID) {
 			continue
 		}
