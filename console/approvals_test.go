@@ -21,7 +21,11 @@ func TestApprovals(t *testing.T) {
 	xid := between(out, `"id":"`, `"`)
 	var page string
 	waitFor(t, "the approval listed", func() bool {
-		_, page = s.get("/approvals")
+		var code int
+		code, page = s.get("/approvals")
+		if !strings.Contains(page, xid) {
+			t.Logf("approvals page %d: %s; API: %s", code, limit(page, 300), tg.mustAPI(t, 200, "GET", "/v1/executions/"+xid, ""))
+		}
 		return strings.Contains(page, xid)
 	})
 	if !strings.Contains(page, "Send the &lt;b&gt;bulk&lt;/b&gt; mail?") || !strings.Contains(page, `class="approve"`) {

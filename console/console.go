@@ -207,7 +207,9 @@ func New(cfg Config) (*Console, error) {
 func (c *Console) Handler() http.Handler { return secureHeaders(c.mux) }
 
 // prefixes are the paths the console owns next to the API.
-var prefixes = []string{"GET /{$}", "/login", "/logout", "/executions", "/executions/", "/workflows", "/workflows/", "/dashboard", "/dlq", "/assets/", "/ui/"}
+var prefixes = []string{"GET /{$}", "/login", "/logout", "/executions", "/executions/", "/workflows", "/workflows/", "/dashboard", "/dlq", "/assets/", "/ui/",
+	"/approvals", // issue 34
+}
 
 // Mount serves the console at / next to api: the console's paths go to
 // the console, every other path (/v1/..., /healthz, ...) to api.
