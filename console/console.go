@@ -199,6 +199,7 @@ func New(cfg Config) (*Console, error) {
 	c.mux.HandleFunc("GET /ui/executions/{id}/state", c.session(c.executionState))
 	c.mux.HandleFunc("GET /ui/executions/{id}/nodes/{node}", c.session(c.nodePanel))
 	c.mux.HandleFunc("/ui/api/", c.session(c.proxy))
+	c.editorRoutes()                                               // the visual editor (editor.go)
 	c.mux.HandleFunc("GET /approvals", c.session(c.approvalsPage)) // issue 34
 	return c, nil
 }
@@ -208,6 +209,7 @@ func (c *Console) Handler() http.Handler { return secureHeaders(c.mux) }
 
 // prefixes are the paths the console owns next to the API.
 var prefixes = []string{"GET /{$}", "/login", "/logout", "/executions", "/executions/", "/workflows", "/workflows/", "/dashboard", "/dlq", "/assets/", "/ui/",
+	"/editor", "/editor/", // the visual editor
 	"/approvals", // issue 34
 }
 
