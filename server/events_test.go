@@ -24,7 +24,7 @@ type eventSent struct {
 
 func eventWF(id, extra string) string {
 	return wfDef(id, `{"id":"paid","type":"wait_for_event","parameters":{"event":"order.paid","key":"{{ $trigger.order_id }}","timeout":"1h"`+extra+`}},
-		{"id":"thanks","type":"set","parameters":{"values":{"amount":"{{ $paid.data.amount }}","by":"{{ $paid.data.by }}"}}}`,
+		{"id":"thanks","type":"set","parameters":{"values":{"data":"{{ $paid.data }}"}}}`,
 		`{"id":"e1","src":"start","dst":"paid"},{"id":"e2","src":"paid","dst":"thanks"}`)
 }
 
