@@ -206,8 +206,9 @@ func New(cfg Config) (*Console, error) {
 	c.mux.HandleFunc("GET /ui/executions/{id}/state", c.session(c.executionState))
 	c.mux.HandleFunc("GET /ui/executions/{id}/nodes/{node}", c.session(c.nodePanel))
 	c.mux.HandleFunc("/ui/api/", c.session(c.proxy))
-	c.editorRoutes() // the visual editor (editor.go)
-	c.manageRoutes() // issue 38: hooks, schedules, credentials, tokens, bulk actions (manage.go)
+	c.editorRoutes()                                               // the visual editor (editor.go)
+	c.manageRoutes()                                               // issue 38: hooks, schedules, credentials, tokens, bulk actions (manage.go)
+	c.mux.HandleFunc("GET /approvals", c.session(c.approvalsPage)) // issue 34
 	return c, nil
 }
 
@@ -218,7 +219,9 @@ func (c *Console) Handler() http.Handler { return secureHeaders(c.mux) }
 var prefixes = []string{"GET /{$}", "/login", "/logout", "/executions", "/executions/", "/workflows", "/workflows/", "/dashboard", "/dlq", "/assets/", "/ui/",
 	"/editor", "/editor/", // the visual editor
 	// Issue 38's management pages (manage.go).
-	"/hooks", "/schedules", "/credentials", "/tokens"}
+	"/hooks", "/schedules", "/credentials", "/tokens",
+	"/approvals", // issue 34
+}
 
 // Mount serves the console at / next to api: the console's paths go to
 // the console, every other path (/v1/..., /healthz, ...) to api.

@@ -164,6 +164,7 @@ func TestBrowserFailuresAndManners(t *testing.T) {
 		{"/workflows/routes", "Workflow routes · Rune", "#graph"},
 		{"/dashboard", "Dashboard · Rune", "#dashboard"},
 		{"/dlq", "Dead letters · Rune", "main"},
+		{"/approvals", "Approvals · Rune", "#approvals"}, // issue 34
 		{"/executions/exec_missing", "Not found · Rune", "main"},
 	}
 	for _, scheme := range []string{"light", "dark"} {

@@ -70,6 +70,10 @@ type Config struct {
 	Metrics *metrics.Recorder
 	// NoFuse runs every node in a hop of its own (engine.Config.NoFuse).
 	NoFuse bool
+	// EventRetention is how long a sent event is kept for wait_for_event
+	// nodes that reach their wait after it (issue 34); it matters where
+	// events are sent (rune server). Default 24 h.
+	EventRetention time.Duration
 	// EffectsPool is the least number of Redis connections the records of
 	// sends (email, sms, http with idempotency_key) have to themselves; give
 	// a worker its concurrency, so that no record waits for a connection.
@@ -164,6 +168,9 @@ func Connect(ctx context.Context, cfg Config) (*Runtime, error) {
 		NoFuse:      cfg.NoFuse,
 		// Rate limits and throttles by key, shared by every worker.
 		Limiter: coordredis.NewLimiter(rc, coordredis.LimiterOptions{Prefix: kprefix}),
+		// issue 34: wait_for_event's waits and the events sent to them.
+		Events:         coordredis.NewEvents(rc, coordredis.EventOptions{Prefix: kprefix}),
+		EventRetention: cfg.EventRetention,
 	})
 	if err != nil {
 		r.Close()

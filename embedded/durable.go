@@ -24,6 +24,7 @@ func (r *Runtime) durable(opts Options, followOnly []broker.Topic) error {
 	r.Broker, r.Coord, r.Timers, r.Barriers, r.Effects = b, cs.Coordinator(), cs.Timers(), cs.Barriers(), cs.Effects()
 	r.blobs = cs.Blobs()
 	r.Limiter = cs.Limiter()
+	r.Events = cs.Events()
 	r.DeadLetters = sqliteDLQ{b}
 	// The broker first: its Close waits for the handlers still publishing.
 	r.closers = append(r.closers, b.Close, cs.Close)

@@ -63,6 +63,10 @@ type Options struct {
 	// (with DB: delivered again after a restart). Default: the worker's
 	// (30s).
 	DrainTimeout time.Duration
+	// EventRetention is how long a sent event is kept for wait_for_event
+	// nodes that reach their wait after it (issue 34). Default: the
+	// engine's (24 h).
+	EventRetention time.Duration
 }
 
 // Runtime runs workflows in this process until Close. Its fields are the
@@ -78,6 +82,8 @@ type Runtime struct {
 	Engine  *engine.Engine
 	// Limiter holds the nodes' rate limits and throttles (issues 35, 36).
 	Limiter coord.Limiter
+	// Events matches sent events to the wait_for_event nodes (issue 34).
+	Events coord.Events
 	// DeadLetters lists, replays and purges the messages the worker
 	// rejected; nil in memory, where dead letters are only logged.
 	DeadLetters DeadLetters
@@ -124,6 +130,7 @@ func New(opts Options) (*Runtime, error) {
 		r.Broker, r.Coord, r.Timers, r.Barriers, r.Effects = mb, mc, coordmem.NewTimers(), coordmem.NewBarriers(), coordmem.NewEffects(0)
 		r.closers = append(r.closers, mc.Close, mb.Close)
 		r.Limiter = coordmem.NewLimiter()
+		r.Events = coordmem.NewEvents()
 	}
 	reg := opts.Registry
 	if reg == nil {
@@ -138,7 +145,7 @@ func New(opts Options) (*Runtime, error) {
 	// definitions until released).
 	eng, err := engine.New(engine.Config{Registry: reg, Coord: r.Coord, Timers: r.Timers, Barriers: r.Barriers,
 		Blobs: r.blobs, Definitions: r.blobs, Secrets: opts.Secrets, Logger: opts.Logger, Metrics: opts.Metrics,
-		Limiter: r.Limiter})
+		Limiter: r.Limiter, Events: r.Events, EventRetention: opts.EventRetention})
 	if err != nil {
 		r.closeSeams()
 		return nil, err

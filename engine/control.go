@@ -20,6 +20,8 @@ func controlTypes() map[string]node.Type {
 	return map[string]node.Type{
 		"split": splitType{}, "aggregator": aggregatorType{}, "merge": mergeType{},
 		"wait": waitType{}, "delay": delayType{},
+		// issue 34: waiting for an event (control_event.go)
+		EventWaitType: eventWaitType{},
 	}
 }
 
@@ -42,6 +44,8 @@ func WithControls(reg *node.Registry) *node.Registry {
 func isControl(typ string) bool {
 	switch typ {
 	case "split", "aggregator", "merge", "wait", "delay":
+		return true
+	case EventWaitType: // issue 34
 		return true
 	}
 	return false

@@ -86,6 +86,14 @@ type Config struct {
 	// by every worker (flow.go); nil means nodes with a rate_limit or
 	// throttle fail with UNSUPPORTED_NODE.
 	Limiter coord.Limiter
+	// Events matches events to the wait_for_event nodes waiting for them
+	// (control_event.go); nil means such nodes fail with UNSUPPORTED_NODE
+	// and DeliverEvent with ErrNoEvents.
+	Events coord.Events
+	// EventRetention is how long a delivered event is kept for the
+	// wait_for_event nodes that register their wait after it arrived.
+	// Default DefaultEventRetention (24 h).
+	EventRetention time.Duration
 }
 
 // Sink receives the effects of handling one message, in the order the
@@ -219,6 +227,9 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.FuseBudget <= 0 {
 		cfg.FuseBudget = DefaultFuseBudget
 	}
+	if cfg.EventRetention <= 0 {
+		cfg.EventRetention = DefaultEventRetention
+	}
 	e := &Engine{
 		cfg:        cfg,
 		types:      WithControls(cfg.Registry),
@@ -281,10 +292,10 @@ func (e *Engine) Resume(ctx context.Context, d Delivery, m *message.NodeExecutio
 	if err != nil {
 		return err
 	}
-	if n != nil && !isWait(n.Type) && wf.flow[n.ID] != nil {
+	if n != nil && !isWait(n.Type) && !isEventWait(n.Type) && wf.flow[n.ID] != nil {
 		return e.resumeDeferred(d, m, sink) // a deferred run (defer.go)
 	}
-	if n == nil || !isWait(n.Type) {
+	if n == nil || !(isWait(n.Type) || isEventWait(n.Type)) {
 		return invalidf("message %s: current_node %q is not a wait or delay node of workflow %q", m.MessageID, m.CurrentNode, wf.Def.ID)
 	}
 	tracing.NodeType(ctx, n.Type)

@@ -61,6 +61,10 @@ type hookSettings struct {
 	RateLimit *rateSettings `json:"rate_limit,omitempty"`
 	// Reply, when set, makes a request wait for its execution's end.
 	Reply *replySettings `json:"reply,omitempty"`
+	// Event, when set, turns each delivery into an event for waiting
+	// wait_for_event nodes instead of an execution (issue 34,
+	// hooks_event.go).
+	Event *hookEventSettings `json:"event,omitempty"`
 }
 
 type signatureSettings struct {
@@ -154,6 +158,9 @@ func credentialHeader(name string) bool {
 // (422); a hook stored before them has its tolerance capped and its
 // credential headers left out instead, so that it keeps working.
 func (s *Server) checkHookSettings(cfg *hookSettings, strict bool) error {
+	if err := s.checkHookEvent(cfg); err != nil { // issue 34
+		return err
+	}
 	if sig := cfg.Signature; sig != nil {
 		sig.Header = defaultString(sig.Header, SignatureHeaderDefault)
 		sig.TimestampHeader = defaultString(sig.TimestampHeader, TimestampHeaderDefault)
@@ -517,6 +524,9 @@ func (s *Server) receiveHook(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err := checkInput(input); err != nil {
 		return err
+	}
+	if cfg.Event != nil { // issue 34: an event, not an execution
+		return s.hookEvent(w, r, h, cfg.Event, input, delivery, xid)
 	}
 	in := store.ExecutionInput{ID: xid, WorkflowID: h.WorkflowID, Input: input,
 		Trigger: "hook:" + h.ID, At: now}

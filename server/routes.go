@@ -100,6 +100,11 @@ func (s *Server) routes() []Route {
 		{Method: "GET", Path: "/v1/workflows/{id}/pause", Need: PermRead, Scope: ScopeWorkflow, handler: s.getWorkflowPause},
 		{Method: "POST", Path: "/v1/workflows/{id}/pause", Need: PermOperate, Scope: ScopeWorkflow, handler: s.pauseWorkflow},
 		{Method: "POST", Path: "/v1/workflows/{id}/resume", Need: PermOperate, Scope: ScopeWorkflow, handler: s.resumeWorkflow},
+
+		// issue 34: events for wait_for_event nodes, and approvals
+		{Method: "POST", Path: "/v1/events", Need: PermOperate, Scope: ScopeGlobal, handler: s.sendEvent},
+		{Method: "GET", Path: "/v1/approvals", Need: PermRead, Scope: ScopeFiltered, handler: s.listApprovals},
+		{Method: "POST", Path: "/v1/executions/{id}/approvals/{node}", Need: PermOperate, Scope: ScopeExecution, handler: s.decideApproval},
 	}
 }
 

@@ -53,6 +53,10 @@ func apiSuite(t *testing.T, tg *target) {
 		// Re-run from a node and workflow pause (issue 34).
 		{"RerunFromNode", testRerunFromNode},
 		{"WorkflowPause", testWorkflowPause},
+		// issue 34: events, approvals, hooks sending events
+		{"SendEvents", testSendEvents},
+		{"Approvals", testApprovals},
+		{"HookEvent", testHookEvent},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

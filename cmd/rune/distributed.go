@@ -29,6 +29,8 @@ import (
 // servers holds the connection flags shared by the distributed commands.
 type servers struct {
 	amqpURL, redisURL, prefix string
+	// eventRetention is rune server's --event-retention (issue 34).
+	eventRetention time.Duration
 	// queueType and executionQueues are amqp.Config's QueueType and
 	// ExecutionQueues (--queue-type, --execution-queues).
 	queueType       string
@@ -126,6 +128,7 @@ func (s *servers) connectWith(ctx context.Context, log *slog.Logger, role string
 		AMQPURL: s.amqpURL, RedisURL: s.redisURL, Prefix: s.prefix, Role: role,
 		Logger: log, Secrets: sec, Nodes: nodes.Options{Fault: s.fault, Egress: s.egress}, Signing: keys, Metrics: rec, NoFuse: s.noFuse,
 		QueueType: s.queueType, ExecutionQueues: s.executionQueues, MessageBatch: s.messageBatch, EffectsPool: s.effectsPool,
+		EventRetention: s.eventRetention,
 	})
 }
 

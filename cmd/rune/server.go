@@ -115,6 +115,7 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 	poll := fs.Duration("dispatch-poll", server.DispatchPollDefault, "the dispatcher's pause when nothing is due (triggers through this server wake it at once)")
 	var web webFlags
 	web.flags(fs, env)
+	fs.DurationVar(&srv.eventRetention, "event-retention", engine.DefaultEventRetention, "how long a sent event is kept for wait_for_event nodes that reach their wait after it arrived (docs/dsl.md, \"wait_for_event\")")
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, "Usage: rune server [--addr 127.0.0.1:8080] [--data ./rune-data]\n       rune server --postgres URL --amqp URL --redis URL [--prefix P]\n\nThe master: HTTP API, dispatcher, history and live streams (docs/api.md).\nWith no URLs, the embedded default: API, dispatcher, a worker and a scheduler in\none process on SQLite under --data (rune.db: history; runtime.db: queues, timers,\ncoordination), durable across restarts; one server per --data (rune.lock).\nWith URLs, the distributed master (several may run); start `rune worker` and `rune scheduler` processes too.\nRUNE_AMQP_URL and RUNE_REDIS_URL without a PostgreSQL URL are ignored (they are the workers').\nRUNE_API_TOKEN is accepted as a bearer token besides `rune token create` ones.")
 		fs.PrintDefaults()
@@ -207,7 +208,7 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 			return fmt.Errorf("open the runtime's database under %s: %w", sf.data, err)
 		}
 		closers = append(closers, func() { db.Close() })
-		rt, err := embedded.New(embedded.Options{Logger: log, Concurrency: *concurrency, ConsumeEvents: true, Tracer: tr, DB: db, DrainTimeout: *drain,
+		rt, err := embedded.New(embedded.Options{Logger: log, Concurrency: *concurrency, ConsumeEvents: true, Tracer: tr, DB: db, DrainTimeout: *drain, EventRetention: srv.eventRetention,
 			Secrets: secrets.Store{Store: st, Keys: keys}, Nodes: nodes.Options{Logger: log, Egress: srv.egress}})
 		if err != nil {
 			return err

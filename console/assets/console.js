@@ -391,3 +391,23 @@ document.addEventListener("DOMContentLoaded", () => {
   workflowPage();
   document.body.dataset.ready = "1"; // for tests: the handlers are bound
 });
+
+// Approvals (issue 34): Approve and Reject post the decision through
+// /ui/api, then the page is read again.
+document.querySelectorAll("td.approval").forEach((td) => {
+  const decide = async (approved) => {
+    td.querySelectorAll("button").forEach((b) => { b.disabled = true; });
+    const comment = td.querySelector("input[name=comment]").value;
+    try {
+      await post("/ui/api/v1/executions/" + encodeURIComponent(td.dataset.execution) + "/approvals/" +
+        encodeURIComponent(td.dataset.node), JSON.stringify({approved: approved, comment: comment}));
+    } catch (e) {
+      td.querySelector(".error").textContent = e.message;
+      td.querySelectorAll("button").forEach((b) => { b.disabled = false; });
+      return;
+    }
+    location.reload();
+  };
+  td.querySelector("button.approve").addEventListener("click", () => decide(true));
+  td.querySelector("button.reject").addEventListener("click", () => decide(false));
+});

@@ -66,3 +66,11 @@ func BenchmarkTimersScheduleClaim(b *testing.B) {
 		coordtest.BenchTimersScheduleClaim(b, func(b *testing.B) coord.Timers { return newStore(b, nil, Options{}).Timers() })
 	})
 }
+
+// BenchmarkEventsDeliver: coordtest.BenchEventsDeliver with 100,000
+// executions waiting, a Deliver and the Wake of its match per op
+// (docs/benchmarks.md, issue 34).
+func BenchmarkEventsDeliver(b *testing.B) {
+	s := newStore(b, nil, Options{})
+	measure(b, func() { coordtest.BenchEventsDeliver(b, s.Events(), s.Timers(), 100_000, 16) })
+}

@@ -291,3 +291,35 @@ DELETE FROM coord_rate_res WHERE (key, id) IN (SELECT key, id FROM coord_rate_re
 
 -- name: sweep_window
 DELETE FROM coord_window WHERE (key, id) IN (SELECT key, id FROM coord_window WHERE until <= ?1 LIMIT ?2)
+
+-- Events (issue 34) -------------------------------------------------------
+
+-- name: evwait_get
+SELECT state, event FROM coord_evwait WHERE pair = ?1 AND timer = ?2
+
+-- name: evwait_insert
+INSERT INTO coord_evwait (pair, timer, since, due, state, event) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+
+-- name: event_first_since
+SELECT event FROM coord_event WHERE pair = ?1 AND at >= ?2 AND keep > ?3 ORDER BY at, id LIMIT 1
+
+-- name: event_matched
+SELECT matched FROM coord_event WHERE pair = ?1 AND id = ?2
+
+-- name: event_insert
+INSERT INTO coord_event (pair, id, at, keep, event, matched) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+
+-- name: evwait_match
+UPDATE coord_evwait SET state = 1, event = ?3 WHERE pair = ?1 AND state = 0 AND since <= ?2 RETURNING timer
+
+-- name: evwait_timeout
+UPDATE coord_evwait SET state = 2 WHERE pair = ?1 AND timer = ?2 AND state = 0
+
+-- name: evwait_forget
+DELETE FROM coord_evwait WHERE pair = ?1 AND timer = ?2
+
+-- name: sweep_events
+DELETE FROM coord_event WHERE (pair, id) IN (SELECT pair, id FROM coord_event WHERE keep <= ?1 LIMIT ?2)
+
+-- name: sweep_evwaits
+DELETE FROM coord_evwait WHERE (pair, timer) IN (SELECT pair, timer FROM coord_evwait WHERE due <= ?1 LIMIT ?2)

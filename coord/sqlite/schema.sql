@@ -144,3 +144,35 @@ CREATE INDEX IF NOT EXISTS coord_rate_until ON coord_rate (until);
 CREATE INDEX IF NOT EXISTS coord_rate_res_until ON coord_rate_res (until);
 CREATE INDEX IF NOT EXISTS coord_window_at ON coord_window (key, at);
 CREATE INDEX IF NOT EXISTS coord_window_until ON coord_window (until);
+
+-- Events (issue 34): waits for an (event, key) pair, named by
+-- coord.EventPair, and the events delivered, retained until keep. A wait's
+-- state: 0 registered, 1 matched (event holds its event, JSON), 2 taken
+-- without one (timed out).
+CREATE TABLE IF NOT EXISTS coord_evwait (
+  pair  TEXT NOT NULL,
+  timer TEXT NOT NULL,
+  since INTEGER NOT NULL,
+  due   INTEGER NOT NULL,
+  state INTEGER NOT NULL,
+  event BLOB,
+  PRIMARY KEY (pair, timer)
+) WITHOUT ROWID;
+
+CREATE INDEX IF NOT EXISTS coord_evwait_open ON coord_evwait (pair, since) WHERE state = 0;
+CREATE INDEX IF NOT EXISTS coord_evwait_due ON coord_evwait (due);
+
+-- Delivered events: the event (JSON) and the timers its delivery matched
+-- (a JSON array), for a repeated delivery.
+CREATE TABLE IF NOT EXISTS coord_event (
+  pair    TEXT NOT NULL,
+  id      TEXT NOT NULL,
+  at      INTEGER NOT NULL,
+  keep    INTEGER NOT NULL,
+  event   BLOB NOT NULL,
+  matched TEXT NOT NULL,
+  PRIMARY KEY (pair, id)
+) WITHOUT ROWID;
+
+CREATE INDEX IF NOT EXISTS coord_event_at ON coord_event (pair, at);
+CREATE INDEX IF NOT EXISTS coord_event_keep ON coord_event (keep);

@@ -113,6 +113,7 @@ type Store struct {
 	timers   Timers
 	blobs    Blobs
 	effects  Effects
+	events   Events // issue 34
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -146,6 +147,7 @@ func New(ctx context.Context, db *sqlitedb.DB, opts Options) (*Store, error) {
 		into[name] = st
 	}
 	s.coord.s, s.barriers.s, s.timers.s, s.blobs.s, s.effects.s = s, s, s, s, s
+	s.events.s = s
 	if err := s.checkVersion(ctx); err != nil {
 		s.closeStmts()
 		return nil, err
@@ -318,6 +320,15 @@ func (s *Store) sweep(ctx context.Context) error {
 		},
 		func(tx *sql.Tx) (int, error) {
 			return affected(s.stmt(tx, "sweep_window").Exec(now.UnixMicro(), batch))
+		},
+		// issue 34: events past their Keep, waits a grace past their Due.
+		func(tx *sql.Tx) (int, error) {
+			res, err := s.stmt(tx, "sweep_events").Exec(nowMs, batch)
+			return affected(res, err)
+		},
+		func(tx *sql.Tx) (int, error) {
+			res, err := s.stmt(tx, "sweep_evwaits").Exec(nowMs-coord.EventWaitGrace.Milliseconds(), batch)
+			return affected(res, err)
 		},
 	}
 	// Ended executions only once the Store has run for Retain: the time

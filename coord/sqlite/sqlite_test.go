@@ -60,6 +60,10 @@ func TestEffectsConformance(t *testing.T) {
 	coordtest.RunEffects(t, func(t *testing.T) coord.Effects { return newStore(t, nil, Options{}).Effects() })
 }
 
+func TestEventsConformance(t *testing.T) {
+	coordtest.RunEvents(t, func(t *testing.T) coord.Events { return newStore(t, nil, Options{}).Events() })
+}
+
 // TestEndKeys: End keys that a JSON path would read otherwise (dots,
 // quotes, brackets, the empty key) come back as given, with their values,
 // the later Finish winning a key.
