@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/rune-org/rune/apiv1"
 	"github.com/rune-org/rune/engine"
@@ -20,6 +21,9 @@ func viewExecution(x *store.Execution) apiv1.Execution {
 	}
 	if v.Cursor == nil {
 		v.Cursor = []string{}
+	}
+	if x.AvailableAt.Equal(store.HeldUntil) {
+		v.AvailableAt = time.Time{} // held for a concurrency slot (flow.go): unset
 	}
 	if v.Vars == nil {
 		v.Vars = map[string]json.RawMessage{}

@@ -328,7 +328,7 @@ func testPriorityUnderBacklog(t *testing.T, a *api, id string) {
 // runs once with the last trigger's input; each is answered with its id.
 func testDebounce(t *testing.T, a *api, id string) {
 	peer := newInflight(t, 0)
-	a.pushWorkflow(flowDef(id, `{"debounce":{"key":"{{ $trigger.user }}","period":"3s"}}`, peer.srv.URL, "{{ $trigger.n }}"))
+	a.pushWorkflow(flowDef(id, `{"debounce":{"key":"{{ $trigger.user }}","period":"5s"}}`, peer.srv.URL, "{{ $trigger.n }}"))
 	var first string
 	for i := range 100 {
 		var x struct {
