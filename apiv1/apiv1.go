@@ -46,7 +46,7 @@ type Execution struct {
 	Status          string                     `json:"status"`
 	Cursor          []string                   `json:"cursor"`
 	Attempts        int                        `json:"attempts"`
-	AvailableAt     time.Time                  `json:"available_at"`
+	AvailableAt     time.Time                  `json:"available_at,omitzero"` // zero (absent) while held for a concurrency slot
 	Vars            map[string]json.RawMessage `json:"vars"`
 	Input           json.RawMessage            `json:"input"`
 	Trigger         string                     `json:"trigger,omitempty"`
@@ -61,6 +61,12 @@ type Execution struct {
 	// Nodes and Splits are shown by GET /v1/executions/{id} only.
 	Nodes  []NodeRun       `json:"nodes,omitempty"`
 	Splits []SplitProgress `json:"splits,omitempty"`
+	// Flow control (issue 35, flow.go). Priority is 1…10 (shown by GET
+	// /v1/executions/{id}); Debounced marks the answer to a trigger that
+	// collapsed into this execution; Queue says why it is enqueued.
+	Priority  int         `json:"priority,omitempty"`
+	Debounced bool        `json:"debounced,omitempty"`
+	Queue     *QueueState `json:"queue,omitempty"`
 }
 
 // NodeRun is one run of a node in one branch.

@@ -299,6 +299,8 @@ type executionData struct {
 	// already is not sent it again (past timelineMax events, a large
 	// split's timeline no longer changes).
 	TimelineKey string
+	// Queue says why an enqueued execution waits (flow.go).
+	Queue string
 }
 
 func (c *Console) loadExecution(ctx context.Context, acc Access, id string) (*executionData, error) {
@@ -335,6 +337,9 @@ func (c *Console) loadExecution(ctx context.Context, acc Access, id string) (*ex
 		return nil, fmt.Errorf("workflow %s version %d: %w", x.WorkflowID, x.Version, err)
 	}
 	d.Def = def
+	if d.Queue, err = queueReason(ctx, c.cfg.Store, x, time.Now()); err != nil {
+		return nil, err
+	}
 	d.Graph = layout(def)
 	d.Graph.apply(d.States)
 	return d, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/rune-org/rune/apiv1"
 	"github.com/rune-org/rune/engine"
@@ -20,6 +21,9 @@ func viewExecution(x *store.Execution) apiv1.Execution {
 	}
 	if v.Cursor == nil {
 		v.Cursor = []string{}
+	}
+	if x.AvailableAt.Equal(store.HeldUntil) {
+		v.AvailableAt = time.Time{} // held for a concurrency slot (flow.go): unset
 	}
 	if v.Vars == nil {
 		v.Vars = map[string]json.RawMessage{}
@@ -46,6 +50,10 @@ func (s *Server) triggerExecution(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
+	priority, err := queryPriority(r) // flow control (flow.go)
+	if err != nil {
+		return err
+	}
 	key := r.Header.Get("Idempotency-Key")
 	if len(key) > 255 {
 		return badRequest("header Idempotency-Key is %d bytes, over the limit of 255", len(key))
@@ -65,15 +73,24 @@ func (s *Server) triggerExecution(w http.ResponseWriter, r *http.Request) error 
 	// The store checks the workflow (not deleted, the version exists) in
 	// the same transaction: one round trip per trigger.
 	now := s.cfg.Now()
-	x, created, err := s.store.CreateExecution(r.Context(), store.ExecutionInput{
+	c, err := s.createExecution(r.Context(), store.ExecutionInput{
 		ID: engine.NewExecutionID(now), WorkflowID: id, Version: version, Input: body,
 		IdempotencyKey: key, Trigger: "api", AvailableAt: startAt, At: now,
-	})
+	}, priority)
+	x, created := c.x, c.created
 	if errors.Is(err, store.ErrNotFound) {
 		return workflowNotFound(id, version)
 	}
 	if err != nil {
 		return err
+	}
+	if c.debounced {
+		// Collapsed into an enqueued execution (settings.debounce).
+		s.metrics.triggers.WithLabelValues("debounced").Inc()
+		v := viewExecution(x)
+		v.Debounced = true
+		writeJSON(w, http.StatusOK, v)
+		return nil
 	}
 	if !created {
 		// A key is one request: the same again gets its execution back, a
@@ -117,6 +134,9 @@ func (s *Server) getExecution(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	v := viewExecution(x)
+	if err := s.queueState(r.Context(), x, &v); err != nil { // flow control (flow.go)
+		return err
+	}
 	v.Nodes = make([]apiv1.NodeRun, 0, len(runs))
 	for _, n := range runs {
 		v.Nodes = append(v.Nodes, viewNodeRun(n))

@@ -55,6 +55,8 @@ type crons struct {
 	owner string
 	// wakeDispatcher is called after a fire enqueued executions.
 	wakeDispatcher func()
+	// flow sets the priority of the executions fired (flow.go).
+	flow *flow
 }
 
 func newCrons(cfg CronConfig, st store.Store, log *slog.Logger, now func() time.Time, owner string, wakeDispatcher func()) *crons {
@@ -113,6 +115,9 @@ func (c *crons) fire(ctx context.Context, started time.Time) (time.Time, error) 
 		if err != nil {
 			errs = append(errs, fmt.Errorf("schedule %s: %w", sc.ID, err))
 			continue
+		}
+		if len(xs) > 0 && c.flow != nil {
+			c.flow.prioritize(ctx, xs, cfg.Priority)
 		}
 		if len(xs) > 0 {
 			c.log.Debug("schedule fired", "server", c.owner, "schedule", sc.ID, "workflow", sc.WorkflowID, "executions", len(xs))

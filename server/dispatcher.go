@@ -85,6 +85,8 @@ type dispatcherDeps struct {
 	metrics *serverMetrics
 	// commits is told of the completions the dispatcher records itself.
 	commits *commits
+	// flow decides concurrency slots (flow.go); nil: none.
+	flow *flow
 }
 
 func newDispatcher(cfg DispatchConfig, deps dispatcherDeps) *dispatcher {
@@ -187,6 +189,10 @@ func (d *dispatcher) dispatchOne(ctx context.Context, x *store.Execution) (ok bo
 			Message: fmt.Sprintf("workflow %s version %d does not compile on this server: %v", x.WorkflowID, x.Version, ps)}})
 	}
 	if err != nil {
+		return false, err
+	}
+	// Concurrency by key (flow.go): held for a slot, or dropped.
+	if run, err := d.admit(ctx, x, wf); !run || err != nil {
 		return false, err
 	}
 	var input any

@@ -38,14 +38,14 @@ func embeddedTargetTraced(t *testing.T, tr *tracing.Tracer) *target {
 // scheduler), its API on an httptest server, and a token named token; tweak
 // adjusts the server's config. Logs at debug level go to a buffer the
 // credential tests search. Everything stops when the test ends.
-func runTarget(t *testing.T, st store.Store, token string, tweak func(*server.Config)) *target {
+func runTarget(t testing.TB, st store.Store, token string, tweak func(*server.Config)) *target {
 	t.Helper()
 	_, tg := runServer(t, st, token, tweak)
 	return tg
 }
 
 // runServer is runTarget that returns the server too.
-func runServer(t *testing.T, st store.Store, token string, tweak func(*server.Config)) (*server.Server, *target) {
+func runServer(t testing.TB, st store.Store, token string, tweak func(*server.Config)) (*server.Server, *target) {
 	t.Helper()
 	keys, err := secrets.LoadKeys("", filepath.Join(t.TempDir(), "secret.key"), true)
 	if err != nil {

@@ -323,7 +323,7 @@ func (a *api) collect(ch <-chan sseEvent, n int) []sseEvent {
 }
 
 // newToken stores a fresh token in the target's store.
-func newToken(t *testing.T, st store.Store, name string) string {
+func newToken(t testing.TB, st store.Store, name string) string {
 	t.Helper()
 	tok, rec, err := server.NewToken(name, time.Now())
 	if err != nil {

@@ -65,6 +65,9 @@ type hookSettings struct {
 	// wait_for_event nodes instead of an execution (issue 34,
 	// hooks_event.go).
 	Event *hookEventSettings `json:"event,omitempty"`
+	// Priority of its executions, 1…10 (flow.go). Default: the
+	// workflow's settings.priority, else 5.
+	Priority int `json:"priority,omitempty"`
 }
 
 type signatureSettings struct {
@@ -160,6 +163,9 @@ func credentialHeader(name string) bool {
 func (s *Server) checkHookSettings(cfg *hookSettings, strict bool) error {
 	if err := s.checkHookEvent(cfg); err != nil { // issue 34
 		return err
+	}
+	if err := checkPriority(cfg.Priority); err != nil { // flow control (flow.go)
+		return unprocessable("field %v", err)
 	}
 	if sig := cfg.Signature; sig != nil {
 		sig.Header = defaultString(sig.Header, SignatureHeaderDefault)
@@ -437,6 +443,9 @@ type hookAnswer struct {
 	Duplicate bool `json:"duplicate,omitempty"`
 	// Result is the selected part of the final context (reply hooks).
 	Result json.RawMessage `json:"result,omitempty"`
+	// Debounced: the request collapsed into this enqueued execution
+	// (settings.debounce, flow.go).
+	Debounced bool `json:"debounced,omitempty"`
 }
 
 // hookPayload is the trigger payload of a hook's execution.
@@ -533,7 +542,8 @@ func (s *Server) receiveHook(w http.ResponseWriter, r *http.Request) error {
 	if delivery != "" {
 		in.IdempotencyKey = "hook:" + h.ID + ":" + delivery
 	}
-	x, created, err := s.store.CreateExecution(r.Context(), in)
+	c, err := s.createExecution(r.Context(), in, cfg.Priority) // flow control (flow.go)
+	x, created := c.x, c.created
 	if sig != nil && (err != nil || x.ID != xid) {
 		// No execution of ours: the signature belongs to the one the
 		// delivery id found, or to none (the sender may try again).
@@ -550,6 +560,10 @@ func (s *Server) receiveHook(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err != nil {
 		return err
+	}
+	if c.debounced {
+		writeJSON(w, http.StatusOK, hookAnswer{ExecutionID: x.ID, Status: x.Status, Debounced: true})
+		return nil
 	}
 	if !created {
 		writeJSON(w, http.StatusOK, hookAnswer{ExecutionID: x.ID, Status: x.Status, Duplicate: true})

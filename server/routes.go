@@ -57,7 +57,7 @@ func (s *Server) routes() []Route {
 		{Method: "DELETE", Path: "/v1/workflows/{id}", Need: PermEdit, Scope: ScopeWorkflow, handler: s.deleteWorkflow},
 		{Method: "GET", Path: "/v1/workflows/{id}/versions", Need: PermRead, Scope: ScopeWorkflow, Query: pageQuery, handler: s.listVersions},
 		{Method: "GET", Path: "/v1/workflows/{id}/versions/{version}", Need: PermRead, Scope: ScopeWorkflow, handler: s.getVersion},
-		{Method: "POST", Path: "/v1/workflows/{id}/executions", Need: PermOperate, Scope: ScopeWorkflow, Query: []string{"version", "start_at"}, handler: s.triggerExecution},
+		{Method: "POST", Path: "/v1/workflows/{id}/executions", Need: PermOperate, Scope: ScopeWorkflow, Query: []string{"version", "start_at", "priority"}, handler: s.triggerExecution},
 
 		{Method: "GET", Path: "/v1/executions", Need: PermRead, Scope: ScopeFiltered, Query: []string{"workflow_id", "status", "idempotency_key", "limit", "cursor", "created_after", "created_before", "trigger"}, QueryPrefixes: []string{"input."}, handler: s.listExecutions},
 		{Method: "GET", Path: "/v1/executions/{id}", Need: PermRead, Scope: ScopeExecution, handler: s.getExecution},

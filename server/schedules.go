@@ -53,6 +53,9 @@ type scheduleSettings struct {
 	CatchUpMax int `json:"catch_up_max,omitempty"`
 	// Input is passed to each execution as $trigger.input.
 	Input json.RawMessage `json:"input,omitempty"`
+	// Priority of its executions, 1…10 (flow.go). Default: the
+	// workflow's settings.priority, else 5.
+	Priority int `json:"priority,omitempty"`
 }
 
 // scheduleInput is the body of a schedule's create or update.
@@ -78,6 +81,9 @@ type plan struct {
 // parsePlan validates settings; errors name the field.
 func parsePlan(cfg scheduleSettings) (*plan, error) {
 	p := &plan{cfg: cfg}
+	if err := checkPriority(cfg.Priority); err != nil { // flow control (flow.go)
+		return nil, badRequest("field %v", err)
+	}
 	if cfg.Timezone == "" {
 		p.cfg.Timezone = "UTC"
 	}

@@ -120,6 +120,8 @@ type Config struct {
 	// whose signatures it checks (issue 36). Defaults to the request's
 	// own scheme and host.
 	PublicURL string
+	// Flow configures the promoter of flow control by key (flow.go).
+	Flow FlowConfig
 }
 
 func (c Config) withDefaults() Config {
@@ -136,6 +138,7 @@ func (c Config) withDefaults() Config {
 	c.History = c.History.withDefaults()
 	c.Crons = c.Crons.withDefaults()
 	c.Retention = c.Retention.withDefaults()
+	c.Flow = c.Flow.withDefaults()
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -198,6 +201,8 @@ type Server struct {
 	streams streamCounts
 	// hookLimits are the webhooks' rate limits on this replica.
 	hookLimits rateLimits
+	// flow is flow control by key (flow.go).
+	flow *flow
 }
 
 // New builds a server from cfg.
@@ -217,8 +222,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.dispatcher = newDispatcher(cfg.Dispatch, dispatcherDeps{store: st, broker: cfg.Broker, engine: cfg.Engine, tracer: cfg.Tracer,
 		log: cfg.Logger, now: cfg.Now, owner: cfg.ID, metrics: m, commits: s.commits})
+	s.flow = newFlow(cfg.Flow, st, cfg.Store, cfg.Engine, cfg.Logger, cfg.Now, cfg.Metrics.Registry())
+	s.dispatcher.flow = s.flow
+	s.flow.defs = &s.dispatcher.defs
 	s.history = newHistoryConsumer(cfg.History, st, cfg.Broker, cfg.Engine, cfg.Logger, s.commits)
 	s.crons = newCrons(cfg.Crons, st, cfg.Logger, cfg.Now, cfg.ID, s.dispatcher.wakeUp)
+	s.crons.flow = s.flow
 	s.retention = newRetention(cfg.Retention, st, cfg.Logger, cfg.Now)
 	s.tokens.ttl = cfg.TokenCacheTTL
 	s.sessions.ttl = cfg.TokenCacheTTL
@@ -250,6 +259,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	run("dispatcher", s.dispatcher.Run)
 	run("history", s.history.Run)
+	run("flow", func(ctx context.Context) error { return s.flow.Run(ctx, s.commits, s.dispatcher.wakeUp) })
 	if !s.cfg.Crons.Off {
 		run("schedules", s.crons.Run)
 	}

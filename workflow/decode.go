@@ -136,7 +136,7 @@ func (d *decoder) unknown(path, format string, args ...any) {
 
 var (
 	workflowFields = []string{"id", "name", "nodes", "edges", "settings"}
-	settingsFields = []string{"fuse"}
+	settingsFields = []string{"fuse", "concurrency", "debounce", "priority"} // flow control: flow_settings.go
 	nodeFields     = []string{"id", "name", "type", "trigger", "parameters", "credentials", "error", "retry", "timeout", "output",
 		"rate_limit", "throttle"} // flow control by key (flow.go)
 	edgeFields        = []string{"id", "src", "dst", "label"}
@@ -209,6 +209,7 @@ func (d *decoder) definition(raw json.RawMessage) *Definition {
 		if s, ok := d.object(raw, "settings", "settings", settingsFields); ok {
 			def.Settings = &Settings{}
 			d.field(s, "settings", "fuse", &def.Settings.Fuse)
+			d.flowSettings(s, def.Settings) // flow control (issue 35)
 		}
 	}
 	var nodes, edges []json.RawMessage

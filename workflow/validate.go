@@ -98,6 +98,7 @@ func (v *validator) run(types NodeChecker) {
 	v.checkTrigger()
 	v.checkCycles()
 	v.checkReachable()
+	v.checkFlow() // flow control (issue 35)
 	if types != nil {
 		names := newContextNames(d)
 		for i := range d.Nodes {

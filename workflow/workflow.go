@@ -23,6 +23,12 @@ type Settings struct {
 	// same hop as the node before it (docs/architecture.md, "Throughput
 	// (issue 11)").
 	Fuse *bool `json:"fuse,omitempty"`
+	// Flow control (issue 35, flow.go): Concurrency caps the executions
+	// running per key, Debounce collapses triggers per key, Priority (1…10,
+	// default 5) orders a backlog.
+	Concurrency *Concurrency `json:"concurrency,omitempty"`
+	Debounce    *Debounce    `json:"debounce,omitempty"`
+	Priority    *int         `json:"priority,omitempty"`
 }
 
 // Fused says whether the workflow's pure nodes may run fused.

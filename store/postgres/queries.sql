@@ -144,16 +144,19 @@ LIMIT $8
 -- against 0.9 ms with 200,000 due); SKIP LOCKED lets concurrent claimers
 -- (other servers) take other rows instead of waiting. Rows locked beyond the
 -- limit are released when the statement's transaction ends.
+-- Priority (issue 35): each priority is read on its own range of
+-- executions_enqueued_priority, highest first, so rows held for a concurrency
+-- slot (available_at far ahead) are never read.
 WITH enqueued AS (
-    SELECT id, available_at FROM executions
-    WHERE status = 'enqueued' AND available_at <= $3
-          -- a paused workflow's executions stay enqueued (issue 34)
-          AND NOT EXISTS (SELECT 1 FROM workflow_pauses p WHERE p.workflow_id = executions.workflow_id)
-    ORDER BY available_at
-    LIMIT $4
-    FOR UPDATE SKIP LOCKED
+    SELECT q.id, q.available_at, q.priority FROM generate_series(10, 1, -1) p(n), LATERAL (
+        SELECT id, available_at, priority FROM executions
+        WHERE status = 'enqueued' AND priority = p.n AND available_at <= $3
+              AND NOT EXISTS (SELECT 1 FROM workflow_pauses wp WHERE wp.workflow_id = executions.workflow_id)
+        ORDER BY available_at
+        LIMIT $4
+        FOR UPDATE SKIP LOCKED) q
 ), expired AS (
-    SELECT id, available_at FROM executions
+    SELECT id, available_at, priority FROM executions
     WHERE status = 'processing' AND dispatched_at IS NULL AND claim_until <= $3
     ORDER BY claim_until
     LIMIT $4
@@ -163,7 +166,7 @@ UPDATE executions e
 SET status = 'processing', claimed_by = $1, claim_until = $2, updated_at = $3
 FROM (
     SELECT id FROM (SELECT * FROM enqueued UNION ALL SELECT * FROM expired) due
-    ORDER BY available_at
+    ORDER BY priority DESC, available_at
     LIMIT $4) due
 WHERE e.id = due.id
 RETURNING e.id, e.workflow_id, e.version, e.status, e.input, e.idempotency_key, e.trigger_source, e.available_at,

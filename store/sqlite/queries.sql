@@ -99,17 +99,46 @@ SET status = 'processing', claimed_by = ?1, claim_until = ?2, updated_at = ?3
 WHERE id IN (
     SELECT id FROM (
         SELECT * FROM (
-            SELECT id, available_at FROM executions INDEXED BY executions_enqueued
-            WHERE status = 'enqueued' AND available_at <= ?3
-                  -- a paused workflow's executions stay enqueued (issue 34)
-                  AND NOT EXISTS (SELECT 1 FROM workflow_pauses p WHERE p.workflow_id = executions.workflow_id)
-            ORDER BY available_at LIMIT ?4)
+            -- A paused workflow's executions stay enqueued (issue 34).
+            -- Priority (issue 35): each priority on its own range of
+            -- executions_enqueued_priority, highest first; rows held for a
+            -- concurrency slot (available_at far ahead) are never read.
+            SELECT * FROM (SELECT id, available_at, priority FROM executions INDEXED BY executions_enqueued_priority
+                WHERE status = 'enqueued' AND priority = 10 AND available_at <= ?3
+                    AND NOT EXISTS (SELECT 1 FROM workflow_pauses wp WHERE wp.workflow_id = executions.workflow_id) ORDER BY available_at LIMIT ?4)
+            UNION ALL SELECT * FROM (SELECT id, available_at, priority FROM executions INDEXED BY executions_enqueued_priority
+                WHERE status = 'enqueued' AND priority = 9 AND available_at <= ?3
+                    AND NOT EXISTS (SELECT 1 FROM workflow_pauses wp WHERE wp.workflow_id = executions.workflow_id) ORDER BY available_at LIMIT ?4)
+            UNION ALL SELECT * FROM (SELECT id, available_at, priority FROM executions INDEXED BY executions_enqueued_priority
+                WHERE status = 'enqueued' AND priority = 8 AND available_at <= ?3
+                    AND NOT EXISTS (SELECT 1 FROM workflow_pauses wp WHERE wp.workflow_id = executions.workflow_id) ORDER BY available_at LIMIT ?4)
+            UNION ALL SELECT * FROM (SELECT id, available_at, priority FROM executions INDEXED BY executions_enqueued_priority
+                WHERE status = 'enqueued' AND priority = 7 AND available_at <= ?3
+                    AND NOT EXISTS (SELECT 1 FROM workflow_pauses wp WHERE wp.workflow_id = executions.workflow_id) ORDER BY available_at LIMIT ?4)
+            UNION ALL SELECT * FROM (SELECT id, available_at, priority FROM executions INDEXED BY executions_enqueued_priority
+                WHERE status = 'enqueued' AND priority = 6 AND available_at <= ?3
+                    AND NOT EXISTS (SELECT 1 FROM workflow_pauses wp WHERE wp.workflow_id = executions.workflow_id) ORDER BY available_at LIMIT ?4)
+            UNION ALL SELECT * FROM (SELECT id, available_at, priority FROM executions INDEXED BY executions_enqueued_priority
+                WHERE status = 'enqueued' AND priority = 5 AND available_at <= ?3
+                    AND NOT EXISTS (SELECT 1 FROM workflow_pauses wp WHERE wp.workflow_id = executions.workflow_id) ORDER BY available_at LIMIT ?4)
+            UNION ALL SELECT * FROM (SELECT id, available_at, priority FROM executions INDEXED BY executions_enqueued_priority
+                WHERE status = 'enqueued' AND priority = 4 AND available_at <= ?3
+                    AND NOT EXISTS (SELECT 1 FROM workflow_pauses wp WHERE wp.workflow_id = executions.workflow_id) ORDER BY available_at LIMIT ?4)
+            UNION ALL SELECT * FROM (SELECT id, available_at, priority FROM executions INDEXED BY executions_enqueued_priority
+                WHERE status = 'enqueued' AND priority = 3 AND available_at <= ?3
+                    AND NOT EXISTS (SELECT 1 FROM workflow_pauses wp WHERE wp.workflow_id = executions.workflow_id) ORDER BY available_at LIMIT ?4)
+            UNION ALL SELECT * FROM (SELECT id, available_at, priority FROM executions INDEXED BY executions_enqueued_priority
+                WHERE status = 'enqueued' AND priority = 2 AND available_at <= ?3
+                    AND NOT EXISTS (SELECT 1 FROM workflow_pauses wp WHERE wp.workflow_id = executions.workflow_id) ORDER BY available_at LIMIT ?4)
+            UNION ALL SELECT * FROM (SELECT id, available_at, priority FROM executions INDEXED BY executions_enqueued_priority
+                WHERE status = 'enqueued' AND priority = 1 AND available_at <= ?3
+                    AND NOT EXISTS (SELECT 1 FROM workflow_pauses wp WHERE wp.workflow_id = executions.workflow_id) ORDER BY available_at LIMIT ?4))
         UNION ALL
         SELECT * FROM (
-            SELECT id, available_at FROM executions INDEXED BY executions_undispatched
+            SELECT id, available_at, priority FROM executions INDEXED BY executions_undispatched
             WHERE status = 'processing' AND dispatched_at IS NULL AND claim_until <= ?3
             ORDER BY claim_until LIMIT ?4))
-    ORDER BY available_at
+    ORDER BY priority DESC, available_at
     LIMIT ?4)
 RETURNING id, workflow_id, version, status, input, idempotency_key, trigger_source, available_at, attempts, cursor,
     vars, unfinished, completion, cancel_requested, claimed_by, claim_until, dispatched_at, created_at, updated_at,
