@@ -225,6 +225,10 @@ func New(cfg Config) (*Server, error) {
 	s.flow = newFlow(cfg.Flow, st, cfg.Store, cfg.Engine, cfg.Logger, cfg.Now, cfg.Metrics.Registry())
 	s.dispatcher.flow = s.flow
 	s.flow.defs = &s.dispatcher.defs
+	s.flow.paused = func(ctx context.Context, workflowID string) (bool, error) { // the "paused" reason (issue 34)
+		p, err := st.WorkflowPaused(ctx, workflowID)
+		return p != nil, err
+	}
 	s.history = newHistoryConsumer(cfg.History, st, cfg.Broker, cfg.Engine, cfg.Logger, s.commits)
 	s.crons = newCrons(cfg.Crons, st, cfg.Logger, cfg.Now, cfg.ID, s.dispatcher.wakeUp)
 	s.crons.flow = s.flow
