@@ -162,6 +162,8 @@ func Connect(ctx context.Context, cfg Config) (*Runtime, error) {
 		Logger:      cfg.Logger,
 		Metrics:     cfg.Metrics,
 		NoFuse:      cfg.NoFuse,
+		// issue 34: the ends of child executions, for every worker
+		ChildResults: cfg.Nodes.Effects,
 	})
 	if err != nil {
 		r.Close()

@@ -134,7 +134,8 @@ func New(opts Options) (*Runtime, error) {
 	// as on Redis (a frozen wait's definition outlives it: Blobs keep
 	// definitions until released).
 	eng, err := engine.New(engine.Config{Registry: reg, Coord: r.Coord, Timers: r.Timers, Barriers: r.Barriers,
-		Blobs: r.blobs, Definitions: r.blobs, Secrets: opts.Secrets, Logger: opts.Logger, Metrics: opts.Metrics})
+		Blobs: r.blobs, Definitions: r.blobs, Secrets: opts.Secrets, Logger: opts.Logger, Metrics: opts.Metrics,
+		ChildResults: r.Effects}) // issue 34: the ends of child executions
 	if err != nil {
 		r.closeSeams()
 		return nil, err

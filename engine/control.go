@@ -20,6 +20,8 @@ func controlTypes() map[string]node.Type {
 	return map[string]node.Type{
 		"split": splitType{}, "aggregator": aggregatorType{}, "merge": mergeType{},
 		"wait": waitType{}, "delay": delayType{},
+		// issue 34: sub-workflows (control_workflow.go)
+		WorkflowType: workflowType{},
 	}
 }
 
@@ -42,6 +44,8 @@ func WithControls(reg *node.Registry) *node.Registry {
 func isControl(typ string) bool {
 	switch typ {
 	case "split", "aggregator", "merge", "wait", "delay":
+		return true
+	case WorkflowType: // issue 34
 		return true
 	}
 	return false

@@ -82,6 +82,10 @@ type Config struct {
 	// it, the next pure node is published as a message of its own. Default
 	// 5 ms (a hop also stops at 64 nodes).
 	FuseBudget time.Duration
+	// ChildResults keeps the ends of child executions for their parents'
+	// workflow nodes (control_workflow.go, DeliverChild); nil means such
+	// nodes fail with UNSUPPORTED_NODE. Issue 34.
+	ChildResults coord.Effects
 }
 
 // Sink receives the effects of handling one message, in the order the
@@ -276,7 +280,7 @@ func (e *Engine) Resume(ctx context.Context, d Delivery, m *message.NodeExecutio
 	if err != nil {
 		return err
 	}
-	if n == nil || !isWait(n.Type) {
+	if n == nil || !(isWait(n.Type) || isChildWorkflow(n.Type)) {
 		return invalidf("message %s: current_node %q is not a wait or delay node of workflow %q", m.MessageID, m.CurrentNode, wf.Def.ID)
 	}
 	tracing.NodeType(ctx, n.Type)

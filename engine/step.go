@@ -110,6 +110,8 @@ func (s *step) handle(ctx context.Context) error {
 	}
 	now := s.e.cfg.Now()
 	switch {
+	case s.mode == modeResume && isChildWorkflow(s.node.Type): // issue 34
+		return s.resumeChild(ctx)
 	case s.mode == modeResume:
 		return s.settle(ctx, &record{Output: map[string]any{ResumeAt: s.resumedAt.UTC().Format(time.RFC3339Nano)}, StartedAt: now, FinishedAt: now}, unverified{})
 	case isBarrier(s.node.Type):
@@ -123,6 +125,9 @@ func (s *step) handle(ctx context.Context) error {
 	rec, err := s.run(ctx, s.e.cfg.Now())
 	if err != nil {
 		return err
+	}
+	if rec.Err == nil && isChildWorkflow(s.node.Type) { // issue 34
+		return s.startChild(ctx, rec)
 	}
 	if rec.Err == nil && isWait(s.node.Type) {
 		if due, err := ResumeTime(rec.Output); err == nil && due.After(s.e.cfg.Now()) {

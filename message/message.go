@@ -89,6 +89,9 @@ type NodeStatus struct {
 	// name ("email_<node id>"): the execution's vars record the output
 	// under it. Added in issue 32; empty on every other status.
 	Var string `json:"var,omitempty"`
+	// Child, on the waiting status of a workflow node, asks the runtime
+	// to start the child execution (ChildStart). Added in issue 34.
+	Child *ChildStart `json:"child,omitempty"`
 }
 
 // CodeDeadLettered is the error code of the failed status a worker reports

@@ -471,6 +471,9 @@ type Store interface {
 	// TriggerStore: webhooks and schedules.
 	TriggerStore
 
+	// ChildStore: the links of child executions to their parents (issue 34).
+	ChildStore
+
 	// Close releases the store's connections.
 	Close() error
 }

@@ -78,6 +78,8 @@ func Exercise(ctx context.Context, t *testing.T, open func(t *testing.T) store.S
 		{"Hooks", testHooks},
 		{"Schedules", testSchedules},
 		{"ScheduleFireConcurrent", testScheduleFireConcurrent},
+		// issue 34: child executions (children.go)
+		{"ChildLinks", testChildLinks},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
