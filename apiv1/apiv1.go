@@ -61,6 +61,10 @@ type Execution struct {
 	// Nodes and Splits are shown by GET /v1/executions/{id} only.
 	Nodes  []NodeRun       `json:"nodes,omitempty"`
 	Splits []SplitProgress `json:"splits,omitempty"`
+	// ParentExecutionID is the execution whose workflow node started this
+	// one (issue 34), shown by GET /v1/executions/{id} and the children
+	// lists; absent for an execution no parent started.
+	ParentExecutionID string `json:"parent_execution_id,omitempty"`
 }
 
 // NodeRun is one run of a node in one branch.

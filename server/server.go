@@ -176,6 +176,7 @@ type Server struct {
 
 	dispatcher *dispatcher
 	history    *historyConsumer
+	children   *children // issue 34
 	crons      *crons
 	retention  *retention
 	// commits wakes the live streams of this process after every history
@@ -211,6 +212,9 @@ func New(cfg Config) (*Server, error) {
 	s.dispatcher = newDispatcher(cfg.Dispatch, dispatcherDeps{store: st, broker: cfg.Broker, engine: cfg.Engine, tracer: cfg.Tracer,
 		log: cfg.Logger, now: cfg.Now, owner: cfg.ID, metrics: m, commits: s.commits})
 	s.history = newHistoryConsumer(cfg.History, st, cfg.Broker, cfg.Engine, cfg.Logger, s.commits)
+	// issue 34: child executions (children.go)
+	s.children = &children{store: st, engine: cfg.Engine, log: cfg.Logger, now: cfg.Now, wake: s.wakeDispatcher, halt: s.halt}
+	s.history.children = s.children
 	s.crons = newCrons(cfg.Crons, st, cfg.Logger, cfg.Now, cfg.ID, s.dispatcher.wakeUp)
 	s.retention = newRetention(cfg.Retention, st, cfg.Logger, cfg.Now)
 	s.tokens.ttl = cfg.TokenCacheTTL

@@ -47,6 +47,12 @@ func apiSuite(t *testing.T, tg *target) {
 		{"Stream", testStream},
 		{"Credentials", testCredentials},
 		{"Metrics", testMetrics},
+		// issue 34: child executions (children_test.go)
+		{"Subworkflow", testSubworkflow},
+		{"SubworkflowFailed", testSubworkflowFailed},
+		{"SubworkflowCycle", testSubworkflowCycle},
+		{"SubworkflowCancel", testSubworkflowCancel},
+		{"SubworkflowNoWait", testSubworkflowNoWait},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
