@@ -280,9 +280,11 @@ func childOutcome(end *ChildEnd) (any, *message.Error) {
 		details["failure_reason"] = f
 		switch f.Code {
 		case CodeChildDepth, CodeChildCycle, CodeChildNotFound:
-			// Refused before it ran: the parent's node fails with the
-			// refusal's own code.
-			return nil, &message.Error{Code: f.Code, Message: f.Message, Details: details}
+			if f.NodeID == "" {
+				// Refused before it ran (no node failed): the parent's
+				// node fails with the refusal's own code.
+				return nil, &message.Error{Code: f.Code, Message: f.Message, Details: details}
+			}
 		}
 		msg += ": " + f.Code + ": " + f.Message
 	}

@@ -87,6 +87,9 @@ var accessTable = map[string]accessRow{
 	"GET /v1/tokens":                {adminOny, "403"},
 	"DELETE /v1/tokens/{name}":      {adminOny, "403"},
 	"GET /v1/audit":                 {adminOny, "403"},
+
+	// issue 34: child executions
+	"GET /v1/executions/{id}/children": {all, "404"},
 }
 
 // TestAccessTableCoversRoutes: every authenticated route has its row, and
