@@ -279,7 +279,7 @@ func childOutcome(end *ChildEnd) (any, *message.Error) {
 	if f := end.FailureReason; f != nil {
 		details["failure_reason"] = f
 		switch f.Code {
-		case CodeChildDepth, CodeChildCycle, CodeChildNotFound:
+		case CodeChildDepth, CodeChildCycle, CodeChildNotFound, CodeChildUnsupported:
 			if f.NodeID == "" {
 				// Refused before it ran (no node failed): the parent's
 				// node fails with the refusal's own code.

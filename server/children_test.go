@@ -171,3 +171,22 @@ func testSubworkflowNoWait(t *testing.T, a *api, id string) {
 		t.Fatalf("child %s", k.Status)
 	}
 }
+
+// testSubworkflowExample: examples/parent_calls_child.json calls
+// examples/child_price_quote.json (workflow ids made the test's own).
+func testSubworkflowExample(t *testing.T, a *api, id string) {
+	child := strings.ReplaceAll(readExample(t, "child_price_quote.json"), `"child_price_quote"`, `"`+id+`_child"`)
+	parent := strings.ReplaceAll(readExample(t, "parent_calls_child.json"), `"child_price_quote"`, `"`+id+`_child"`)
+	parent = strings.Replace(parent, `"parent_calls_child"`, `"`+id+`"`, 1)
+	a.pushWorkflow(child)
+	a.pushWorkflow(parent)
+	x := a.trigger(id, readExample(t, "parent_calls_child.input.json"))
+	done := a.waitStatus(x.ID, "completed", "failed", "cancelled", "halted")
+	var comp message.Completion
+	if err := json.Unmarshal(done.Completion, &comp); err != nil || done.Status != "completed" {
+		t.Fatalf("example: %s %s", done.Status, done.Completion)
+	}
+	if reply, _ := comp.FinalContext["$reply"].(map[string]any); reply["total"] != 37.5 {
+		t.Fatalf("$reply %v, want total 37.5", comp.FinalContext["$reply"])
+	}
+}

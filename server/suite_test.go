@@ -53,6 +53,7 @@ func apiSuite(t *testing.T, tg *target) {
 		{"SubworkflowCycle", testSubworkflowCycle},
 		{"SubworkflowCancel", testSubworkflowCancel},
 		{"SubworkflowNoWait", testSubworkflowNoWait},
+		{"SubworkflowExample", testSubworkflowExample},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
