@@ -289,6 +289,10 @@ type executionData struct {
 	// already is not sent it again (past timelineMax events, a large
 	// split's timeline no longer changes).
 	TimelineKey string
+	// Parent and Children link the execution to the one whose workflow
+	// node started it and to those its workflow nodes started (issue 34).
+	Parent   string
+	Children []*store.ChildLink
 }
 
 func (c *Console) loadExecution(ctx context.Context, acc Access, id string) (*executionData, error) {
@@ -325,6 +329,9 @@ func (c *Console) loadExecution(ctx context.Context, acc Access, id string) (*ex
 		return nil, fmt.Errorf("workflow %s version %d: %w", x.WorkflowID, x.Version, err)
 	}
 	d.Def = def
+	if d.Parent, d.Children, err = c.family(ctx, id); err != nil { // issue 34
+		return nil, err
+	}
 	d.Graph = layout(def)
 	d.Graph.apply(d.States)
 	return d, nil
