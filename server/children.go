@@ -73,8 +73,10 @@ func (c *children) start(ctx context.Context, st *message.NodeStatus) error {
 	if err != nil {
 		return err
 	}
-	if store.Final(parent.Status) || parent.CancelRequested {
-		return nil // its branch is dropped: no child wanted any more
+	if parent.CancelRequested || (req.Wait && store.Final(parent.Status)) {
+		// Its branch is dropped: no child wanted any more. (Without wait,
+		// the parent may well have ended before its status is recorded.)
+		return nil
 	}
 	var chain []string
 	switch up, err := c.store.ParentOf(ctx, parent.ID); {
@@ -129,7 +131,7 @@ func (c *children) start(ctx context.Context, st *message.NodeStatus) error {
 	// A cancel of the parent that came meanwhile cancels the child: the
 	// cancel reads the links after it marked the parent, this reads the
 	// parent after it linked the child, so one of them sees the other.
-	if cur, err := c.store.GetExecution(ctx, parent.ID); err == nil && (cur.CancelRequested || store.Final(cur.Status)) {
+	if cur, err := c.store.GetExecution(ctx, parent.ID); err == nil && (cur.CancelRequested || (req.Wait && store.Final(cur.Status))) {
 		return c.cancel(ctx, x.ID, 0)
 	}
 	return nil
