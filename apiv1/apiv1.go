@@ -67,6 +67,10 @@ type Execution struct {
 	Priority  int         `json:"priority,omitempty"`
 	Debounced bool        `json:"debounced,omitempty"`
 	Queue     *QueueState `json:"queue,omitempty"`
+	// ParentExecutionID is the execution whose workflow node started this
+	// one (issue 34), shown by GET /v1/executions/{id} and the children
+	// lists; absent for an execution no parent started.
+	ParentExecutionID string `json:"parent_execution_id,omitempty"`
 }
 
 // NodeRun is one run of a node in one branch.

@@ -301,6 +301,10 @@ type executionData struct {
 	TimelineKey string
 	// Queue says why an enqueued execution waits (flow.go).
 	Queue string
+	// Parent and Children link the execution to the one whose workflow
+	// node started it and to those its workflow nodes started (issue 34).
+	Parent   string
+	Children []*store.ChildLink
 }
 
 func (c *Console) loadExecution(ctx context.Context, acc Access, id string) (*executionData, error) {
@@ -338,6 +342,9 @@ func (c *Console) loadExecution(ctx context.Context, acc Access, id string) (*ex
 	}
 	d.Def = def
 	if d.Queue, err = queueReason(ctx, c.cfg.Store, x, time.Now()); err != nil {
+		return nil, err
+	}
+	if d.Parent, d.Children, err = c.family(ctx, id); err != nil { // issue 34
 		return nil, err
 	}
 	d.Graph = layout(def)

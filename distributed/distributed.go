@@ -171,6 +171,8 @@ func Connect(ctx context.Context, cfg Config) (*Runtime, error) {
 		// issue 34: wait_for_event's waits and the events sent to them.
 		Events:         coordredis.NewEvents(rc, coordredis.EventOptions{Prefix: kprefix}),
 		EventRetention: cfg.EventRetention,
+		// issue 34: the ends of child executions, for every worker
+		ChildResults: cfg.Nodes.Effects,
 	})
 	if err != nil {
 		r.Close()

@@ -395,6 +395,12 @@ func TestStartWaitMatchesRun(t *testing.T) {
 		if _, err := os.Stat(strings.TrimSuffix(f, ".json") + ".credentials.json"); err == nil {
 			continue
 		}
+		// issue 34: a workflow node's child is started by a server or by
+		// `rune run --workflows`, not by `rune start` (children_test.go
+		// in cmd/rune and server run those examples).
+		if raw, err := os.ReadFile(f); err == nil && strings.Contains(string(raw), `"type": "workflow"`) {
+			continue
+		}
 		examples = append(examples, f)
 	}
 	if len(examples) == 0 {

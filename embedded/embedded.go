@@ -145,7 +145,8 @@ func New(opts Options) (*Runtime, error) {
 	// definitions until released).
 	eng, err := engine.New(engine.Config{Registry: reg, Coord: r.Coord, Timers: r.Timers, Barriers: r.Barriers,
 		Blobs: r.blobs, Definitions: r.blobs, Secrets: opts.Secrets, Logger: opts.Logger, Metrics: opts.Metrics,
-		Limiter: r.Limiter, Events: r.Events, EventRetention: opts.EventRetention})
+		Limiter: r.Limiter, Events: r.Events, EventRetention: opts.EventRetention,
+		ChildResults: r.Effects}) // issue 34: the ends of child executions
 	if err != nil {
 		r.closeSeams()
 		return nil, err

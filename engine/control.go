@@ -22,6 +22,8 @@ func controlTypes() map[string]node.Type {
 		"wait": waitType{}, "delay": delayType{},
 		// issue 34: waiting for an event (control_event.go)
 		EventWaitType: eventWaitType{},
+		// issue 34: sub-workflows (control_workflow.go)
+		WorkflowType: workflowType{},
 	}
 }
 
@@ -46,6 +48,8 @@ func isControl(typ string) bool {
 	case "split", "aggregator", "merge", "wait", "delay":
 		return true
 	case EventWaitType: // issue 34
+		return true
+	case WorkflowType: // issue 34
 		return true
 	}
 	return false

@@ -94,6 +94,10 @@ type Config struct {
 	// wait_for_event nodes that register their wait after it arrived.
 	// Default DefaultEventRetention (24 h).
 	EventRetention time.Duration
+	// ChildResults keeps the ends of child executions for their parents'
+	// workflow nodes (control_workflow.go, DeliverChild); nil means such
+	// nodes fail with UNSUPPORTED_NODE. Issue 34.
+	ChildResults coord.Effects
 }
 
 // Sink receives the effects of handling one message, in the order the
@@ -292,10 +296,10 @@ func (e *Engine) Resume(ctx context.Context, d Delivery, m *message.NodeExecutio
 	if err != nil {
 		return err
 	}
-	if n != nil && !isWait(n.Type) && !isEventWait(n.Type) && wf.flow[n.ID] != nil {
+	if n != nil && !isWait(n.Type) && !isEventWait(n.Type) && !isChildWorkflow(n.Type) && wf.flow[n.ID] != nil {
 		return e.resumeDeferred(d, m, sink) // a deferred run (defer.go)
 	}
-	if n == nil || !(isWait(n.Type) || isEventWait(n.Type)) {
+	if n == nil || !(isWait(n.Type) || isEventWait(n.Type) || isChildWorkflow(n.Type)) {
 		return invalidf("message %s: current_node %q is not a wait or delay node of workflow %q", m.MessageID, m.CurrentNode, wf.Def.ID)
 	}
 	tracing.NodeType(ctx, n.Type)

@@ -112,6 +112,8 @@ func (s *step) handle(ctx context.Context) error {
 	switch {
 	case s.mode == modeResume && isEventWait(s.node.Type): // issue 34
 		return s.resumeEvent(ctx)
+	case s.mode == modeResume && isChildWorkflow(s.node.Type): // issue 34
+		return s.resumeChild(ctx)
 	case s.mode == modeResume:
 		return s.settle(ctx, &record{Output: map[string]any{ResumeAt: s.resumedAt.UTC().Format(time.RFC3339Nano)}, StartedAt: now, FinishedAt: now}, unverified{})
 	case isBarrier(s.node.Type):
@@ -134,6 +136,9 @@ func (s *step) handle(ctx context.Context) error {
 	}
 	if rec.Err == nil && isEventWait(s.node.Type) { // issue 34
 		return s.suspendForEvent(ctx, rec)
+	}
+	if rec.Err == nil && isChildWorkflow(s.node.Type) { // issue 34
+		return s.startChild(ctx, rec)
 	}
 	if rec.Err == nil && isWait(s.node.Type) {
 		if due, err := ResumeTime(rec.Output); err == nil && due.After(s.e.cfg.Now()) {

@@ -94,6 +94,9 @@ type NodeStatus struct {
 	// ReasonRateLimited or ReasonThrottled. Added in issue 35; older
 	// readers refuse it (decoding is strict): upgrade them first.
 	Reason string `json:"reason,omitempty"`
+	// Child, on the waiting status of a workflow node, asks the runtime
+	// to start the child execution (ChildStart). Added in issue 34.
+	Child *ChildStart `json:"child,omitempty"`
 }
 
 // Reasons of a deferred node run (NodeStatus.Reason).

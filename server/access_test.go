@@ -89,6 +89,9 @@ var accessTable = map[string]accessRow{
 	"GET /v1/audit":                 {adminOny, "403"},
 
 	"GET /v1/executions/{id}/sends": {all, "404"}, // issue 36
+
+	// issue 34: child executions
+	"GET /v1/executions/{id}/children": {all, "404"},
 }
 
 // TestAccessTableCoversRoutes: every authenticated route has its row, and

@@ -137,6 +137,9 @@ func (s *Server) getExecution(w http.ResponseWriter, r *http.Request) error {
 	if err := s.queueState(r.Context(), x, &v); err != nil { // flow control (flow.go)
 		return err
 	}
+	if v.ParentExecutionID, err = s.parentOf(r.Context(), x.ID); err != nil { // issue 34
+		return err
+	}
 	v.Nodes = make([]apiv1.NodeRun, 0, len(runs))
 	for _, n := range runs {
 		v.Nodes = append(v.Nodes, viewNodeRun(n))
@@ -154,6 +157,9 @@ var executionStatuses = []string{store.StatusEnqueued, store.StatusProcessing, s
 
 func (s *Server) listExecutions(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
+	if parent := q.Get("parent"); parent != "" { // issue 34: an execution's children
+		return s.listChildren(w, r, parent)
+	}
 	f := store.ExecutionFilter{WorkflowID: q.Get("workflow_id"), Status: q.Get("status"),
 		IdempotencyKey: q.Get("idempotency_key")}
 	if f.Status != "" && !contains(executionStatuses, f.Status) {
@@ -194,6 +200,10 @@ func (s *Server) cancelExecution(w http.ResponseWriter, r *http.Request) error {
 	}
 	if x.CancelRequested && !store.Final(x.Status) {
 		if err := s.halt(r.Context(), x); err != nil {
+			return err
+		}
+		// issue 34: its children that have not ended are cancelled too
+		if err := s.children.cancelChildren(r.Context(), x.ID, 1); err != nil {
 			return err
 		}
 	}

@@ -72,6 +72,9 @@ type historyConsumer struct {
 	// commits is told of every commit, for the live streams.
 	commits *commits
 	vars    varCache
+	// children starts child executions and delivers their ends after
+	// each commit (children.go, issue 34); nil: none.
+	children *children
 }
 
 func newHistoryConsumer(cfg HistoryConfig, st store.Store, b broker.Broker, e *engine.Engine, log *slog.Logger, c *commits) *historyConsumer {
@@ -364,7 +367,7 @@ func (s *historyConsumer) commitHistory(ctx context.Context, batch []pendingEven
 	}
 	s.recordSends(ctx, evs) // notifications: sends by provider message id (issue 36)
 	s.commits.notify()
-	return nil
+	return s.children.afterCommit(ctx, evs) // issue 34
 }
 
 // historyEvent turns a delivered message (a status or a completion) into

@@ -59,11 +59,13 @@ func (s *Server) routes() []Route {
 		{Method: "GET", Path: "/v1/workflows/{id}/versions/{version}", Need: PermRead, Scope: ScopeWorkflow, handler: s.getVersion},
 		{Method: "POST", Path: "/v1/workflows/{id}/executions", Need: PermOperate, Scope: ScopeWorkflow, Query: []string{"version", "start_at", "priority"}, handler: s.triggerExecution},
 
-		{Method: "GET", Path: "/v1/executions", Need: PermRead, Scope: ScopeFiltered, Query: []string{"workflow_id", "status", "idempotency_key", "limit", "cursor", "created_after", "created_before", "trigger"}, QueryPrefixes: []string{"input."}, handler: s.listExecutions},
+		{Method: "GET", Path: "/v1/executions", Need: PermRead, Scope: ScopeFiltered, Query: []string{"workflow_id", "status", "idempotency_key", "limit", "cursor", "created_after", "created_before", "trigger", "parent"}, QueryPrefixes: []string{"input."}, handler: s.listExecutions},
 		{Method: "GET", Path: "/v1/executions/{id}", Need: PermRead, Scope: ScopeExecution, handler: s.getExecution},
 		{Method: "POST", Path: "/v1/executions/{id}/cancel", Need: PermOperate, Scope: ScopeExecution, handler: s.cancelExecution},
 		{Method: "POST", Path: "/v1/executions/{id}/rerun", Need: PermOperate, Scope: ScopeExecution, handler: s.rerunExecution},
 		{Method: "GET", Path: "/v1/executions/{id}/events", Need: PermRead, Scope: ScopeExecution, Stream: true, Query: streamQuery, handler: s.executionEvents},
+		// issue 34: an execution's child executions (api_children.go)
+		{Method: "GET", Path: "/v1/executions/{id}/children", Need: PermRead, Scope: ScopeExecution, Query: []string{"limit"}, handler: s.getChildren},
 		{Method: "GET", Path: "/v1/events", Need: PermRead, Scope: ScopeFiltered, Stream: true, Query: []string{"last_event_id", "from"}, handler: s.allEvents},
 
 		{Method: "POST", Path: "/v1/workflows/{id}/hooks", Need: PermEdit, Scope: ScopeWorkflow, handler: s.createHook},

@@ -186,6 +186,7 @@ type Server struct {
 
 	dispatcher *dispatcher
 	history    *historyConsumer
+	children   *children // issue 34
 	crons      *crons
 	retention  *retention
 	// commits wakes the live streams of this process after every history
@@ -230,6 +231,9 @@ func New(cfg Config) (*Server, error) {
 		return p != nil, err
 	}
 	s.history = newHistoryConsumer(cfg.History, st, cfg.Broker, cfg.Engine, cfg.Logger, s.commits)
+	// issue 34: child executions (children.go)
+	s.children = &children{store: st, engine: cfg.Engine, log: cfg.Logger, now: cfg.Now, wake: s.wakeDispatcher, halt: s.halt}
+	s.history.children = s.children
 	s.crons = newCrons(cfg.Crons, st, cfg.Logger, cfg.Now, cfg.ID, s.dispatcher.wakeUp)
 	s.crons.flow = s.flow
 	s.retention = newRetention(cfg.Retention, st, cfg.Logger, cfg.Now)

@@ -57,6 +57,13 @@ func apiSuite(t *testing.T, tg *target) {
 		{"SendEvents", testSendEvents},
 		{"Approvals", testApprovals},
 		{"HookEvent", testHookEvent},
+		// issue 34: child executions (children_test.go)
+		{"Subworkflow", testSubworkflow},
+		{"SubworkflowFailed", testSubworkflowFailed},
+		{"SubworkflowCycle", testSubworkflowCycle},
+		{"SubworkflowCancel", testSubworkflowCancel},
+		{"SubworkflowNoWait", testSubworkflowNoWait},
+		{"SubworkflowExample", testSubworkflowExample},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -490,6 +490,9 @@ type Store interface {
 	// PauseStore: workflow and execution pauses, re-run starts (issue 34).
 	PauseStore
 
+	// ChildStore: the links of child executions to their parents (issue 34).
+	ChildStore
+
 	// Close releases the store's connections.
 	Close() error
 }

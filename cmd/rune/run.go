@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
+	"github.com/rune-org/rune/client"
 	"github.com/rune-org/rune/embedded"
 	"github.com/rune-org/rune/engine"
 	"github.com/rune-org/rune/message"
@@ -23,8 +25,10 @@ func cmdRun(ctx context.Context, env *cliEnv, args []string) error {
 	asJSON := fs.Bool("json", false, "print exactly the CompletionMessage JSON on stdout")
 	quiet := fs.Bool("quiet", false, "do not show node progress on stderr")
 	creds := credentialsFlag(fs)
+	// issue 34: the workflows that workflow nodes start (run_children.go)
+	wfDir := fs.String("workflows", "", "directory of the workflow files that workflow nodes start as children")
 	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "Usage: rune run WORKFLOW.json [--input '{\"k\":1}' | --input @payload.json] [--json] [--credentials FILE]\n\nRuns the workflow in this process and waits for it to complete.\nEverything is in memory: stopping the process (Ctrl-C) ends the execution,\nwaits included. For work that survives a restart, use `rune server`.\nExit status: 0 completed, 1 failed (a node failed with the halt strategy) or halted (cancelled),\n2 invalid workflow, input or usage.")
+		fmt.Fprintln(env.stderr, "Usage: rune run WORKFLOW.json [--input '{\"k\":1}' | --input @payload.json] [--json] [--credentials FILE] [--workflows DIR]\n\nRuns the workflow in this process and waits for it to complete.\nEverything is in memory: stopping the process (Ctrl-C) ends the execution,\nwaits included. For work that survives a restart, use `rune server`.\nExit status: 0 completed, 1 failed (a node failed with the halt strategy) or halted (cancelled),\n2 invalid workflow, input or usage.")
 		fs.PrintDefaults()
 	}
 	path, err := workflowArg(fs, args)
@@ -48,8 +52,17 @@ func cmdRun(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	defer rt.Close()
+	kctx, stopKids := context.WithCancel(ctx)
+	kids := &runChildren{ctx: kctx, rt: rt, log: loggerTo(env, prog), started: map[string]bool{}}
+	defer kids.wg.Wait()
+	defer stopKids() // children left running (wait false) end with the run
+	if *wfDir != "" {
+		if kids.defs, err = loadWorkflowDir(rt.Engine, *wfDir); err != nil {
+			return err
+		}
+	}
 	return compileThen(env, rt.Engine, path, raw, func(wf *engine.Workflow) error {
-		comp, err := rt.RunCompiled(ctx, wf, in, prog.status)
+		comp, err := client.Run(ctx, rt.Broker, rt.Engine, wf, engine.NewExecutionID(time.Now()), in, kids.follow([]string{wf.Def.ID}, prog.status))
 		return prog.report(env, comp, err, *asJSON)
 	})
 }

@@ -84,6 +84,8 @@ func Exercise(ctx context.Context, t *testing.T, open func(t *testing.T) store.S
 		// Pause and re-run (issue 34).
 		{"WorkflowPause", testWorkflowPause},
 		{"ExecutionPauseRerun", testExecutionPauseRerun},
+		// issue 34: child executions (children.go)
+		{"ChildLinks", testChildLinks},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
