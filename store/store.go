@@ -493,6 +493,9 @@ type Store interface {
 	// ChildStore: the links of child executions to their parents (issue 34).
 	ChildStore
 
+	// HookDeliveryStore: the last deliveries of each hook (issue 38).
+	HookDeliveryStore
+
 	// Close releases the store's connections.
 	Close() error
 }

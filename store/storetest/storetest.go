@@ -86,6 +86,8 @@ func Exercise(ctx context.Context, t *testing.T, open func(t *testing.T) store.S
 		{"ExecutionPauseRerun", testExecutionPauseRerun},
 		// issue 34: child executions (children.go)
 		{"ChildLinks", testChildLinks},
+		// issue 38: a hook's last deliveries (deliveries.go)
+		{"HookDeliveries", testHookDeliveries},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
