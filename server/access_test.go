@@ -71,6 +71,8 @@ var accessTable = map[string]accessRow{
 	"PUT /v1/workflows/{id}/hooks/{hook}":         {edit, "404"},
 	"DELETE /v1/workflows/{id}/hooks/{hook}":      {edit, "404"},
 	"POST /v1/workflows/{id}/hooks/{hook}/rotate": {edit, "404"},
+	// issue 38
+	"GET /v1/workflows/{id}/hooks/{hook}/deliveries": {all, "404"},
 
 	"POST /v1/workflows/{id}/schedules":                   {edit, "404"},
 	"GET /v1/workflows/{id}/schedules":                    {all, "404"},

@@ -468,15 +468,19 @@ func loggedPath(r *http.Request) string {
 
 var errNoHook = notFound("no such hook (or it is disabled)")
 
-// receiveHook is POST /v1/hooks/{secret}: no bearer token; the secret in
+// receiveDelivery answers POST /v1/hooks/{secret}: no bearer token; the secret in
 // the URL finds the hook. Unknown and disabled hooks are the same 404.
-func (s *Server) receiveHook(w http.ResponseWriter, r *http.Request) error {
+// d (hook_deliveries.go) learns the hook once it is found.
+func (s *Server) receiveDelivery(w http.ResponseWriter, r *http.Request, d *store.HookDelivery) error {
 	secret := r.PathValue("secret")
 	if !strings.HasPrefix(secret, HookSecretPrefix) || len(secret) > 128 {
 		return errNoHook
 	}
 	hash := sha256.Sum256([]byte(secret))
 	h, err := s.store.HookBySecret(r.Context(), hash[:])
+	if err == nil {
+		d.HookID = h.ID // issue 38: a refusal of a known hook is recorded too
+	}
 	if errors.Is(err, store.ErrNotFound) || err == nil && h.Disabled {
 		return errNoHook
 	}

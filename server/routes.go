@@ -75,6 +75,8 @@ func (s *Server) routes() []Route {
 		{Method: "DELETE", Path: "/v1/workflows/{id}/hooks/{hook}", Need: PermEdit, Scope: ScopeWorkflow, handler: s.deleteHook},
 		{Method: "POST", Path: "/v1/workflows/{id}/hooks/{hook}/rotate", Need: PermEdit, Scope: ScopeWorkflow, Query: []string{"signing_secret"}, handler: s.rotateHook},
 		{Method: "POST", Path: "/v1/hooks/{secret}", Open: true, AnyQuery: true, handler: s.receiveHook},
+		// issue 38: a hook's last deliveries and their answers (hook_deliveries.go)
+		{Method: "GET", Path: "/v1/workflows/{id}/hooks/{hook}/deliveries", Need: PermRead, Scope: ScopeWorkflow, Query: []string{"limit"}, handler: s.listHookDeliveries},
 
 		{Method: "POST", Path: "/v1/workflows/{id}/schedules", Need: PermEdit, Scope: ScopeWorkflow, handler: s.createSchedule},
 		{Method: "GET", Path: "/v1/workflows/{id}/schedules", Need: PermRead, Scope: ScopeWorkflow, handler: s.listSchedules},
