@@ -64,6 +64,8 @@ func apiSuite(t *testing.T, tg *target) {
 		{"SubworkflowCancel", testSubworkflowCancel},
 		{"SubworkflowNoWait", testSubworkflowNoWait},
 		{"SubworkflowExample", testSubworkflowExample},
+		// issue 38: a hook's last deliveries (hook_deliveries_test.go)
+		{"HookDeliveries", testHookDeliveries},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
