@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -149,12 +150,24 @@ type hookItem struct {
 	Disabled   bool      `json:"disabled"`
 	Signed     bool      `json:"signed"`
 	CreatedAt  time.Time `json:"created_at"`
-	// Deliveries are the newest executions the hook started.
-	Deliveries []row `json:"-"`
+	// Deliveries are the hook's newest deliveries, accepted or refused,
+	// and their answers (issue 38, GET …/hooks/{hook}/deliveries).
+	Deliveries []hookDelivery `json:"-"`
+}
+
+// hookDelivery is a delivery as the API lists it.
+type hookDelivery struct {
+	ReceivedAt  time.Time `json:"received_at"`
+	Status      int       `json:"status"`
+	Accepted    bool      `json:"accepted"`
+	Code        string    `json:"code"`
+	ExecutionID string    `json:"execution_id"`
+	EventID     string    `json:"event_id"`
+	Size        int64     `json:"size"`
 }
 
 // deliveriesShown is how many of a hook's last deliveries its row lists.
-const deliveriesShown = 5
+const deliveriesShown = 8
 
 func (c *Console) hooksPage(w http.ResponseWriter, r *http.Request) {
 	c.renderHooks(w, r, map[string]any{})
@@ -176,13 +189,9 @@ func (c *Console) renderHooks(w http.ResponseWriter, r *http.Request, data map[s
 			continue
 		}
 		for i := range hs {
-			page, err := c.cfg.Store.ListExecutions(r.Context(), store.ExecutionFilter{WorkflowID: id, Trigger: "hook:" + hs[i].ID, Limit: deliveriesShown})
-			if err != nil {
-				c.fail(w, r, "the hooks' deliveries", err)
-				return
-			}
-			for _, x := range page.Items {
-				hs[i].Deliveries = append(hs[i].Deliveries, c.row(x))
+			path := "/v1/workflows/" + url.PathEscape(id) + "/hooks/" + url.PathEscape(hs[i].ID) + "/deliveries?limit=" + strconv.Itoa(deliveriesShown)
+			if err := c.call(r, "GET", path, nil).items(&hs[i].Deliveries); err != nil {
+				errs = append(errs, err.Error())
 			}
 		}
 		hooks = append(hooks, hs...)

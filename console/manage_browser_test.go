@@ -17,7 +17,8 @@ const greetDef = `{"id":"greet","nodes":[{"id":"start","type":"trigger","trigger
 // TestBrowserManage (issue 38): the list filtered by an input value and by
 // trigger; two enqueued executions selected and cancelled, a finished one
 // re-run, each after a confirmation; a hook created (its URL shown once),
-// delivered to and listed with its execution, disabled; a schedule made
+// delivered to and listed with its execution, disabled, and a delivery
+// to it then refused listed with its status and code; a schedule made
 // from a cron whose next 5 fire times show as it is typed, with the
 // catch-up policy, then paused; a credential whose value is never shown
 // again, with its allowed hosts; a token created, and a viewer who logs in
@@ -125,6 +126,13 @@ func TestBrowserManage(t *testing.T) {
 	} else {
 		res.Body.Close()
 	}
+	// The refused delivery is listed with its answer above the accepted
+	// one, whose execution it links to (hook_deliveries.go).
+	tab.Do("hooks after a refusal", chromedp.Navigate(tg.url+"/hooks"))
+	waitJS(t, tab, "the refused delivery listed", `(() => { const d = document.querySelectorAll('#hooks tr[data-hook] .delivery');
+		return d.length === 2 && d[0].dataset.status === '404' && d[0].textContent.includes('not_found') && !d[0].querySelector('a') &&
+			d[1].dataset.status === '202' && d[1].querySelector('a[href^="/executions/exec_"]') !== null })()`)
+	tab.Axe("the hooks page, a refused delivery listed")
 
 	// Schedules: the cron's next 5 fire times as it is typed.
 	tab.Do("schedules", chromedp.Navigate(tg.url+"/schedules"), chromedp.WaitVisible(chromedp.ID("schedule-create")))
