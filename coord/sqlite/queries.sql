@@ -250,3 +250,14 @@ DELETE FROM coord_exec WHERE exec = ?1
 
 -- name: sweep_effects
 DELETE FROM coord_effect WHERE key IN (SELECT key FROM coord_effect WHERE used <= ?1 LIMIT ?2)
+
+-- Pauses (issue 34) ---------------------------------------------------------
+
+-- name: paused_set
+INSERT INTO coord_paused (exec) VALUES (?1) ON CONFLICT DO NOTHING
+
+-- name: paused_clear
+DELETE FROM coord_paused WHERE exec = ?1
+
+-- name: r_paused
+SELECT count(*) FROM coord_paused WHERE exec = ?1

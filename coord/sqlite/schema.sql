@@ -113,3 +113,8 @@ CREATE TABLE IF NOT EXISTS coord_effect (
 ) WITHOUT ROWID;
 
 CREATE INDEX IF NOT EXISTS coord_effect_used ON coord_effect (used);
+
+-- Paused executions (issue 34, coord.Pauses): a row while paused.
+CREATE TABLE IF NOT EXISTS coord_paused (
+  exec TEXT PRIMARY KEY
+) WITHOUT ROWID;
