@@ -116,6 +116,9 @@ func (s *Server) getExecution(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	v := viewExecution(x)
+	if err := s.pausedStatus(r.Context(), &v); err != nil { // issue 34
+		return err
+	}
 	v.Nodes = make([]apiv1.NodeRun, 0, len(runs))
 	for _, n := range runs {
 		v.Nodes = append(v.Nodes, viewNodeRun(n))

@@ -92,6 +92,9 @@ func (s *Server) routes() []Route {
 		{Method: "GET", Path: "/v1/workflows/{id}/pause", Need: PermRead, Scope: ScopeWorkflow, handler: s.getWorkflowPause},
 		{Method: "POST", Path: "/v1/workflows/{id}/pause", Need: PermOperate, Scope: ScopeWorkflow, handler: s.pauseWorkflow},
 		{Method: "POST", Path: "/v1/workflows/{id}/resume", Need: PermOperate, Scope: ScopeWorkflow, handler: s.resumeWorkflow},
+		// Execution pause and resume (issue 34, pause_execution.go).
+		{Method: "POST", Path: "/v1/executions/{id}/pause", Need: PermOperate, Scope: ScopeExecution, handler: s.pauseExecution},
+		{Method: "POST", Path: "/v1/executions/{id}/resume", Need: PermOperate, Scope: ScopeExecution, handler: s.resumeExecution},
 	}
 }
 

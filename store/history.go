@@ -58,7 +58,7 @@ func rank(status string) int {
 		return -1
 	case message.StatusRunning:
 		return 0
-	case message.StatusWaiting:
+	case message.StatusWaiting, message.StatusPaused: // paused: issue 34
 		return 1
 	}
 	return 2
