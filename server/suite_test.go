@@ -50,6 +50,8 @@ func apiSuite(t *testing.T, tg *target) {
 		// Re-run from a node and workflow pause (issue 34).
 		{"RerunFromNode", testRerunFromNode},
 		{"WorkflowPause", testWorkflowPause},
+		// Execution pause and resume (issue 34, pause_execution_test.go).
+		{"ExecutionPause", testExecutionPause},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
