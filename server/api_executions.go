@@ -175,6 +175,7 @@ func (s *Server) cancelExecution(w http.ResponseWriter, r *http.Request) error {
 		if err := s.halt(r.Context(), x); err != nil {
 			return err
 		}
+		s.forgetPause(r.Context(), x.ID) // issue 34 (pause_execution.go)
 	}
 	writeJSON(w, http.StatusAccepted, viewExecution(x))
 	return nil

@@ -75,3 +75,19 @@ func (s *Server) pausedStatus(ctx context.Context, v *apiv1.Execution) error {
 	}
 	return nil
 }
+
+// forgetPause clears the pause flag of execution id, cancelled: the halt
+// has woken its parked branches, which are dropped, and the flag would
+// otherwise outlive it in the coordinator.
+func (s *Server) forgetPause(ctx context.Context, id string) {
+	if p, err := s.store.ExecutionPaused(ctx, id); err != nil || p == nil {
+		return
+	}
+	if err := s.cfg.Engine.ResumeExecution(ctx, id); err != nil && !errors.Is(err, engine.ErrNoPause) {
+		s.log.Warn("cancel: could not clear the execution's pause", "execution", id, "err", err)
+		return
+	}
+	if _, err := s.store.ResumeExecution(ctx, id); err != nil {
+		s.log.Warn("cancel: could not forget the execution's pause", "execution", id, "err", err)
+	}
+}

@@ -78,6 +78,19 @@ func testExecutionPause(t *testing.T, a *api, id string) {
 	}
 	// An ended execution cannot be paused.
 	a.wantError(http.StatusConflict, server.CodeConflict, "POST", "/v1/executions/"+x.ID+"/pause", nil)
+
+	// A paused execution cancelled: its parked branch is dropped and it
+	// ends cancelled; c never runs for it.
+	y := a.trigger(id, `{}`)
+	a.want(http.StatusOK, "POST", "/v1/executions/"+y.ID+"/pause", nil, &p)
+	// Where the branch parks depends on when the pause lands: a, b or d.
+	a.waitFor(y.ID, "a branch parked", func(x *execution) bool {
+		return nodeStatus(x, "a") == "paused" || nodeStatus(x, "b") == "paused" || nodeStatus(x, "d") == "paused"
+	})
+	a.want(http.StatusAccepted, "POST", "/v1/executions/"+y.ID+"/cancel", nil, nil)
+	if got := a.waitStatus(y.ID, "completed", "failed", "halted", "cancelled"); got.Status != "cancelled" || calls[2].Load() != 1 {
+		t.Fatalf("a paused execution cancelled: %s, c called %d times; want cancelled, c not run again", got.Status, calls[2].Load())
+	}
 }
 
 // nodeStatus is the status of node's run in x ("" when it has none).
