@@ -66,6 +66,8 @@ func apiSuite(t *testing.T, tg *target) {
 		{"SubworkflowExample", testSubworkflowExample},
 		// issue 38: a hook's last deliveries (hook_deliveries_test.go)
 		{"HookDeliveries", testHookDeliveries},
+		// Execution pause and resume (issue 34, pause_execution_test.go).
+		{"ExecutionPause", testExecutionPause},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
