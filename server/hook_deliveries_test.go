@@ -22,7 +22,8 @@ type hookDelivery struct {
 // testHookDeliveries (issue 38): a hook delivered once with a good
 // signature and once with a bad one lists both, newest first, with their
 // statuses, the refusal's code and the accepted one's execution; the
-// answer holds no secret, signature or body.
+// answer holds no secret, signature or body. An event hook's delivery
+// names its event; one over max_body is listed as 413 too_large.
 func testHookDeliveries(t *testing.T, a *api, id string) {
 	a.pushWorkflow(wfDef(id, `{"id":"s","type":"set","parameters":{"values":{"ok":true}}}`, `{"id":"e1","src":"start","dst":"s"}`))
 	var hk hookView
@@ -72,10 +73,34 @@ func testHookDeliveries(t *testing.T, a *api, id string) {
 		}
 	}
 
+	page.Items = nil
 	a.want(http.StatusOK, "GET", path+"?limit=1", nil, &page)
 	if len(page.Items) != 1 || page.Items[0].Status != http.StatusUnauthorized {
 		t.Errorf("?limit=1: %+v, want the newest only", page.Items)
 	}
 	a.wantError(http.StatusBadRequest, server.CodeInvalidRequest, "GET", path+"?limit=51", nil)
 	a.wantError(http.StatusNotFound, server.CodeNotFound, "GET", "/v1/workflows/"+id+"/hooks/hk_none/deliveries", nil)
+
+	// An event hook's delivery names its event; a body over max_body is
+	// listed as 413 too_large.
+	var ev hookView
+	a.want(http.StatusCreated, "POST", "/v1/workflows/"+id+"/hooks", []byte(`{"name":"events","max_body":64,"event":{"name":"order.paid","key":"body.order"}}`), &ev)
+	r = a.deliver(ev.URL, `{"order":"o-1"}`)
+	if r.status != http.StatusAccepted {
+		t.Fatalf("event delivery: %d %s, want 202", r.status, r.body)
+	}
+	var sent struct {
+		EventID string `json:"event_id"`
+	}
+	r.decode(t, &sent)
+	large := `{"order":"` + strings.Repeat("x", 100) + `"}`
+	if r := a.deliver(ev.URL, large); r.status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a body over max_body: %d %s, want 413", r.status, r.body)
+	}
+	page.Items = nil // a reused element would keep the fields an answer omits
+	a.want(http.StatusOK, "GET", "/v1/workflows/"+id+"/hooks/"+ev.ID+"/deliveries", nil, &page)
+	if len(page.Items) != 2 || page.Items[0].Status != http.StatusRequestEntityTooLarge || page.Items[0].Code != server.CodeTooLarge ||
+		page.Items[0].Size < 64 || page.Items[1].EventID == "" || page.Items[1].EventID != sent.EventID || page.Items[1].ExecutionID != "" {
+		t.Errorf("event hook's deliveries %+v: want 413 too_large, then 202 with event %s", page.Items, sent.EventID)
+	}
 }
