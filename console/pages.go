@@ -365,7 +365,8 @@ func (c *Console) executionPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.render(w, r, "execution", map[string]any{"Title": "Execution " + id, "D": d, "Row": c.row(d.X),
-		"Final": store.Final(d.X.Status), "LastEvent": last, "Input": prettyJSON(d.X.Input)})
+		"Final": store.Final(d.X.Status), "LastEvent": last, "Input": prettyJSON(d.X.Input),
+		"ExecPaused": c.execPaused(r, d.X.ID)}) // issue 34 (pause.go)
 }
 
 // executionState is the live part of the execution page: each node's
@@ -376,7 +377,8 @@ func (c *Console) executionState(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "execution not readable", http.StatusNotFound)
 		return
 	}
-	data := map[string]any{"D": d, "Row": c.row(d.X), "Final": store.Final(d.X.Status), "Can": accessOf(r)}
+	data := map[string]any{"D": d, "Row": c.row(d.X), "Final": store.Final(d.X.Status), "Can": accessOf(r),
+		"ExecPaused": c.execPaused(r, d.X.ID)} // issue 34 (pause.go)
 	var sum, tl bytes.Buffer
 	err = c.tmpl.ExecuteTemplate(&sum, "summary", data)
 	same := r.URL.Query().Get("timeline") == d.TimelineKey

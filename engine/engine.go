@@ -168,6 +168,10 @@ type Delivery struct {
 	// engine then finishes the node in hand but fuses no more (its
 	// successors are published for another worker). Nil never closes.
 	Draining <-chan struct{}
+
+	// unpaused marks the handling of a branch that a pause parked and a
+	// resume woke (pause.go): it runs, never parks again.
+	unpaused bool
 }
 
 // firstCopy reports whether d is a first copy's first delivery.

@@ -142,6 +142,7 @@ func frozenDictFor(def []byte) []byte {
 // the id of its timer. A payload that can never be resumed is an error
 // wrapping ErrInvalid.
 func (e *Engine) Thaw(ctx context.Context, timerID string, payload []byte) (*message.NodeExecution, error) {
+	_, timerID = pausedTimer(timerID) // a paused branch's timer (pause.go)
 	var m *message.NodeExecution
 	var err error
 	switch {

@@ -69,6 +69,10 @@ type record struct {
 func (r *record) MarshalBinary() ([]byte, error) { return json.Marshal(r) }
 
 func (s *step) handle(ctx context.Context) error {
+	// A paused execution's branch parks before its node begins (pause.go).
+	if parked, err := s.pauseGate(ctx); parked || err != nil {
+		return err
+	}
 	switch s.mode {
 	case modeOptimistic:
 		// A pure node runs before asking the coordinator whether to: its

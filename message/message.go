@@ -55,6 +55,9 @@ const (
 	StatusWaiting  = "waiting"
 	StatusRetrying = "retrying"
 	StatusSkipped  = "skipped"
+	// StatusPaused (issue 34): the branch parked at this node because its
+	// execution is paused; the node runs once it resumes.
+	StatusPaused = "paused"
 )
 
 // Error describes a node failure (RFC 001 §6.2).

@@ -148,7 +148,8 @@ func (m *NodeExecution) Validate() error {
 	return p.err()
 }
 
-var statuses = []string{StatusRunning, StatusSuccess, StatusFailed, StatusWaiting, StatusRetrying, StatusSkipped}
+var statuses = []string{StatusRunning, StatusSuccess, StatusFailed, StatusWaiting, StatusRetrying, StatusSkipped,
+	StatusPaused} // paused: issue 34
 
 // Validate checks s against RFC 001 §6.2 and dsl.md "Statuses" and returns an
 // *Invalid listing every problem.

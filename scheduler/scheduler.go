@@ -223,7 +223,7 @@ func fire(ctx context.Context, cfg Config, t coord.Timer, claimed time.Time) {
 		}
 		d := engine.Delivery{Trace: cfg.Tracer.Traceparent(ctx)}
 		err = publish.Handle(ctx, publish.Config{Broker: cfg.Broker, Completed: cfg.Engine.Completed}, func(s engine.Sink) error {
-			if err := cfg.Engine.Resume(ctx, d, m, t.Due, s); err != nil {
+			if err := cfg.Engine.ResumeTimer(ctx, d, t.ID, m, t.Due, s); err != nil { // paused branches too (issue 34)
 				return err
 			}
 			return fence(ctx, cfg, t)

@@ -140,6 +140,9 @@ func (s *Server) getExecution(w http.ResponseWriter, r *http.Request) error {
 	if v.ParentExecutionID, err = s.parentOf(r.Context(), x.ID); err != nil { // issue 34
 		return err
 	}
+	if err := s.pausedStatus(r.Context(), &v); err != nil { // issue 34
+		return err
+	}
 	v.Nodes = make([]apiv1.NodeRun, 0, len(runs))
 	for _, n := range runs {
 		v.Nodes = append(v.Nodes, viewNodeRun(n))
@@ -206,6 +209,7 @@ func (s *Server) cancelExecution(w http.ResponseWriter, r *http.Request) error {
 		if err := s.children.cancelChildren(r.Context(), x.ID, 1); err != nil {
 			return err
 		}
+		s.forgetPause(r.Context(), x.ID) // issue 34 (pause_execution.go)
 	}
 	writeJSON(w, http.StatusAccepted, viewExecution(x))
 	return nil

@@ -285,7 +285,8 @@ const endedMax = 100_000
 
 // isEnd reports whether a node's status ends its run.
 func isEnd(status string) bool {
-	return status != message.StatusRunning && status != message.StatusWaiting && status != message.StatusRetrying
+	return status != message.StatusRunning && status != message.StatusWaiting && status != message.StatusRetrying &&
+		status != message.StatusPaused // issue 34
 }
 
 func (e endedNodes) add(st *message.NodeStatus) {

@@ -107,6 +107,9 @@ func (s *Server) routes() []Route {
 		{Method: "POST", Path: "/v1/events", Need: PermOperate, Scope: ScopeGlobal, handler: s.sendEvent},
 		{Method: "GET", Path: "/v1/approvals", Need: PermRead, Scope: ScopeFiltered, handler: s.listApprovals},
 		{Method: "POST", Path: "/v1/executions/{id}/approvals/{node}", Need: PermOperate, Scope: ScopeExecution, handler: s.decideApproval},
+		// Execution pause and resume (issue 34, pause_execution.go).
+		{Method: "POST", Path: "/v1/executions/{id}/pause", Need: PermOperate, Scope: ScopeExecution, handler: s.pauseExecution},
+		{Method: "POST", Path: "/v1/executions/{id}/resume", Need: PermOperate, Scope: ScopeExecution, handler: s.resumeExecution},
 	}
 }
 

@@ -202,7 +202,7 @@ func (s *Server) settled(ctx context.Context, execID string, ended time.Time) bo
 	}
 	for _, r := range runs {
 		switch r.Status {
-		case message.StatusRunning, message.StatusWaiting, message.StatusRetrying:
+		case message.StatusRunning, message.StatusWaiting, message.StatusRetrying, message.StatusPaused:
 			return false
 		}
 	}

@@ -64,6 +64,8 @@ func apiSuite(t *testing.T, tg *target) {
 		{"SubworkflowCancel", testSubworkflowCancel},
 		{"SubworkflowNoWait", testSubworkflowNoWait},
 		{"SubworkflowExample", testSubworkflowExample},
+		// Execution pause and resume (issue 34, pause_execution_test.go).
+		{"ExecutionPause", testExecutionPause},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

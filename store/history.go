@@ -60,8 +60,13 @@ func rank(status string) int {
 		return 0
 	case message.StatusWaiting:
 		return 1
+	case message.StatusPaused:
+		// Issue 34: after waiting (a wait's timer came due while paused);
+		// a parked node's running status after its resume is then not
+		// shown, its end is.
+		return 2
 	}
-	return 2
+	return 3
 }
 
 // finished reports whether a run in status s is over (retrying is not: the

@@ -209,6 +209,16 @@ func TestServerEmbeddedCLI(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// Pause and resume the execution (issue 34).
+	if code, out, stderr := c.run("executions", "pause", waiting); code != 0 || !strings.Contains(out, "pause requested (status paused)") {
+		t.Fatalf("executions pause: exit %d %q %s", code, out, stderr)
+	}
+	if _, out, _ := c.run("executions", "get", waiting); !strings.Contains(out, `"status": "paused"`) {
+		t.Fatalf("executions get of a paused execution: %s", out)
+	}
+	if code, out, stderr := c.run("executions", "resume", waiting); code != 0 || !strings.Contains(out, "resume requested") {
+		t.Fatalf("executions resume: exit %d %q %s", code, out, stderr)
+	}
 	if code, out, stderr := c.run("executions", "cancel", waiting); code != 0 || !strings.Contains(out, "cancel requested") {
 		t.Fatalf("cancel: exit %d %q %s", code, out, stderr)
 	}

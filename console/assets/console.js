@@ -275,6 +275,23 @@ function executionPage() {
     });
   };
   bindCancel();
+  // Execution Pause / Resume ask first too (issue 34).
+  const bindPause = () => {
+    const b = document.getElementById("xpause");
+    if (!b) return;
+    const box = document.getElementById("xpause-confirm");
+    const yes = document.getElementById("xpause-yes"), no = document.getElementById("xpause-no");
+    b.addEventListener("click", () => { box.hidden = false; b.setAttribute("aria-expanded", "true"); no.focus(); });
+    no.addEventListener("click", () => { box.hidden = true; b.setAttribute("aria-expanded", "false"); b.focus(); });
+    yes.addEventListener("click", async () => {
+      yes.disabled = true;
+      try { await post("/ui/api/v1/executions/" + encodeURIComponent(id) + "/" + b.dataset.action); }
+      catch (e) { yes.disabled = false; document.getElementById("xpause-error").textContent = e.message; return; }
+      box.hidden = true;
+      refresh();
+    });
+  };
+  bindPause();
 
   let final = !root.dataset.live;
   const refresh = throttled(async () => {
@@ -290,12 +307,13 @@ function executionPage() {
       g.setAttribute("aria-label", g.getAttribute("aria-label").replace(/: [^:]*$/, ": " + (n.label || "not run yet")));
     });
     // A confirmation being answered is not swept away by a refresh.
-    const confirming = document.getElementById("cancel-confirm");
-    if (!(confirming && !confirming.hidden && !st.final)) {
+    const confirming = document.getElementById("cancel-confirm"), pausing = document.getElementById("xpause-confirm");
+    if (!((confirming && !confirming.hidden || pausing && !pausing.hidden) && !st.final)) {
       const summary = document.getElementById("summary");
       summary.innerHTML = st.summary;
       showTimes(summary);
       bindCancel();
+      bindPause();
     }
     // The timeline comes only when it changed since the one shown.
     if (st.timeline !== undefined) {

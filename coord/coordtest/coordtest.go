@@ -44,6 +44,8 @@ func Run(t *testing.T, newCoord func(t *testing.T) coord.Coordinator) {
 		{"AfterEnd", testAfterEnd},
 		{"Published", testPublished},
 		{"InterleavedExecutions", testInterleavedExecutions},
+		// Pauses (issue 34, pause.go).
+		{"Pauses", testPauses},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

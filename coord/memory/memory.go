@@ -55,6 +55,9 @@ type Coordinator struct {
 	stop      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
+
+	// pauses are the executions paused through the API (pause.go).
+	pauses pauses
 }
 
 type shard struct {

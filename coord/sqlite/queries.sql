@@ -323,3 +323,14 @@ DELETE FROM coord_event WHERE (pair, id) IN (SELECT pair, id FROM coord_event WH
 
 -- name: sweep_evwaits
 DELETE FROM coord_evwait WHERE (pair, timer) IN (SELECT pair, timer FROM coord_evwait WHERE due <= ?1 LIMIT ?2)
+
+-- Pauses (issue 34) ---------------------------------------------------------
+
+-- name: paused_set
+INSERT INTO coord_paused (exec) VALUES (?1) ON CONFLICT DO NOTHING
+
+-- name: paused_clear
+DELETE FROM coord_paused WHERE exec = ?1
+
+-- name: r_paused
+SELECT count(*) FROM coord_paused WHERE exec = ?1

@@ -176,3 +176,8 @@ CREATE TABLE IF NOT EXISTS coord_event (
 
 CREATE INDEX IF NOT EXISTS coord_event_at ON coord_event (pair, at);
 CREATE INDEX IF NOT EXISTS coord_event_keep ON coord_event (keep);
+
+-- Paused executions (issue 34, coord.Pauses): a row while paused.
+CREATE TABLE IF NOT EXISTS coord_paused (
+  exec TEXT PRIMARY KEY
+) WITHOUT ROWID;

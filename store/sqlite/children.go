@@ -2,8 +2,8 @@ package sqlite
 
 import (
 	"context"
-	_ "embed"
 	"database/sql"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
