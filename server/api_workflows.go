@@ -169,6 +169,7 @@ func (s *Server) updateWorkflow(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	s.flow.forget(id) // the new version's debounce and priority apply here at once
 	writeWorkflow(w, http.StatusOK, stored)
 	return nil
 }
