@@ -169,6 +169,7 @@ func (s *Server) updateWorkflow(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	s.flow.forget(id) // this server's triggers follow the new version's flow settings at once (flow.go)
 	writeWorkflow(w, http.StatusOK, stored)
 	return nil
 }

@@ -1,15 +1,17 @@
 -- Flow control by key (issue 35): flow.go. Every write of a key's slots
 -- first takes the key's advisory lock (flow_lock, flow_try_lock), so the
--- counts two servers read and the slots they take agree.
+-- counts two servers read and the slots they take agree. The lock's text is
+-- the workflow id's length, ':', the id and the key: unambiguous (text
+-- cannot hold chr(0), which PostgreSQL refuses).
 
 -- name: flow_lock
-SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(0) || $2, 35))
+SELECT pg_advisory_xact_lock(hashtextextended(length($1::text) || ':' || $1::text || $2::text, 35))
 
 -- name: flow_try_lock
-SELECT pg_try_advisory_xact_lock(hashtextextended($1 || chr(0) || $2, 35))
+SELECT pg_try_advisory_xact_lock(hashtextextended(length($1::text) || ':' || $1::text || $2::text, 35))
 
 -- name: flow_debounce_lock
-SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(0) || $2, 36))
+SELECT pg_advisory_xact_lock(hashtextextended(length($1::text) || ':' || $1::text || $2::text, 36))
 
 -- name: flow_slot_state
 SELECT state FROM flow_slots WHERE execution_id = $1
