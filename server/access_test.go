@@ -94,6 +94,16 @@ var accessTable = map[string]accessRow{
 
 	// issue 34: child executions
 	"GET /v1/executions/{id}/children": {all, "404"},
+	// issue 34: pause and resume, events and approvals
+	"GET /v1/workflows/{id}/pause":              {all, "404"},
+	"POST /v1/workflows/{id}/pause":             {operate, "404"},
+	"POST /v1/workflows/{id}/resume":            {operate, "404"},
+	"POST /v1/executions/{id}/pause":            {operate, "404"},
+	"POST /v1/executions/{id}/resume":           {operate, "404"},
+	"POST /v1/events":                           {operate, "403"},
+	"GET /v1/approvals":                         {all, "filter"},
+	"POST /v1/executions/{id}/approvals/{node}": {operate, "404"},
+	"GET /v1/schedules/preview":                 {all, "filter"}, // issue 38
 }
 
 // TestAccessTableCoversRoutes: every authenticated route has its row, and
