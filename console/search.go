@@ -1,7 +1,6 @@
 package console
 
 import (
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
@@ -30,24 +29,10 @@ func parseWhere(s string) ([]store.InputMatch, error) {
 		for _, p := range []string{"$trigger.", "input."} {
 			path = strings.TrimPrefix(path, p)
 		}
-		ms = append(ms, store.InputMatch{Path: strings.Split(path, "."), Value: scalar(strings.TrimSpace(value))})
+		ms = append(ms, store.InputMatch{Path: strings.Split(path, "."), Value: store.ParseInputValue(strings.TrimSpace(value))})
 	}
 	if _, _, err := store.InputFilter(ms); err != nil {
 		return nil, fmt.Errorf("input filter: %w", err)
 	}
 	return ms, nil
-}
-
-// scalar reads v as a JSON scalar when it is one, else as a string.
-func scalar(v string) json.RawMessage {
-	var x any
-	if json.Unmarshal([]byte(v), &x) == nil {
-		switch x.(type) {
-		case map[string]any, []any:
-		default:
-			return json.RawMessage(v)
-		}
-	}
-	b, _ := json.Marshal(v)
-	return b
 }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -41,7 +40,7 @@ func searchQuery(r *http.Request) (string, []store.InputMatch, error) {
 	var ms []store.InputMatch
 	for _, name := range names {
 		for _, v := range q[name] {
-			ms = append(ms, store.InputMatch{Path: strings.Split(strings.TrimPrefix(name, "input."), "."), Value: inputValue(v)})
+			ms = append(ms, store.InputMatch{Path: strings.Split(strings.TrimPrefix(name, "input."), "."), Value: store.ParseInputValue(v)})
 		}
 	}
 	if _, _, err := store.InputFilter(ms); err != nil {
@@ -51,22 +50,6 @@ func searchQuery(r *http.Request) (string, []store.InputMatch, error) {
 		return "", nil, err
 	}
 	return trigger, ms, nil
-}
-
-// inputValue reads a query value as a JSON scalar when it is one (42,
-// -1.5, true, false, null, "quoted"), else as a string: input.name=alice
-// is "alice", input.id=42 the number 42 and input.id="42" the string.
-func inputValue(v string) json.RawMessage {
-	var x any
-	if json.Unmarshal([]byte(v), &x) == nil {
-		switch x.(type) {
-		case map[string]any, []any:
-		default:
-			return json.RawMessage(v)
-		}
-	}
-	b, _ := json.Marshal(v)
-	return b
 }
 
 // previewSchedule answers a cron's next fire times from now, as a schedule

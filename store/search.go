@@ -107,3 +107,20 @@ func TriggerFilter(t string) (exact, kind string, err error) {
 	}
 	return t, kind, nil
 }
+
+// ParseInputValue reads a filter's value as a JSON scalar when it is one (42,
+// -1.5, true, false, null, "quoted"), else as a string: input.name=alice
+// is "alice", input.id=42 the number 42 and input.id="42" the string. The
+// API's query parameters and the console's search box read values so.
+func ParseInputValue(v string) json.RawMessage {
+	var x any
+	if json.Unmarshal([]byte(v), &x) == nil {
+		switch x.(type) {
+		case map[string]any, []any:
+		default:
+			return json.RawMessage(v)
+		}
+	}
+	b, _ := json.Marshal(v)
+	return b
+}
