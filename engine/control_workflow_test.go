@@ -80,14 +80,20 @@ func TestWorkflowNodeRedeliveredAsksForOneChild(t *testing.T) {
 }
 
 // TestWorkflowNodeChildFailed: a failed child fails the node with
-// CHILD_FAILED and its failure_reason; a refused one with the refusal's code.
+// CHILD_FAILED and its failure_reason; a refused one (no node of it ran)
+// with the refusal's code. A refusal further down (a grandchild refused,
+// so a node of the child failed with it) is the child's failure.
 func TestWorkflowNodeChildFailed(t *testing.T) {
-	for _, tc := range []struct{ code, want string }{{"EXPRESSION", engine.CodeChildFailed}, {engine.CodeChildDepth, engine.CodeChildDepth}} {
+	for _, tc := range []struct{ node, code, want string }{
+		{"x", "EXPRESSION", engine.CodeChildFailed},
+		{"", engine.CodeChildDepth, engine.CodeChildDepth},
+		{"x", engine.CodeChildDepth, engine.CodeChildFailed},
+	} {
 		h := childHarness(t)
 		h.start(map[string]any{"n": 1.0})
 		h.drain()
 		st := h.childStarts()[0]
-		f := &message.Failure{NodeID: "x", Error: message.Error{Code: tc.code, Message: "boom"}}
+		f := &message.Failure{NodeID: tc.node, Error: message.Error{Code: tc.code, Message: "boom"}}
 		if err := h.eng.DeliverChild(context.Background(), st.Wake, engine.ChildEnd{ExecutionID: st.ExecutionID, Status: "failed", FailureReason: f}); err != nil {
 			t.Fatal(err)
 		}
@@ -95,7 +101,7 @@ func TestWorkflowNodeChildFailed(t *testing.T) {
 		h.drain()
 		c := h.completion()
 		if c.Status != message.CompletionFailed || c.FailureReason == nil || c.FailureReason.Code != tc.want || c.FailureReason.Details["failure_reason"] == nil {
-			t.Fatalf("child failed with %s: completion %+v, want failed with %s and the child's reason", tc.code, c.FailureReason, tc.want)
+			t.Fatalf("child failed with %s at node %q: completion %+v, want failed with %s and the child's reason", tc.code, tc.node, c.FailureReason, tc.want)
 		}
 	}
 }
