@@ -308,12 +308,18 @@ function executionPage() {
     });
     // A confirmation being answered is not swept away by a refresh.
     const confirming = document.getElementById("cancel-confirm"), pausing = document.getElementById("xpause-confirm");
-    if (!((confirming && !confirming.hidden || pausing && !pausing.hidden) && !st.final)) {
-      const summary = document.getElementById("summary");
+    const summary = document.getElementById("summary");
+    if (st.summary !== summary.dataset.html && !((confirming && !confirming.hidden || pausing && !pausing.hidden) && !st.final)) {
+      // A keyboard user's focus inside the summary (the failure banner's
+      // link) survives the re-render: the new element of that id takes it.
+      const had = summary.contains(document.activeElement) ? document.activeElement.id : "";
       summary.innerHTML = st.summary;
+      summary.dataset.html = st.summary;
       showTimes(summary);
       bindCancel();
       bindPause();
+      const back = had && document.getElementById(had);
+      if (back) back.focus();
     }
     // The timeline comes only when it changed since the one shown.
     if (st.timeline !== undefined) {
