@@ -1,0 +1,13 @@
+package memory_test
+
+import (
+	"testing"
+
+	"github.com/rune-org/rune/coord"
+	"github.com/rune-org/rune/coord/coordtest"
+	"github.com/rune-org/rune/coord/memory"
+)
+
+func TestDigestsConformance(t *testing.T) {
+	coordtest.RunDigests(t, func(t *testing.T) coord.Digests { return memory.NewDigests() })
+}
