@@ -340,3 +340,23 @@ func (s *step) resumeDigest(ctx context.Context) error {
 	}
 	return nil
 }
+
+// dropDigest closes the digest of an opener whose execution was halted or
+// cancelled while it waited (a halt wakes its timer): the next execution
+// of the key opens a new digest rather than join one no one will send.
+// The values that joined it are dropped with it. Failing to close it only
+// leaves it open until its window ends: it is logged.
+func (s *step) dropDigest(ctx context.Context) {
+	if s.e.cfg.Digests == nil {
+		return
+	}
+	rec, err := s.run(ctx, s.e.cfg.Now())
+	if err != nil || rec.Err != nil {
+		return
+	}
+	if key, _, _, ok := digestOf(rec.Output); ok {
+		if err := s.e.cfg.Digests.Forget(ctx, s.digestKey(key), s.m.MessageID); err != nil {
+			s.e.log.WarnContext(ctx, "engine: close the digest of a halted execution", "message_id", s.m.MessageID, "err", err)
+		}
+	}
+}

@@ -95,3 +95,42 @@ func TestDigestWithoutStore(t *testing.T) {
 		t.Fatalf("completion %s %+v, want failed with UNSUPPORTED_NODE", c.Status, c.FailureReason)
 	}
 }
+
+// TestDigestOpenerHalted: the opener's execution is halted while it waits;
+// its timer, woken, drops the branch and closes the digest, so the next
+// execution of the key opens a new one rather than join it.
+func TestDigestOpenerHalted(t *testing.T) {
+	h := newHarnessWith(t, digestDef, func(c *engine.Config) { c.Digests = coordmem.NewDigests() })
+	startExec := func(id string, n int) {
+		var f engine.Effects
+		if err := h.eng.Start(context.Background(), h.wf, id, map[string]any{"user": "u1", "n": n}, &f); err != nil {
+			t.Fatal(err)
+		}
+		h.absorb(&f)
+		h.drain()
+	}
+	startExec("ex_a", 0)
+	startExec("ex_b", 1)
+	if err := h.eng.Halt(context.Background(), "ex_a", message.Failure{Error: message.Error{Code: "CANCELLED", Message: "cancelled"}}); err != nil {
+		t.Fatal(err)
+	}
+	if fired := h.fireTimers(time.Now()); len(fired) != 1 {
+		t.Fatalf("%d timers fired after the halt, want the opener's", len(fired))
+	}
+	h.drain()
+	startExec("ex_c", 2)
+	for _, c := range h.done {
+		if c.ExecutionID == "ex_c" {
+			t.Fatalf("ex_c completed (%v): it joined the halted execution's digest", c.FinalContext["$dg"])
+		}
+	}
+	waiting := false
+	for _, s := range h.status {
+		if s.ExecutionID == "ex_c" && s.NodeID == "dg" && s.Status == message.StatusWaiting {
+			waiting = true
+		}
+	}
+	if !waiting {
+		t.Fatalf("ex_c did not open a new digest: %v", h.statuses())
+	}
+}

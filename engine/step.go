@@ -104,6 +104,9 @@ func (s *step) handle(ctx context.Context) error {
 	}
 	switch b.State {
 	case coord.Drop:
+		if s.mode == modeResume && isDigest(s.node.Type) { // issue 36
+			s.dropDigest(ctx)
+		}
 		return s.settle(ctx, nil, unverified{})
 	case coord.Replay:
 		rec, err := s.stored(b.Record)
