@@ -1,10 +1,13 @@
 package coordtest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -237,4 +240,26 @@ func testDigestBadArguments(t *testing.T, d coord.Digests) {
 			t.Errorf("%s: err %v, want ErrInvalidDigest", name, err)
 		}
 	}
+}
+
+// BenchDigestJoin measures one Join per op, from parallelism goroutines
+// per GOMAXPROCS (0: one goroutine), over 1,000 keys: each key's first
+// Join opens its digest, the others join it (docs/benchmarks.md, issue 36).
+func BenchDigestJoin(b *testing.B, d coord.Digests, parallelism int) {
+	ctx := context.Background()
+	now := time.Now()
+	closes := now.Add(time.Hour)
+	value := []byte(`{"author":"Grace","text":"Nice post!"}`)
+	var n atomic.Int64
+	b.ResetTimer()
+	runBench(b, parallelism, func(next func() bool) {
+		for next() {
+			i := n.Add(1)
+			m := coord.DigestMember{ID: "m" + strconv.FormatInt(i, 10), Execution: "x" + strconv.FormatInt(i, 10), Value: value}
+			if _, err := d.Join(ctx, "bench-"+strconv.FormatInt(i%1000, 10), m, now, closes); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }

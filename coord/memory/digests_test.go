@@ -11,3 +11,8 @@ import (
 func TestDigestsConformance(t *testing.T) {
 	coordtest.RunDigests(t, func(t *testing.T) coord.Digests { return memory.NewDigests() })
 }
+
+// BenchmarkDigestJoin: coordtest.BenchDigestJoin from one goroutine.
+func BenchmarkDigestJoin(b *testing.B) {
+	coordtest.BenchDigestJoin(b, memory.NewDigests(), 0)
+}

@@ -24,3 +24,11 @@ func TestClusterDigestsConformance(t *testing.T) {
 		return redis.NewDigests(newClusterClient(t, prefix), redis.DigestOptions{Prefix: prefix})
 	})
 }
+
+// BenchmarkDigestJoin: coordtest.BenchDigestJoin, one Join per op (two
+// round trips: the open digest's read, the script), from 16 goroutines
+// per GOMAXPROCS (docs/benchmarks.md, issue 36).
+func BenchmarkDigestJoin(b *testing.B) {
+	prefix := testinfra.Name(b)
+	coordtest.BenchDigestJoin(b, redis.NewDigests(newClient(b, prefix), redis.DigestOptions{Prefix: prefix}), 16)
+}
