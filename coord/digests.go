@@ -66,7 +66,7 @@ type Digest struct {
 // Limits of digests, which every Digests accepts.
 const (
 	// MaxDigestItems bounds the values of one digest.
-	MaxDigestItems = 10_000
+	MaxDigestItems = 1_000
 	// MaxDigestKey bounds a key's length in bytes.
 	MaxDigestKey = 600
 	// DigestGrace is how long after its Closes a digest is kept at least,

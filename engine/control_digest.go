@@ -34,7 +34,7 @@ const (
 	MaxDigestKey = 500
 	// MaxDigestValue bounds one member's value, JSON bytes: it is kept in
 	// the coordination store until its digest is taken.
-	MaxDigestValue = 64 << 10
+	MaxDigestValue = 16 << 10
 )
 
 // DigestedInto is the output key of an execution that joined a digest: the

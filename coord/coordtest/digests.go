@@ -28,6 +28,7 @@ func RunDigests(t *testing.T, newDigests func(t *testing.T) coord.Digests) {
 		{"KeysIndependent", testDigestKeysIndependent},
 		{"Concurrent", testDigestConcurrent},
 		{"Forget", testDigestForget},
+		{"Full", testDigestFull},
 		{"BadArguments", testDigestBadArguments},
 	}
 	for _, tc := range cases {
@@ -212,6 +213,21 @@ func testDigestForget(t *testing.T, d coord.Digests) {
 	wantOpener(t, mustJoin(t, d, "k", "b", digestT0.Add(time.Second)), "a", false, digestT0.Add(time.Minute))
 	if err := d.Forget(ctxFor(t), "k", "unknown"); err != nil {
 		t.Fatalf("Forget of an unknown digest: %v", err)
+	}
+}
+
+// A digest takes MaxDigestItems values; the next Join fails, and a Join
+// after its window opens a new digest.
+func testDigestFull(t *testing.T, d coord.Digests) {
+	for i := range coord.MaxDigestItems {
+		mustJoin(t, d, "k", fmt.Sprintf("m%d", i), digestT0)
+	}
+	if _, err := d.Join(ctxFor(t), "k", member("over"), digestT0, digestT0.Add(time.Minute)); !errors.Is(err, coord.ErrDigestFull) {
+		t.Fatalf("Join of a full digest: %v, want ErrDigestFull", err)
+	}
+	wantOpener(t, mustJoin(t, d, "k", "over", digestT0.Add(time.Minute)), "over", true, digestT0.Add(2*time.Minute))
+	if got := mustTake(t, d, "k", "m0"); len(got) != coord.MaxDigestItems {
+		t.Fatalf("the full digest holds %d values, want %d", len(got), coord.MaxDigestItems)
 	}
 }
 
