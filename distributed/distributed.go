@@ -173,6 +173,8 @@ func Connect(ctx context.Context, cfg Config) (*Runtime, error) {
 		EventRetention: cfg.EventRetention,
 		// issue 34: the ends of child executions, for every worker
 		ChildResults: cfg.Nodes.Effects,
+		// issue 36: the open digests of digest nodes, for every worker
+		Digests: coordredis.NewDigests(rc, coordredis.DigestOptions{Prefix: kprefix}),
 	})
 	if err != nil {
 		r.Close()

@@ -25,3 +25,9 @@ func TestEventTimeout(t *testing.T) {
 	rt := newRuntime(t).(runtime)
 	runtimetest.EventTimeout(t, rt, rt.rt.Engine)
 }
+
+// The digest node on RabbitMQ and Redis (issue 36).
+func TestDigests(t *testing.T) {
+	t.Parallel()
+	runtimetest.Digests(t, newRuntime(t))
+}

@@ -25,6 +25,7 @@ func (r *Runtime) durable(opts Options, followOnly []broker.Topic) error {
 	r.blobs = cs.Blobs()
 	r.Limiter = cs.Limiter()
 	r.Events = cs.Events()
+	r.Digests = cs.Digests() // issue 36
 	r.DeadLetters = sqliteDLQ{b}
 	// The broker first: its Close waits for the handlers still publishing.
 	r.closers = append(r.closers, b.Close, cs.Close)

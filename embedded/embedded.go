@@ -84,6 +84,8 @@ type Runtime struct {
 	Limiter coord.Limiter
 	// Events matches sent events to the wait_for_event nodes (issue 34).
 	Events coord.Events
+	// Digests holds the open digests of digest nodes (issue 36).
+	Digests coord.Digests
 	// DeadLetters lists, replays and purges the messages the worker
 	// rejected; nil in memory, where dead letters are only logged.
 	DeadLetters DeadLetters
@@ -131,6 +133,7 @@ func New(opts Options) (*Runtime, error) {
 		r.closers = append(r.closers, mc.Close, mb.Close)
 		r.Limiter = coordmem.NewLimiter()
 		r.Events = coordmem.NewEvents()
+		r.Digests = coordmem.NewDigests()
 	}
 	reg := opts.Registry
 	if reg == nil {
@@ -146,7 +149,8 @@ func New(opts Options) (*Runtime, error) {
 	eng, err := engine.New(engine.Config{Registry: reg, Coord: r.Coord, Timers: r.Timers, Barriers: r.Barriers,
 		Blobs: r.blobs, Definitions: r.blobs, Secrets: opts.Secrets, Logger: opts.Logger, Metrics: opts.Metrics,
 		Limiter: r.Limiter, Events: r.Events, EventRetention: opts.EventRetention,
-		ChildResults: r.Effects}) // issue 34: the ends of child executions
+		ChildResults: r.Effects,  // issue 34: the ends of child executions
+		Digests:      r.Digests}) // issue 36
 	if err != nil {
 		r.closeSeams()
 		return nil, err

@@ -53,3 +53,15 @@ func TestDurableEventTimeout(t *testing.T) {
 	rt := durable(t, embedded.Options{})
 	runtimetest.EventTimeout(t, rt, rt.Engine)
 }
+
+// The digest node (issue 36), in memory and durable.
+
+func TestDigests(t *testing.T) {
+	t.Parallel()
+	runtimetest.Digests(t, memoryRuntime(t))
+}
+
+func TestDurableDigests(t *testing.T) {
+	t.Parallel()
+	runtimetest.Digests(t, durable(t, embedded.Options{}))
+}

@@ -24,6 +24,8 @@ func controlTypes() map[string]node.Type {
 		EventWaitType: eventWaitType{},
 		// issue 34: sub-workflows (control_workflow.go)
 		WorkflowType: workflowType{},
+		// issue 36: digests (control_digest.go)
+		DigestType: digestType{},
 	}
 }
 
@@ -50,6 +52,8 @@ func isControl(typ string) bool {
 	case EventWaitType: // issue 34
 		return true
 	case WorkflowType: // issue 34
+		return true
+	case DigestType: // issue 36
 		return true
 	}
 	return false

@@ -130,7 +130,7 @@ func TestControlTypes(t *testing.T) {
 	reg := node.NewRegistry()
 	reg.Register("http", fakeType{})
 	reg.Register("split", fakeType{})
-	want := []string{"aggregator", "delay", "http", "merge", "split", "wait", "wait_for_event", "workflow"}
+	want := []string{"aggregator", "delay", "digest", "http", "merge", "split", "wait", "wait_for_event", "workflow"}
 	all := WithControls(reg)
 	if got := all.Names(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Names() = %v, want %v", got, want)

@@ -98,6 +98,9 @@ type Config struct {
 	// workflow nodes (control_workflow.go, DeliverChild); nil means such
 	// nodes fail with UNSUPPORTED_NODE. Issue 34.
 	ChildResults coord.Effects
+	// Digests holds the open digests of digest nodes (control_digest.go);
+	// nil means such nodes fail with UNSUPPORTED_NODE. Issue 36.
+	Digests coord.Digests
 }
 
 // Sink receives the effects of handling one message, in the order the
@@ -300,10 +303,10 @@ func (e *Engine) Resume(ctx context.Context, d Delivery, m *message.NodeExecutio
 	if err != nil {
 		return err
 	}
-	if n != nil && !isWait(n.Type) && !isEventWait(n.Type) && !isChildWorkflow(n.Type) && wf.flow[n.ID] != nil {
+	if n != nil && !isWait(n.Type) && !isEventWait(n.Type) && !isChildWorkflow(n.Type) && !isDigest(n.Type) && wf.flow[n.ID] != nil {
 		return e.resumeDeferred(d, m, sink) // a deferred run (defer.go)
 	}
-	if n == nil || !(isWait(n.Type) || isEventWait(n.Type) || isChildWorkflow(n.Type)) {
+	if n == nil || !(isWait(n.Type) || isEventWait(n.Type) || isChildWorkflow(n.Type) || isDigest(n.Type)) {
 		return invalidf("message %s: current_node %q is not a wait or delay node of workflow %q", m.MessageID, m.CurrentNode, wf.Def.ID)
 	}
 	tracing.NodeType(ctx, n.Type)

@@ -104,6 +104,9 @@ func (s *step) handle(ctx context.Context) error {
 	}
 	switch b.State {
 	case coord.Drop:
+		if s.mode == modeResume && isDigest(s.node.Type) { // issue 36
+			s.dropDigest(ctx)
+		}
 		return s.settle(ctx, nil, unverified{})
 	case coord.Replay:
 		rec, err := s.stored(b.Record)
@@ -118,6 +121,8 @@ func (s *step) handle(ctx context.Context) error {
 		return s.resumeEvent(ctx)
 	case s.mode == modeResume && isChildWorkflow(s.node.Type): // issue 34
 		return s.resumeChild(ctx)
+	case s.mode == modeResume && isDigest(s.node.Type): // issue 36
+		return s.resumeDigest(ctx)
 	case s.mode == modeResume:
 		return s.settle(ctx, &record{Output: map[string]any{ResumeAt: s.resumedAt.UTC().Format(time.RFC3339Nano)}, StartedAt: now, FinishedAt: now}, unverified{})
 	case isBarrier(s.node.Type):
@@ -143,6 +148,9 @@ func (s *step) handle(ctx context.Context) error {
 	}
 	if rec.Err == nil && isChildWorkflow(s.node.Type) { // issue 34
 		return s.startChild(ctx, rec)
+	}
+	if rec.Err == nil && isDigest(s.node.Type) { // issue 36
+		return s.digest(ctx, rec)
 	}
 	if rec.Err == nil && isWait(s.node.Type) {
 		if due, err := ResumeTime(rec.Output); err == nil && due.After(s.e.cfg.Now()) {

@@ -68,6 +68,8 @@ func apiSuite(t *testing.T, tg *target) {
 		{"HookDeliveries", testHookDeliveries},
 		// Execution pause and resume (issue 34, pause_execution_test.go).
 		{"ExecutionPause", testExecutionPause},
+		// issue 36: the digest node, through examples/comment_digest.json
+		{"DigestExample", testDigestExample},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

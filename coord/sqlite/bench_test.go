@@ -74,3 +74,14 @@ func BenchmarkEventsDeliver(b *testing.B) {
 	s := newStore(b, nil, Options{})
 	measure(b, func() { coordtest.BenchEventsDeliver(b, s.Events(), s.Timers(), 100_000, 16) })
 }
+
+// BenchmarkDigestJoin: coordtest.BenchDigestJoin, one Join per op
+// (docs/benchmarks.md, issue 36).
+func BenchmarkDigestJoin(b *testing.B) {
+	for _, p := range benchParallelism {
+		b.Run(benchName(p), func(b *testing.B) {
+			d := newStore(b, nil, Options{}).Digests()
+			measure(b, func() { coordtest.BenchDigestJoin(b, d, p) })
+		})
+	}
+}

@@ -334,3 +334,47 @@ DELETE FROM coord_paused WHERE exec = ?1
 
 -- name: r_paused
 SELECT count(*) FROM coord_paused WHERE exec = ?1
+
+-- Digests (issue 36) -------------------------------------------------------
+
+-- name: digest_member
+SELECT m.opener, d.exec, d.closes FROM coord_digest_member m
+JOIN coord_digest d ON d.key = m.key AND d.opener = m.opener
+WHERE m.key = ?1 AND m.member = ?2
+
+-- name: digest_open
+SELECT opener, exec, closes, n FROM coord_digest WHERE key = ?1 AND open = 1
+
+-- name: digest_close
+UPDATE coord_digest SET open = 0 WHERE key = ?1 AND opener = ?2
+
+-- name: digest_insert
+INSERT INTO coord_digest (key, opener, exec, closes, open, n, until) VALUES (?1, ?2, ?3, ?4, 1, 1, ?5)
+ON CONFLICT (key, opener) DO UPDATE SET exec = ?3, closes = ?4, open = 1, n = 1, until = ?5
+
+-- name: digest_bump
+UPDATE coord_digest SET n = n + 1 WHERE key = ?1 AND opener = ?2
+
+-- name: digest_val_add
+INSERT OR REPLACE INTO coord_digest_val (key, opener, seq, value) VALUES (?1, ?2, ?3, ?4)
+
+-- name: digest_member_add
+INSERT OR REPLACE INTO coord_digest_member (key, member, opener, until) VALUES (?1, ?2, ?3, ?4)
+
+-- name: digest_vals
+SELECT value FROM coord_digest_val WHERE key = ?1 AND opener = ?2 ORDER BY seq
+
+-- name: digest_forget
+DELETE FROM coord_digest_val WHERE key = ?1 AND opener = ?2
+
+-- The values of up to ?2 expired digests that have some (fewer than ?2
+-- rows deleted: none is left).
+-- name: sweep_digest_vals
+DELETE FROM coord_digest_val WHERE (key, opener) IN (SELECT key, opener FROM coord_digest d WHERE until <= ?1
+  AND EXISTS (SELECT 1 FROM coord_digest_val v WHERE v.key = d.key AND v.opener = d.opener) LIMIT ?2)
+
+-- name: sweep_digests
+DELETE FROM coord_digest WHERE (key, opener) IN (SELECT key, opener FROM coord_digest WHERE until <= ?1 LIMIT ?2)
+
+-- name: sweep_digest_members
+DELETE FROM coord_digest_member WHERE (key, member) IN (SELECT key, member FROM coord_digest_member WHERE until <= ?1 LIMIT ?2)

@@ -181,3 +181,40 @@ CREATE INDEX IF NOT EXISTS coord_event_keep ON coord_event (keep);
 CREATE TABLE IF NOT EXISTS coord_paused (
   exec TEXT PRIMARY KEY
 ) WITHOUT ROWID;
+
+-- Digests (issue 36, coord.Digests): per key, each digest by its opener
+-- (open = 1 for the key's open one; closes in ms; n values so far), its
+-- values in the order they joined (seq from 0, the opener's first), and the
+-- digest each member joined. until: when the sweep may delete the row
+-- (closes + coord.DigestGrace); a digest's values go with it.
+CREATE TABLE IF NOT EXISTS coord_digest (
+  key    TEXT NOT NULL,
+  opener TEXT NOT NULL,
+  exec   TEXT NOT NULL,
+  closes INTEGER NOT NULL,
+  open   INTEGER NOT NULL,
+  n      INTEGER NOT NULL,
+  until  INTEGER NOT NULL,
+  PRIMARY KEY (key, opener)
+) WITHOUT ROWID;
+
+CREATE INDEX IF NOT EXISTS coord_digest_open ON coord_digest (key) WHERE open = 1;
+CREATE INDEX IF NOT EXISTS coord_digest_until ON coord_digest (until);
+
+CREATE TABLE IF NOT EXISTS coord_digest_val (
+  key    TEXT NOT NULL,
+  opener TEXT NOT NULL,
+  seq    INTEGER NOT NULL,
+  value  BLOB NOT NULL,
+  PRIMARY KEY (key, opener, seq)
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS coord_digest_member (
+  key    TEXT NOT NULL,
+  member TEXT NOT NULL,
+  opener TEXT NOT NULL,
+  until  INTEGER NOT NULL,
+  PRIMARY KEY (key, member)
+) WITHOUT ROWID;
+
+CREATE INDEX IF NOT EXISTS coord_digest_member_until ON coord_digest_member (until);

@@ -330,6 +330,10 @@ func (s *Store) sweep(ctx context.Context) error {
 			res, err := s.stmt(tx, "sweep_evwaits").Exec(nowMs-coord.EventWaitGrace.Milliseconds(), batch)
 			return affected(res, err)
 		},
+		// issue 36: digests past their until, their values first.
+		func(tx *sql.Tx) (int, error) { return affected(s.stmt(tx, "sweep_digest_vals").Exec(nowMs, batch)) },
+		func(tx *sql.Tx) (int, error) { return affected(s.stmt(tx, "sweep_digests").Exec(nowMs, batch)) },
+		func(tx *sql.Tx) (int, error) { return affected(s.stmt(tx, "sweep_digest_members").Exec(nowMs, batch)) },
 	}
 	// Ended executions only once the Store has run for Retain: the time
 	// the process was down does not count, so a redelivery after a long

@@ -96,3 +96,7 @@ func TestEndKeys(t *testing.T) {
 func TestLimiterConformance(t *testing.T) {
 	coordtest.RunLimiter(t, func(t *testing.T) coord.Limiter { return newStore(t, nil, Options{}).Limiter() })
 }
+
+func TestDigestsConformance(t *testing.T) {
+	coordtest.RunDigests(t, func(t *testing.T) coord.Digests { return newStore(t, nil, Options{}).Digests() })
+}
