@@ -101,7 +101,7 @@ func testSubscribers(t *testing.T, a *api, id string) {
 	a.want(http.StatusOK, "PUT", path("cy")+"/preferences", []byte(`{"channels": {"email": false}}`), nil)
 	a.want(http.StatusOK, "PUT", path("eve")+"/preferences", []byte(`{"workflows": {"`+id+`": false}}`), nil)
 	var p struct {
-		Categories map[string]bool `json:"categories"`
+		Categories map[string]bool           `json:"categories"`
 		QuietHours struct{ From, To string } `json:"quiet_hours"`
 	}
 	a.want(http.StatusOK, "GET", path("bob")+"/preferences", nil, &p)

@@ -102,5 +102,4 @@ func ParseToken(keys *secrets.Keyring, token string) (id, category string, err e
 	return string(idb), string(cat), nil
 }
 
-
 var _ nodes.Subscribers = Source{}
