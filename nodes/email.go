@@ -86,8 +86,7 @@ func (*emailType) Check(c *workflow.NodeCheck) {
 // reservedMailHeader: headers the node derives from its own parameters.
 func reservedMailHeader(name string) bool {
 	switch textproto.CanonicalMIMEHeaderKey(name) {
-	case "From", "To", "Cc", "Bcc", "Reply-To", "Subject", "Message-Id", "Content-Type", "Mime-Version", "Content-Transfer-Encoding", "Date",
-		"List-Unsubscribe", "List-Unsubscribe-Post":
+	case "From", "To", "Cc", "Bcc", "Reply-To", "Subject", "Message-Id", "Content-Type", "Mime-Version", "Content-Transfer-Encoding", "Date":
 		return true
 	}
 	return false
@@ -429,6 +428,8 @@ func (r *emailRunner) send(ctx context.Context, in *node.Input, by sender, cfg s
 	for _, h := range m.headers {
 		msg.SetGenHeader(mail.Header(h[0]), h[1])
 	}
+	// A node with a subscriber and a category gets the one-click link, in
+	// place of a List-Unsubscribe of its own headers.
 	if lu := listUnsubscribe(m, cfg); lu != "" {
 		msg.SetGenHeader("List-Unsubscribe", lu)
 		if m.unsubscribeURL != "" {
