@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -222,6 +223,9 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 			return err
 		}
 		defer stop()
+	}
+	if u, err := url.Parse(*publicURL); *publicURL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+		return usagef("--public-url %q: want an absolute http:// or https:// URL such as https://rune.example.com", *publicURL)
 	}
 	if *postgresURL != "" {
 		sf := storeFlags{postgresURL: *postgresURL}
