@@ -192,7 +192,6 @@ func (s *Server) importSubscribers(w http.ResponseWriter, r *http.Request) error
 	}
 	out := apiv1.SubscriberImport{Errors: []apiv1.ImportRowProblem{}}
 	var subs []*store.Subscriber
-	var index []int
 	seen := map[string]int{}
 	for i, raw := range raws {
 		var row apiv1.SubscriberImportRow
@@ -219,7 +218,6 @@ func (s *Server) importSubscribers(w http.ResponseWriter, r *http.Request) error
 		}
 		seen[row.ID] = i
 		subs = append(subs, x)
-		index = append(index, i)
 	}
 	if len(subs) > 0 {
 		created, err := s.store.PutSubscribers(r.Context(), subs, s.cfg.Now())

@@ -69,7 +69,7 @@ func testSubscribers(ctx context.Context, t *testing.T, h *harness) {
 	}
 	got, _ = s.GetSubscriber(ctx, "u1")
 	gp := got.Preferences
-	if gp.Channels["sms"] || gp.Categories["news"] != true || gp.Categories["marketing"] || len(gp.Categories) != 2 || gp.QuietHours == nil ||
+	if gp.Channels["sms"] || !gp.Categories["news"] || gp.Categories["marketing"] || len(gp.Categories) != 2 || gp.QuietHours == nil ||
 		gp.QuietHours.From != "22:00" || !gp.UpdatedAt.Equal(at(4)) {
 		t.Fatalf("preferences = %+v", gp)
 	}
