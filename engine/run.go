@@ -95,6 +95,7 @@ func (s *step) callWith(ctx context.Context, n *workflow.Node, r node.Runner, no
 		Env:            s.env(acc, now),
 		NodeID:         s.node.ID,
 		ExecutionID:    s.m.ExecutionID,
+		WorkflowID:     s.m.WorkflowID,
 		Attempt:        s.m.Attempt,
 		IdempotencyKey: s.idempotencyKey(),
 		Now:            now,

@@ -146,6 +146,12 @@ func (b *liquidBudgetState) tick(ctx render.Context) error {
 	return b.err
 }
 
+// SubscriberVar is the one name without "$" a template may read: the email
+// and sms nodes that name a subscriber put it in the env
+// ({{ subscriber.data.first_name }}, issue 36). Absent, it renders as
+// nothing, as a missing name does in Liquid.
+const SubscriberVar = "subscriber"
+
 // Liquid compiles a Liquid template (tags such as {% if %} and {% for %},
 // filters such as upcase, default and date) rendered against the context,
 // "$" names included: {{ $trigger.name | upcase }}. Eval yields a string.
@@ -205,6 +211,10 @@ func (l *liquidValue) Eval(env map[string]any) (out any, err error) {
 			return nil, &PathError{Path: "$" + n, Msg: "not defined"}
 		}
 		b[liquidPrefix+n] = v
+	}
+	// A plain name a runner adds to the env for its own templates.
+	if v, ok := env[SubscriberVar]; ok {
+		b[SubscriberVar] = v
 	}
 	now := time.Now()
 	budget := &liquidBudgetState{lim: &l.c.limits, start: now, vars: l.vars}

@@ -35,6 +35,10 @@ func TestLiquidGoldens(t *testing.T) {
 	}
 	env := map[string]any{}
 	for k, v := range data {
+		if k == SubscriberVar {
+			env[k] = v // a plain name, as the email and sms nodes set it
+			continue
+		}
 		env["$"+k] = v
 	}
 	c := NewCompiler(Limits{})

@@ -82,6 +82,8 @@ type Input struct {
 	// the lineage they make an idempotency key for side effects.
 	ExecutionID string
 	Attempt     int
+	// WorkflowID is the workflow of the execution.
+	WorkflowID string
 	// IdempotencyKey is the same for every attempt and every redelivery of this
 	// node on this branch of this execution. Nodes with side effects pass it to
 	// the systems they call so a repeated attempt is not a repeated effect.

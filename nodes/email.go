@@ -9,6 +9,7 @@ import (
 	"net"
 	netmail "net/mail"
 	"net/textproto"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -25,7 +26,7 @@ import (
 // emailType sends mail over SMTP (dsl.md "email").
 type emailType struct{ opts *Options }
 
-var emailParams = []string{"from", "to", "cc", "bcc", "reply_to", "subject", "text", "html", "body", "headers"}
+var emailParams = []string{"from", "to", "cc", "bcc", "reply_to", "subject", "text", "html", "body", "headers", "subscriber", "category", "critical"}
 
 // htmlTag finds an HTML tag in an email body: a body (seed 003's name for
 // the content) holding one is sent as HTML, any other as plain text.
@@ -36,7 +37,10 @@ func bodyIsHTML(body string) bool { return htmlTag.MatchString(body) }
 
 func (*emailType) Check(c *workflow.NodeCheck) {
 	p := node.CheckParams(c, emailParams...)
-	checkStringOrList(p, "to", true)
+	checkAudience(p)
+	// With a subscriber, "to" defaults to the subscriber's email.
+	_, hasSubscriber := c.Node.Parameters["subscriber"]
+	checkStringOrList(p, "to", !hasSubscriber)
 	checkStringOrList(p, "cc", false)
 	checkStringOrList(p, "bcc", false)
 	checkStringOrList(p, "reply_to", false)
@@ -91,6 +95,9 @@ func reservedMailHeader(name string) bool {
 func (t *emailType) Compile(n *workflow.Node, c *expr.Compiler) (node.Runner, error) {
 	r := &emailRunner{opts: t.opts, refs: credRefs(n), varsRunner: varsRunner{name: "email_" + n.ID}}
 	var err error
+	if r.aud, err = compileAudience(n, c); err != nil {
+		return nil, err
+	}
 	for name, dst := range map[string]**liquidField{"from": &r.from, "subject": &r.subject, "text": &r.text, "html": &r.html, "body": &r.body} {
 		if *dst, err = liquidParam(n, c, name); err != nil {
 			return nil, err
@@ -126,19 +133,29 @@ type emailRunner struct {
 	body                      *liquidField // text or html, as its content says (bodyIsHTML)
 	to, cc, bcc, replyTo      []*liquidField
 	headers                   []emailHeader
+	aud                       audience
 }
 
 // smtpConfig is an SMTP credential (dsl.md "Credentials").
 type smtpConfig struct {
 	host, tlsMode, username, password, from, auth string
 	port                                          int
+	// unsubscribeMailto is the address of the mailto: List-Unsubscribe
+	// (field "unsubscribe_mailto").
+	unsubscribeMailto string
 }
 
 func parseSMTP(ref string, f map[string]string) (smtpConfig, error) {
 	bad := func(format string, args ...any) error {
 		return &node.Error{Code: CodeCredentials, Message: fmt.Sprintf("credential %q: ", ref) + fmt.Sprintf(format, args...)}
 	}
-	c := smtpConfig{host: f["host"], tlsMode: f["tls"], username: f["username"], password: f["password"], from: f["from"], auth: strings.ToLower(f["auth"])}
+	c := smtpConfig{host: f["host"], tlsMode: f["tls"], username: f["username"], password: f["password"], from: f["from"], auth: strings.ToLower(f["auth"]),
+		unsubscribeMailto: f["unsubscribe_mailto"]}
+	if c.unsubscribeMailto != "" {
+		if a, err := netmail.ParseAddress(c.unsubscribeMailto); err != nil || a.Address != c.unsubscribeMailto {
+			return c, bad("field \"unsubscribe_mailto\" is not an email address")
+		}
+	}
 	if c.host == "" {
 		return c, bad("field \"host\" is required")
 	}
@@ -203,7 +220,20 @@ func invalidAddress(field, addr string) error {
 }
 
 func (r *emailRunner) Run(ctx context.Context, in *node.Input) (node.Result, error) {
-	m, err := r.message(in)
+	rc, err := r.aud.resolve(ctx, r.opts, in, "email")
+	if err != nil {
+		return node.Result{}, err
+	}
+	if rc.optedOut {
+		// Through the send's record: a redelivery of a run that did send
+		// reports that send, not a later opt-out.
+		out, err := sendOnce(ctx, r.opts, in, func(*sendRecord) (map[string]any, error) { return optedOutOutput(), nil })
+		if err != nil {
+			return node.Result{}, err
+		}
+		return node.Result{Output: out}, nil
+	}
+	m, err := r.message(in, rc)
 	if err != nil {
 		return node.Result{}, err
 	}
@@ -234,7 +264,8 @@ func (r *emailRunner) Run(ctx context.Context, in *node.Input) (node.Result, err
 				}
 				m.from = a
 			}
-			return r.send(ctx, in, sender{ref, failed, &handed}, cfg, &m, rec)
+			out, err := r.send(ctx, in, sender{ref, failed, &handed}, cfg, &m, rec)
+			return rc.marked(out), err
 		})
 	})
 	if err != nil {
@@ -249,27 +280,51 @@ type rendered struct {
 	to, cc, bcc, replyTo []*netmail.Address
 	subject, text, html  string
 	headers              [][2]string
+	// unsubscribeURL is the one-click unsubscribe URL of the subscriber
+	// and category, when the node names both and the server has a public
+	// URL.
+	unsubscribeURL string
+	// category, for the mailto: unsubscribe's subject.
+	category string
 }
 
-func (r *emailRunner) message(in *node.Input) (*rendered, error) {
+func (r *emailRunner) message(in *node.Input, rc recipient) (*rendered, error) {
 	m := &rendered{}
 	var err error
-	if m.to, err = addresses(in.Env, r.to); err != nil {
+	env := rc.env
+	if m.to, err = addresses(env, r.to); err != nil {
 		return nil, err
+	}
+	if len(r.to) == 0 && rc.sub != nil {
+		if rc.sub.Email == "" {
+			return nil, &node.Error{Code: CodeInvalidAddress, Message: fmt.Sprintf("parameters.to: subscriber %q has no email, and the node sets no to", rc.sub.ID),
+				Details: map[string]any{"parameter": "parameters.to", "subscriber": rc.sub.ID}}
+		}
+		a, err := netmail.ParseAddress(rc.sub.Email)
+		if err != nil {
+			return nil, invalidAddress("to", rc.sub.Email)
+		}
+		m.to = []*netmail.Address{a}
 	}
 	if len(m.to) == 0 {
 		return nil, node.InvalidParam("to", "rendered to no address")
+	}
+	if rc.sub != nil && r.aud.category != "" {
+		m.category = r.aud.category
+		if r.opts.Subscribers != nil {
+			m.unsubscribeURL = r.opts.Subscribers.UnsubscribeURL(rc.sub.ID, r.aud.category)
+		}
 	}
 	for _, l := range []struct {
 		dst *[]*netmail.Address
 		src []*liquidField
 	}{{&m.cc, r.cc}, {&m.bcc, r.bcc}, {&m.replyTo, r.replyTo}} {
-		if *l.dst, err = addresses(in.Env, l.src); err != nil {
+		if *l.dst, err = addresses(env, l.src); err != nil {
 			return nil, err
 		}
 	}
 	if r.from != nil {
-		from, err := addresses(in.Env, []*liquidField{r.from})
+		from, err := addresses(env, []*liquidField{r.from})
 		if err != nil {
 			return nil, err
 		}
@@ -285,12 +340,12 @@ func (r *emailRunner) message(in *node.Input) (*rendered, error) {
 		dst *string
 		src *liquidField
 	}{{&m.subject, r.subject}, {&m.text, r.text}, {&m.html, r.html}} {
-		if *f.dst, err = f.src.render(in.Env); err != nil {
+		if *f.dst, err = f.src.render(env); err != nil {
 			return nil, err
 		}
 	}
 	if r.body != nil {
-		body, err := r.body.render(in.Env)
+		body, err := r.body.render(env)
 		if err != nil {
 			return nil, err
 		}
@@ -304,7 +359,7 @@ func (r *emailRunner) message(in *node.Input) (*rendered, error) {
 		m.subject = strings.Join(strings.Fields(m.subject), " ") // a header is one line
 	}
 	for _, h := range r.headers {
-		v, err := h.v.render(in.Env)
+		v, err := h.v.render(env)
 		if err != nil {
 			return nil, err
 		}
@@ -372,6 +427,15 @@ func (r *emailRunner) send(ctx context.Context, in *node.Input, by sender, cfg s
 	msg.SetDate()
 	for _, h := range m.headers {
 		msg.SetGenHeader(mail.Header(h[0]), h[1])
+	}
+	// A node with a subscriber and a category gets the one-click link, in
+	// place of a List-Unsubscribe of its own headers.
+	if lu := listUnsubscribe(m, cfg); lu != "" {
+		msg.SetGenHeader("List-Unsubscribe", lu)
+		if m.unsubscribeURL != "" {
+			// RFC 8058: a POST to the URL unsubscribes, no page to visit.
+			msg.SetGenHeader("List-Unsubscribe-Post", "List-Unsubscribe=One-Click")
+		}
 	}
 	switch {
 	case m.text != "" && m.html != "":
@@ -572,4 +636,18 @@ func smtpCode(err error) (int, string) {
 		return se.ErrorCode(), err.Error()
 	}
 	return 0, err.Error()
+}
+
+// listUnsubscribe is the List-Unsubscribe header of m (RFC 2369): the
+// one-click URL, then a mailto: when the credential names an address for
+// it; "" when m has neither (no subscriber or category, no public URL).
+func listUnsubscribe(m *rendered, cfg smtpConfig) string {
+	var parts []string
+	if m.unsubscribeURL != "" {
+		parts = append(parts, "<"+m.unsubscribeURL+">")
+	}
+	if m.category != "" && cfg.unsubscribeMailto != "" {
+		parts = append(parts, "<mailto:"+cfg.unsubscribeMailto+"?subject="+url.PathEscape("unsubscribe "+m.category)+">")
+	}
+	return strings.Join(parts, ", ")
 }

@@ -58,6 +58,9 @@ type Options struct {
 	// names failover credentials: past it, the next provider is tried.
 	// Default DefaultProviderTimeout (issue 36).
 	ProviderTimeout time.Duration
+	// Subscribers is where nodes naming a "subscriber" find it (issue 36).
+	// Nil: such a node fails (rune run has no store).
+	Subscribers Subscribers
 }
 
 // Defaults of Options.

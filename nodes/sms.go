@@ -349,9 +349,12 @@ type smsType struct {
 }
 
 func (*smsType) Check(c *workflow.NodeCheck) {
-	p := node.CheckParams(c, "from", "to", "body")
+	p := node.CheckParams(c, "from", "to", "body", "subscriber", "category", "critical")
+	checkAudience(p)
+	// With a subscriber, "to" defaults to the subscriber's phone.
+	_, hasSubscriber := c.Node.Parameters["subscriber"]
 	for _, name := range []string{"from", "to", "body"} {
-		if s, ok := p.String(name, name != "from"); ok {
+		if s, ok := p.String(name, name == "body" || (name == "to" && !hasSubscriber)); ok {
 			checkLiquid(p, "parameters."+name, s)
 		}
 	}
@@ -363,6 +366,9 @@ func (*smsType) Check(c *workflow.NodeCheck) {
 func (t *smsType) Compile(n *workflow.Node, c *expr.Compiler) (node.Runner, error) {
 	r := &smsRunner{opts: t.opts, bodies: t.bodies, refs: credRefs(n), varsRunner: varsRunner{name: "sms_" + n.ID}}
 	var err error
+	if r.aud, err = compileAudience(n, c); err != nil {
+		return nil, err
+	}
 	for name, dst := range map[string]**liquidField{"from": &r.from, "to": &r.to, "body": &r.body} {
 		if *dst, err = liquidParam(n, c, name); err != nil {
 			return nil, err
@@ -377,18 +383,38 @@ type smsRunner struct {
 	bodies         *bodyCache
 	refs           []string // the credential, then its failover ones
 	from, to, body *liquidField
+	aud            audience
 }
 
 func (r *smsRunner) Run(ctx context.Context, in *node.Input) (node.Result, error) {
+	rc, err := r.aud.resolve(ctx, r.opts, in, "sms")
+	if err != nil {
+		return node.Result{}, err
+	}
+	if rc.optedOut {
+		// Through the send's record: a redelivery of a run that did send
+		// reports that send, not a later opt-out.
+		out, err := sendOnce(ctx, r.opts, in, func(*sendRecord) (map[string]any, error) { return optedOutOutput(), nil })
+		if err != nil {
+			return node.Result{}, err
+		}
+		return node.Result{Output: out}, nil
+	}
 	var m SMS
-	var err error
 	for _, f := range []struct {
 		dst *string
 		src *liquidField
 	}{{&m.To, r.to}, {&m.From, r.from}, {&m.Body, r.body}} {
-		if *f.dst, err = f.src.render(in.Env); err != nil {
+		if *f.dst, err = f.src.render(rc.env); err != nil {
 			return node.Result{}, err
 		}
+	}
+	if r.to == nil && rc.sub != nil {
+		if rc.sub.Phone == "" {
+			return node.Result{}, &node.Error{Code: CodeInvalidAddress, Message: fmt.Sprintf("parameters.to: subscriber %q has no phone, and the node sets no to", rc.sub.ID),
+				Details: map[string]any{"parameter": "parameters.to", "subscriber": rc.sub.ID}}
+		}
+		m.To = strings.NewReplacer(" ", "", "(", "", ")", "", "-", "", ".", "").Replace(rc.sub.Phone)
 	}
 	m.To = strings.TrimSpace(m.To)
 	if !e164.MatchString(m.To) {
@@ -421,7 +447,7 @@ func (r *smsRunner) Run(ctx context.Context, in *node.Input) (node.Result, error
 			if err != nil {
 				return nil, err
 			}
-			return map[string]any{"message_id": id, "provider": prov.Name(), "segments": smsSegments(m.Body), "attempts": in.Attempt}, nil
+			return rc.marked(map[string]any{"message_id": id, "provider": prov.Name(), "segments": smsSegments(m.Body), "attempts": in.Attempt}), nil
 		})
 	})
 	if err != nil {

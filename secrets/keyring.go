@@ -3,6 +3,7 @@ package secrets
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -20,6 +21,9 @@ import (
 type Keyring struct {
 	current string
 	aeads   map[string]cipher.AEAD
+	// macKeys are keys derived from each key for Sign, never the key
+	// itself: a MAC must not be usable to attack the encryption.
+	macKeys map[string][]byte
 }
 
 // KeyID names a key without revealing it: the first 8 bytes of the SHA-256
@@ -37,7 +41,7 @@ func ParseKeys(text string) (*Keyring, error) {
 	if len(fields) == 0 {
 		return nil, errors.New("secret key: none given (want 32 bytes, base64 or hex; `openssl rand -base64 32` makes one)")
 	}
-	k := &Keyring{aeads: map[string]cipher.AEAD{}}
+	k := &Keyring{aeads: map[string]cipher.AEAD{}, macKeys: map[string][]byte{}}
 	for i, f := range fields {
 		key, err := decodeKey(f)
 		if err != nil {
@@ -56,6 +60,9 @@ func ParseKeys(text string) (*Keyring, error) {
 			k.current = id
 		}
 		k.aeads[id] = aead
+		m := hmac.New(sha256.New, key)
+		m.Write([]byte("rune-mac-key"))
+		k.macKeys[id] = m.Sum(nil)
 	}
 	return k, nil
 }
@@ -140,4 +147,28 @@ func (k *Keyring) Open(name, keyID string, sealed []byte) ([]byte, error) {
 		return nil, fmt.Errorf("credential %q: does not decrypt with key %s (tampered, or a different key with that id)", name, keyID)
 	}
 	return plain, nil
+}
+
+// Sign returns the id of the current key and the HMAC-SHA256 of msg under
+// a key derived from it for purpose (one-click unsubscribe tokens, issue
+// 36): a signature for one purpose is not one for another.
+func (k *Keyring) Sign(purpose string, msg []byte) (keyID string, mac []byte) {
+	return k.current, k.mac(k.current, purpose, msg)
+}
+
+// Verify reports whether mac is what Sign returned for purpose and msg
+// under key keyID (an old key still verifies while it is configured).
+func (k *Keyring) Verify(purpose, keyID string, msg, mac []byte) bool {
+	if _, ok := k.macKeys[keyID]; !ok {
+		return false
+	}
+	return hmac.Equal(mac, k.mac(keyID, purpose, msg))
+}
+
+func (k *Keyring) mac(keyID, purpose string, msg []byte) []byte {
+	m := hmac.New(sha256.New, k.macKeys[keyID])
+	m.Write([]byte(purpose))
+	m.Write([]byte{0})
+	m.Write(msg)
+	return m.Sum(nil)
 }

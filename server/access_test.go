@@ -91,6 +91,13 @@ var accessTable = map[string]accessRow{
 	"GET /v1/audit":                 {adminOny, "403"},
 
 	"GET /v1/executions/{id}/sends": {all, "404"}, // issue 36
+	// issue 36: subscribers and preferences concern no workflow
+	"PUT /v1/subscribers/{id}":             {edit, "403"},
+	"GET /v1/subscribers/{id}":             {all, "403"},
+	"DELETE /v1/subscribers/{id}":          {edit, "403"},
+	"POST /v1/subscribers/import":          {edit, "403"},
+	"GET /v1/subscribers/{id}/preferences": {all, "403"},
+	"PUT /v1/subscribers/{id}/preferences": {edit, "403"},
 
 	// issue 34: child executions
 	"GET /v1/executions/{id}/children": {all, "404"},

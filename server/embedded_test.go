@@ -10,10 +10,12 @@ import (
 
 	"github.com/rune-org/rune/embedded"
 	"github.com/rune-org/rune/internal/testinfra"
+	"github.com/rune-org/rune/nodes"
 	"github.com/rune-org/rune/secrets"
 	"github.com/rune-org/rune/server"
 	"github.com/rune-org/rune/store"
 	"github.com/rune-org/rune/store/sqlite"
+	"github.com/rune-org/rune/subscribers"
 	"github.com/rune-org/rune/tracing"
 )
 
@@ -55,7 +57,11 @@ func runServer(t testing.TB, st store.Store, token string, tweak func(*server.Co
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	cfg := server.Config{Store: st, Keys: keys, Logger: log}
 	tweak(&cfg)
-	rt, err := embedded.New(embedded.Options{Logger: log, ConsumeEvents: true, Tracer: cfg.Tracer, Secrets: secrets.Store{Store: st, Keys: keys}})
+	// The API's address is known before the runtime starts: the email
+	// nodes' unsubscribe links point at it (issue 36).
+	hs := httptest.NewUnstartedServer(nil)
+	rt, err := embedded.New(embedded.Options{Logger: log, ConsumeEvents: true, Tracer: cfg.Tracer, Secrets: secrets.Store{Store: st, Keys: keys},
+		Nodes: nodes.Options{Subscribers: subscribers.Source{Store: st, Keys: keys, PublicURL: "http://" + hs.Listener.Addr().String()}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +73,8 @@ func runServer(t testing.TB, st store.Store, token string, tweak func(*server.Co
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(runCtx) }()
-	hs := httptest.NewServer(s.Handler())
+	hs.Config.Handler = s.Handler()
+	hs.Start()
 	t.Cleanup(func() {
 		hs.CloseClientConnections()
 		hs.Close()

@@ -98,6 +98,15 @@ func (s *Server) routes() []Route {
 		// Notifications (issue 36): delivery status.
 		{Method: "POST", Path: "/v1/providers/{credential}/status", Open: true, handler: s.providerStatus},
 		{Method: "GET", Path: "/v1/executions/{id}/sends", Need: PermRead, Scope: ScopeExecution, handler: s.listSends},
+		// Notifications (issue 36): subscribers, preferences, one-click unsubscribe (subscribers.go).
+		{Method: "PUT", Path: "/v1/subscribers/{id}", Need: PermEdit, Scope: ScopeGlobal, handler: s.putSubscriber},
+		{Method: "GET", Path: "/v1/subscribers/{id}", Need: PermRead, Scope: ScopeGlobal, handler: s.getSubscriber},
+		{Method: "DELETE", Path: "/v1/subscribers/{id}", Need: PermEdit, Scope: ScopeGlobal, handler: s.deleteSubscriber},
+		{Method: "POST", Path: "/v1/subscribers/import", Need: PermEdit, Scope: ScopeGlobal, handler: s.importSubscribers},
+		{Method: "GET", Path: "/v1/subscribers/{id}/preferences", Need: PermRead, Scope: ScopeGlobal, handler: s.getPreferences},
+		{Method: "PUT", Path: "/v1/subscribers/{id}/preferences", Need: PermEdit, Scope: ScopeGlobal, handler: s.putPreferences},
+		{Method: "GET", Path: "/v1/unsubscribe/{token}", Open: true, handler: s.unsubscribeForm},
+		{Method: "POST", Path: "/v1/unsubscribe/{token}", Open: true, handler: s.unsubscribe},
 		// Issue 38: a cron's next fire times, before a schedule is made.
 		{Method: "GET", Path: "/v1/schedules/preview", Need: PermRead, Scope: ScopeFiltered, Query: []string{"cron", "timezone"}, handler: s.previewSchedule},
 		// Pause and resume (issue 34, pause.go).

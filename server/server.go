@@ -202,6 +202,8 @@ type Server struct {
 	streams streamCounts
 	// hookLimits are the webhooks' rate limits on this replica.
 	hookLimits rateLimits
+	// unsubscribeLimits bound the open unsubscribe routes (subscribers.go).
+	unsubscribeLimits rateLimits
 	// flow is flow control by key (flow.go).
 	flow *flow
 }

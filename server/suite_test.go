@@ -48,6 +48,7 @@ func apiSuite(t *testing.T, tg *target) {
 		{"Credentials", testCredentials},
 		{"Metrics", testMetrics},
 		{"DeliveryStatus", testDeliveryStatus}, // issue 36
+		{"Subscribers", testSubscribers},
 		// Issue 38: the list's trigger and input filters, a cron's preview.
 		{"Search", testSearch},
 		// Re-run from a node and workflow pause (issue 34).

@@ -487,6 +487,8 @@ type Store interface {
 
 	// NotifyStore: sends and their delivery status (issue 36).
 	NotifyStore
+	// SubscriberStore: subscribers and their preferences (issue 36).
+	SubscriberStore
 	// PauseStore: workflow and execution pauses, re-run starts (issue 34).
 	PauseStore
 

@@ -141,7 +141,7 @@ func (c *Client) Open(ctx context.Context, method, path string, body []byte, hea
 	for k, v := range header {
 		req.Header[k] = v
 	}
-	if body != nil {
+	if body != nil && req.Header.Get("Content-Type") == "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.Token != "" {

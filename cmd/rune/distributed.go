@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"github.com/rune-org/rune/nodes"
 	"github.com/rune-org/rune/scheduler"
 	"github.com/rune-org/rune/secrets"
+	"github.com/rune-org/rune/subscribers"
 	"github.com/rune-org/rune/worker"
 )
 
@@ -52,6 +54,9 @@ type servers struct {
 	// egress is the nodes' egress policy (--egress-deny, --egress-allow);
 	// nil connects anywhere.
 	egress *egress.Policy
+	// subscribers is where email and sms nodes find subscribers (issue
+	// 36): the server's store, for a worker given --postgres.
+	subscribers nodes.Subscribers
 }
 
 func (s *servers) flags(fs *flag.FlagSet, env *cliEnv, needRedis bool) {
@@ -126,7 +131,7 @@ func (s *servers) connectWith(ctx context.Context, log *slog.Logger, role string
 	}
 	return distributed.Connect(ctx, distributed.Config{
 		AMQPURL: s.amqpURL, RedisURL: s.redisURL, Prefix: s.prefix, Role: role,
-		Logger: log, Secrets: sec, Nodes: nodes.Options{Fault: s.fault, Egress: s.egress}, Signing: keys, Metrics: rec, NoFuse: s.noFuse,
+		Logger: log, Secrets: sec, Nodes: nodes.Options{Fault: s.fault, Egress: s.egress, Subscribers: s.subscribers}, Signing: keys, Metrics: rec, NoFuse: s.noFuse,
 		QueueType: s.queueType, ExecutionQueues: s.executionQueues, MessageBatch: s.messageBatch, EffectsPool: s.effectsPool,
 		EventRetention: s.eventRetention,
 	})
@@ -172,6 +177,7 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 	creds := credentialsFlag(fs)
 	var eg egressFlags
 	eg.flags(fs, env)
+	publicURL := fs.String("public-url", env.getenv("RUNE_PUBLIC_URL"), "with --postgres: the rune server's public URL (env RUNE_PUBLIC_URL), the base of the one-click unsubscribe links of emails with a category (default: none, no link)")
 	postgresURL := fs.String("postgres", env.getenv("RUNE_POSTGRES_URL"), "a rune server's PostgreSQL URL (env RUNE_POSTGRES_URL): resolve credentials from its store, decrypted with RUNE_SECRET_KEY (default: from RUNE_CREDENTIAL_* variables)")
 	var ops opsFlags
 	ops.flags(fs, env)
@@ -218,6 +224,9 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		defer stop()
 	}
+	if u, err := url.Parse(*publicURL); *publicURL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+		return usagef("--public-url %q: want an absolute http:// or https:// URL such as https://rune.example.com", *publicURL)
+	}
 	if *postgresURL != "" {
 		sf := storeFlags{postgresURL: *postgresURL}
 		st, keys, err := sf.openWithKeys(ctx, env)
@@ -227,6 +236,9 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 		defer st.Close()
 		// The server's store first, then the file and the environment.
 		sec = secrets.Chain{secrets.Store{Store: st, Keys: keys}, sec}
+		// Subscribers too (issue 36); links to unsubscribe need the URL
+		// recipients reach the server at.
+		srv.subscribers = subscribers.Source{Store: st, Keys: keys, PublicURL: *publicURL}
 	}
 	tr, stopTracing, err := tracer(ctx, env, "rune-worker", log)
 	if err != nil {

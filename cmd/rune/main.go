@@ -61,6 +61,7 @@ func commands() []command {
 		{"server", "the master: HTTP API, dispatcher, history, live streams (embedded default without URLs)", cmdServer},
 		{"token", "create, list or revoke API tokens of a server's store", cmdToken},
 		{"audit", "show a server's audit log of state-changing requests", cmdAudit},
+		{"subscribers", "import, show or delete the subscribers of notifications", cmdSubscribers}, // issue 36
 		{"workflows", "push or list workflows on a server", cmdWorkflows},
 		{"executions", "list, get, follow, cancel, re-run, pause or resume executions on a server", cmdExecutions},
 		{"hooks", "create, list, rotate, disable or delete a workflow's webhooks on a server", cmdHooks},

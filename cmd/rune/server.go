@@ -30,6 +30,7 @@ import (
 	"github.com/rune-org/rune/store"
 	"github.com/rune-org/rune/store/postgres"
 	"github.com/rune-org/rune/store/sqlite"
+	"github.com/rune-org/rune/subscribers"
 )
 
 // runtimeDB is the embedded default's runtime file under --data: queues,
@@ -209,7 +210,8 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		closers = append(closers, func() { db.Close() })
 		rt, err := embedded.New(embedded.Options{Logger: log, Concurrency: *concurrency, ConsumeEvents: true, Tracer: tr, DB: db, DrainTimeout: *drain, EventRetention: srv.eventRetention,
-			Secrets: secrets.Store{Store: st, Keys: keys}, Nodes: nodes.Options{Logger: log, Egress: srv.egress}})
+			Secrets: secrets.Store{Store: st, Keys: keys}, Nodes: nodes.Options{Logger: log, Egress: srv.egress,
+				Subscribers: subscribers.Source{Store: st, Keys: keys, PublicURL: web.publicURL}}})
 		if err != nil {
 			return err
 		}

@@ -20,7 +20,7 @@ type webFlags struct {
 func (w *webFlags) flags(fs *flag.FlagSet, env *cliEnv) {
 	fs.StringVar(&w.tlsCert, "tls-cert", "", "serve HTTPS with this PEM certificate (chain) file; with --tls-key (default: plain HTTP)")
 	fs.StringVar(&w.tlsKey, "tls-key", "", "the PEM private key file of --tls-cert")
-	fs.StringVar(&w.publicURL, "public-url", env.getenv("RUNE_PUBLIC_URL"), "the URL users reach the server at (env RUNE_PUBLIC_URL), e.g. https://rune.example.com behind a proxy that terminates TLS: https marks the console's cookie Secure")
+	fs.StringVar(&w.publicURL, "public-url", env.getenv("RUNE_PUBLIC_URL"), "the URL users reach the server at (env RUNE_PUBLIC_URL), e.g. https://rune.example.com behind a proxy that terminates TLS: https marks the console's cookie Secure; the base of the one-click unsubscribe links of emails (docs/notifications.md; default none: no link)")
 	fs.DurationVar(&w.sessionTTL, "session-ttl", server.SessionTTLDefault, "how long a console login lasts (it ends sooner at logout or with its token)")
 	fs.IntVar(&w.maxStreams, "max-streams", server.MaxStreamsDefault, "event streams one token may have open on this server at once (429 beyond)")
 }

@@ -79,6 +79,7 @@ func Exercise(ctx context.Context, t *testing.T, open func(t *testing.T) store.S
 		{"Schedules", testSchedules},
 		{"ScheduleFireConcurrent", testScheduleFireConcurrent},
 		{"Sends", testSends}, // issue 36
+		{"Subscribers", testSubscribers},
 		// Issue 38: the list's trigger and input filters.
 		{"ExecutionSearch", testExecutionSearch},
 		// Pause and re-run (issue 34).
