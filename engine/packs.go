@@ -137,8 +137,8 @@ func (e *Engine) packValue(ctx context.Context, exec, ref string) (map[string]an
 // is a guard), it is carried whole.
 func (s *step) pack(ctx context.Context, next map[string]any) (map[string]any, error) {
 	blobs, limit := s.e.cfg.Blobs, s.e.cfg.PackThreshold
-	if blobs == nil || (limit <= 0 && s.packRefs == nil) {
-		return next, nil
+	if blobs == nil || (s.packRefs == nil && (limit <= 0 || jsonBound(next, limit) < limit)) {
+		return next, nil // the common case: a small context, no copy
 	}
 	for k := range s.packed {
 		if _, ok := next[k]; !ok {
