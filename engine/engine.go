@@ -44,6 +44,11 @@ type Config struct {
 	// RefThreshold is the JSON size from which a context value travels by
 	// reference through Blobs. Default 64 KiB; negative never.
 	RefThreshold int
+	// PackThreshold is the bound of the JSON size (jsonBound) from which
+	// the context values a message would carry inline travel together as
+	// one blob, a pack (packs.go). Default DefaultPackThreshold; negative
+	// never.
+	PackThreshold int
 	// BlobCacheBytes bounds the decoded blobs kept in memory. Default 256 MiB.
 	BlobCacheBytes int
 	// Definitions keeps workflow definitions once, so that frozen messages
@@ -231,6 +236,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.RefThreshold == 0 {
 		cfg.RefThreshold = 64 << 10
+	}
+	if cfg.PackThreshold == 0 {
+		cfg.PackThreshold = DefaultPackThreshold
 	}
 	if cfg.BlobCacheBytes <= 0 {
 		cfg.BlobCacheBytes = 256 << 20

@@ -655,6 +655,9 @@ func (e *Engine) HandleTimeout(ctx context.Context, d Delivery, t *message.Timeo
 		return err
 	}
 	st := &step{e: e, wf: wf, m: m, node: n, sink: sink, mode: modeTimeout, ref: ref, d: d, trace: d.Trace}
+	if err := st.unpack(ctx); err != nil {
+		return st.packGone(ctx, err)
+	}
 	b, err := e.cfg.Coord.Begin(ctx, m.ExecutionID, m.MessageID)
 	if err != nil {
 		return fmt.Errorf("engine: begin timeout %s: %w", m.MessageID, err)

@@ -89,6 +89,9 @@ func (s *step) fuse(ctx context.Context, rec *record, f *effects) error {
 		}
 		m := f.next[0]
 		sub := &step{e: s.e, wf: s.wf, m: m, node: n, sink: s.sink, ref: s.ref, replaying: s.replaying}
+		if err := sub.unpack(ctx); err != nil {
+			return err // the pack was made by this hop: the store failed
+		}
 		// Each fused node's span is a child of the one before it, as its
 		// message's would be: a span per node run, fused or not.
 		var err error

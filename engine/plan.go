@@ -151,6 +151,7 @@ func (s *step) outcome(ctx context.Context, rec *record, f *effects) error {
 // on paths not taken that their parent will not come, and ends the branch
 // when no edge is followed.
 func (s *step) follow(ctx context.Context, f *effects, from *workflow.Node, edges []string, next map[string]any, stack []message.Frame) error {
+	var packed map[string]any // next as successors carry it (packs.go)
 	for _, id := range edges {
 		e, ok := s.wf.Graph.Edge(id)
 		if !ok {
@@ -164,7 +165,13 @@ func (s *step) follow(ctx context.Context, f *effects, from *workflow.Node, edge
 			}
 			continue
 		}
-		f.next = append(f.next, s.successor(from, e, next, stack, from.ID+"/"+e.ID))
+		if packed == nil {
+			var err error
+			if packed, err = s.pack(ctx, next); err != nil {
+				return err
+			}
+		}
+		f.next = append(f.next, s.successor(from, e, packed, stack, from.ID+"/"+e.ID))
 	}
 	for _, e := range s.wf.Graph.Outgoing(from.ID) {
 		if contains(edges, e.ID) {

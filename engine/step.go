@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -43,6 +44,10 @@ type step struct {
 	// trace is the traceparent the messages this step reports carry:
 	// d.Trace, then that of the last node a fused hop ran.
 	trace string
+	// packRefs are the packs of m's context and packed the entries they
+	// hold (unpack): a successor carries them on (pack).
+	packRefs []string
+	packed   map[string]any
 }
 
 // record is what Finish stores for a message, so that a redelivery publishes
@@ -69,6 +74,9 @@ type record struct {
 func (r *record) MarshalBinary() ([]byte, error) { return json.Marshal(r) }
 
 func (s *step) handle(ctx context.Context) error {
+	if err := s.unpack(ctx); err != nil {
+		return s.packGone(ctx, err)
+	}
 	// A paused execution's branch parks before its node begins (pause.go).
 	if parked, err := s.pauseGate(ctx); parked || err != nil {
 		return err
@@ -243,4 +251,22 @@ func childID(parent, suffix string) string {
 	h.Write([]byte(suffix))
 	var b [sha256.Size]byte
 	return hex.EncodeToString(h.Sum(b[:0])[:16])
+}
+
+// packGone handles a step whose context could not be unpacked (err): a pack
+// that is gone because the execution ended drops the message, as Begin
+// would; one gone from a running execution (its blobs expired) can never be
+// handled.
+func (s *step) packGone(ctx context.Context, err error) error {
+	if !errors.Is(err, coord.ErrBlobNotFound) {
+		return err
+	}
+	b, berr := s.e.cfg.Coord.Begin(ctx, s.m.ExecutionID, s.m.MessageID)
+	if berr != nil {
+		return fmt.Errorf("engine: begin message %s: %w", s.m.MessageID, berr)
+	}
+	if b.State == coord.Drop {
+		return s.settle(ctx, nil, unverified{})
+	}
+	return fmt.Errorf("%w: message %s: %v", ErrInvalid, s.m.MessageID, err)
 }

@@ -56,7 +56,10 @@ type Config struct {
 	// handles them. A dead scheduler's timers fire again within about a
 	// Lease (plus a Poll). Default 3s (DefaultLease).
 	Lease time.Duration
-	// Concurrency is how many timers of a batch are resumed at once. Default 64.
+	// Concurrency is how many timers of a batch are resumed at once. Default
+	// 256: a resume mostly waits on Redis and RabbitMQ round trips, and 64
+	// left a burst of 10,000 waits seconds late on a loaded machine while
+	// the process used a quarter of a core (docs/benchmarks.md, issue 33).
 	Concurrency int
 	// Logger receives scheduler logs. Default slog.Default().
 	Logger *slog.Logger
@@ -88,7 +91,7 @@ func (c *Config) defaults() error {
 		c.Lease = DefaultLease
 	}
 	if c.Concurrency <= 0 {
-		c.Concurrency = 64
+		c.Concurrency = 256
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -101,19 +104,38 @@ func (c *Config) defaults() error {
 
 // Run fires timers until ctx is done. The timers in hand when ctx ends are
 // finished first (their leases would otherwise delay them).
+//
+// Two batches may be in hand at once: the next claim is made while the
+// slowest resumes of the last batch finish, so that a burst of due timers
+// is not fired at the pace of each batch's slowest one (issue 33, Timers).
 func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.defaults(); err != nil {
 		return err
 	}
 	work := context.WithoutCancel(ctx)
+	slots := make(chan struct{}, 2)
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for ctx.Err() == nil {
-		n, err := Tick(work, cfg)
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
+		timers, claimed, err := claim(work, cfg)
 		if err != nil {
 			cfg.Logger.Warn("scheduler: claim failed; trying again", "err", err)
 		}
-		if n > 0 && err == nil {
+		if len(timers) > 0 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				fireAll(work, cfg, timers, claimed)
+				<-slots
+			}()
 			continue // timers were due: claim again at once, more may be
 		}
+		<-slots
 		select {
 		case <-ctx.Done():
 		case <-time.After(cfg.Poll):
@@ -128,11 +150,24 @@ func Tick(ctx context.Context, cfg Config) (int, error) {
 	if err := cfg.defaults(); err != nil {
 		return 0, err
 	}
-	claimed := cfg.Now()
-	timers, err := cfg.Timers.Claim(ctx, claimed, cfg.Batch, cfg.Lease)
+	timers, claimed, err := claim(ctx, cfg)
 	if err != nil || len(timers) == 0 {
 		return 0, err
 	}
+	fireAll(ctx, cfg, timers, claimed)
+	return len(timers), nil
+}
+
+// claim claims one batch of due timers, and says when.
+func claim(ctx context.Context, cfg Config) ([]coord.Timer, time.Time, error) {
+	claimed := cfg.Now()
+	timers, err := cfg.Timers.Claim(ctx, claimed, cfg.Batch, cfg.Lease)
+	return timers, claimed, err
+}
+
+// fireAll fires a claimed batch, Concurrency at a time, keeping the leases
+// of those not yet fired.
+func fireAll(ctx context.Context, cfg Config, timers []coord.Timer, claimed time.Time) {
 	h := &holder{cfg: cfg, held: make(map[string]coord.Timer, len(timers))}
 	for _, t := range timers {
 		h.held[t.ID] = t
@@ -154,7 +189,6 @@ func Tick(ctx context.Context, cfg Config) (int, error) {
 		}(t)
 	}
 	wg.Wait()
-	return len(timers), nil
 }
 
 // holder keeps the leases of the timers of one claim alive while they are
