@@ -26,9 +26,9 @@ type Template struct {
 
 // TemplateInput stores the next version of a template.
 type TemplateInput struct {
-	Name                                string
+	Name                              string
 	Subject, Text, HTML, Body, Layout string
-	At                                  time.Time
+	At                                time.Time
 }
 
 // TemplateStore keeps message templates and their versions (issue 36).
