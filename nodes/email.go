@@ -19,13 +19,14 @@ import (
 
 	"github.com/rune-org/rune/expr"
 	"github.com/rune-org/rune/node"
+	"github.com/rune-org/rune/templates"
 	"github.com/rune-org/rune/workflow"
 )
 
 // emailType sends mail over SMTP (dsl.md "email").
 type emailType struct{ opts *Options }
 
-var emailParams = []string{"from", "to", "cc", "bcc", "reply_to", "subject", "text", "html", "body", "headers"}
+var emailParams = []string{"from", "to", "cc", "bcc", "reply_to", "subject", "text", "html", "body", "headers", "template"}
 
 // htmlTag finds an HTML tag in an email body: a body (seed 003's name for
 // the content) holding one is sent as HTML, any other as plain text.
@@ -36,12 +37,13 @@ func bodyIsHTML(body string) bool { return htmlTag.MatchString(body) }
 
 func (*emailType) Check(c *workflow.NodeCheck) {
 	p := node.CheckParams(c, emailParams...)
+	hasTemplate := checkTemplate(c)
 	checkStringOrList(p, "to", true)
 	checkStringOrList(p, "cc", false)
 	checkStringOrList(p, "bcc", false)
 	checkStringOrList(p, "reply_to", false)
 	for _, name := range []string{"from", "subject", "text", "html", "body"} {
-		if s, ok := p.String(name, name == "subject"); ok {
+		if s, ok := p.String(name, name == "subject" && !hasTemplate); ok {
 			checkLiquid(p, "parameters."+name, s)
 		}
 	}
@@ -51,7 +53,7 @@ func (*emailType) Check(c *workflow.NodeCheck) {
 	switch {
 	case hasBody && (hasText || hasHTML):
 		c.Report("parameters.body", "set either body or text/html, not both: body is sent as HTML when it holds an HTML tag, else as text")
-	case !hasText && !hasHTML && !hasBody:
+	case !hasText && !hasHTML && !hasBody && !hasTemplate:
 		c.Report("parameters", "an email needs a body: set body, or text, html or both")
 	}
 	if h, present := c.Node.Parameters["headers"]; present {
@@ -89,7 +91,7 @@ func reservedMailHeader(name string) bool {
 }
 
 func (t *emailType) Compile(n *workflow.Node, c *expr.Compiler) (node.Runner, error) {
-	r := &emailRunner{opts: t.opts, refs: credRefs(n), varsRunner: varsRunner{name: "email_" + n.ID}}
+	r := &emailRunner{opts: t.opts, refs: credRefs(n), varsRunner: varsRunner{name: "email_" + n.ID}, template: templateName(n)}
 	var err error
 	for name, dst := range map[string]**liquidField{"from": &r.from, "subject": &r.subject, "text": &r.text, "html": &r.html, "body": &r.body} {
 		if *dst, err = liquidParam(n, c, name); err != nil {
@@ -126,6 +128,7 @@ type emailRunner struct {
 	body                      *liquidField // text or html, as its content says (bodyIsHTML)
 	to, cc, bcc, replyTo      []*liquidField
 	headers                   []emailHeader
+	template                  string // a template's name (issue 36), "" for none
 }
 
 // smtpConfig is an SMTP credential (dsl.md "Credentials").
@@ -203,7 +206,7 @@ func invalidAddress(field, addr string) error {
 }
 
 func (r *emailRunner) Run(ctx context.Context, in *node.Input) (node.Result, error) {
-	m, err := r.message(in)
+	m, err := r.message(ctx, in)
 	if err != nil {
 		return node.Result{}, err
 	}
@@ -240,6 +243,7 @@ func (r *emailRunner) Run(ctx context.Context, in *node.Input) (node.Result, err
 	if err != nil {
 		return node.Result{}, err
 	}
+	templateOutput(out, m.tpl)
 	return node.Result{Output: out}, nil
 }
 
@@ -249,9 +253,10 @@ type rendered struct {
 	to, cc, bcc, replyTo []*netmail.Address
 	subject, text, html  string
 	headers              [][2]string
+	tpl                  *templates.Rendered // the template rendered, if any
 }
 
-func (r *emailRunner) message(in *node.Input) (*rendered, error) {
+func (r *emailRunner) message(ctx context.Context, in *node.Input) (*rendered, error) {
 	m := &rendered{}
 	var err error
 	if m.to, err = addresses(in.Env, r.to); err != nil {
@@ -298,6 +303,11 @@ func (r *emailRunner) message(in *node.Input) (*rendered, error) {
 			m.html = body
 		} else {
 			m.text = body
+		}
+	}
+	if r.template != "" {
+		if err := r.fromTemplate(ctx, in, m); err != nil {
+			return nil, err
 		}
 	}
 	if strings.ContainsAny(m.subject, "\r\n") {

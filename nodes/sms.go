@@ -17,6 +17,7 @@ import (
 
 	"github.com/rune-org/rune/expr"
 	"github.com/rune-org/rune/node"
+	"github.com/rune-org/rune/templates"
 	"github.com/rune-org/rune/workflow"
 )
 
@@ -349,9 +350,10 @@ type smsType struct {
 }
 
 func (*smsType) Check(c *workflow.NodeCheck) {
-	p := node.CheckParams(c, "from", "to", "body")
+	p := node.CheckParams(c, "from", "to", "body", "template")
+	hasTemplate := checkTemplate(c)
 	for _, name := range []string{"from", "to", "body"} {
-		if s, ok := p.String(name, name != "from"); ok {
+		if s, ok := p.String(name, name == "to" || (name == "body" && !hasTemplate)); ok {
 			checkLiquid(p, "parameters."+name, s)
 		}
 	}
@@ -361,7 +363,7 @@ func (*smsType) Check(c *workflow.NodeCheck) {
 }
 
 func (t *smsType) Compile(n *workflow.Node, c *expr.Compiler) (node.Runner, error) {
-	r := &smsRunner{opts: t.opts, bodies: t.bodies, refs: credRefs(n), varsRunner: varsRunner{name: "sms_" + n.ID}}
+	r := &smsRunner{opts: t.opts, bodies: t.bodies, refs: credRefs(n), varsRunner: varsRunner{name: "sms_" + n.ID}, template: templateName(n)}
 	var err error
 	for name, dst := range map[string]**liquidField{"from": &r.from, "to": &r.to, "body": &r.body} {
 		if *dst, err = liquidParam(n, c, name); err != nil {
@@ -377,6 +379,7 @@ type smsRunner struct {
 	bodies         *bodyCache
 	refs           []string // the credential, then its failover ones
 	from, to, body *liquidField
+	template       string // a template's name (issue 36), "" for none
 }
 
 func (r *smsRunner) Run(ctx context.Context, in *node.Input) (node.Result, error) {
@@ -387,6 +390,12 @@ func (r *smsRunner) Run(ctx context.Context, in *node.Input) (node.Result, error
 		src *liquidField
 	}{{&m.To, r.to}, {&m.From, r.from}, {&m.Body, r.body}} {
 		if *f.dst, err = f.src.render(in.Env); err != nil {
+			return node.Result{}, err
+		}
+	}
+	var tpl *templates.Rendered
+	if r.template != "" {
+		if tpl, err = r.fromTemplate(ctx, in, &m); err != nil {
 			return node.Result{}, err
 		}
 	}
@@ -427,5 +436,6 @@ func (r *smsRunner) Run(ctx context.Context, in *node.Input) (node.Result, error
 	if err != nil {
 		return node.Result{}, err
 	}
+	templateOutput(out, tpl)
 	return node.Result{Output: out}, nil
 }
