@@ -10,6 +10,7 @@ import (
 
 	"github.com/rune-org/rune/embedded"
 	"github.com/rune-org/rune/internal/testinfra"
+	"github.com/rune-org/rune/nodes"
 	"github.com/rune-org/rune/secrets"
 	"github.com/rune-org/rune/server"
 	"github.com/rune-org/rune/store"
@@ -55,7 +56,8 @@ func runServer(t testing.TB, st store.Store, token string, tweak func(*server.Co
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	cfg := server.Config{Store: st, Keys: keys, Logger: log}
 	tweak(&cfg)
-	rt, err := embedded.New(embedded.Options{Logger: log, ConsumeEvents: true, Tracer: cfg.Tracer, Secrets: secrets.Store{Store: st, Keys: keys}})
+	rt, err := embedded.New(embedded.Options{Logger: log, ConsumeEvents: true, Tracer: cfg.Tracer, Secrets: secrets.Store{Store: st, Keys: keys},
+		Nodes: nodes.Options{Templates: st}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,6 +68,9 @@ func apiSuite(t *testing.T, tg *target) {
 		{"HookDeliveries", testHookDeliveries},
 		// Execution pause and resume (issue 34, pause_execution_test.go).
 		{"ExecutionPause", testExecutionPause},
+		// issue 36: message templates (templates_test.go)
+		{"Templates", testTemplates},
+		{"TemplatePinning", testTemplatePinning},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
