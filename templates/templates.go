@@ -113,7 +113,7 @@ func Check(t *store.Template) error {
 // liquidError is the message osteele/liquid gives a markup that does not
 // parse: "Liquid error (line N): <what> in <markup>". Its line counts from
 // the markup's own start, so the position is found here instead.
-var liquidError = regexp.MustCompile(`^Liquid error \(line \d+\): (.*) in (\{[{%].*)$`)
+var liquidError = regexp.MustCompile(`^Liquid error(?: \(line \d+\))?: (.*) in (\{[{%].*)$`)
 
 // locate is err's message with the line and column (from 1) of the markup
 // it names in src.
