@@ -64,3 +64,27 @@ func TestTemplatesCLI(t *testing.T) {
 		t.Fatalf("templates get (deleted): exit %d %s", code, stderr)
 	}
 }
+
+// `rune run` has no template store: an email node naming a template fails
+// with TEMPLATE_NOT_FOUND saying so, before any connection is made.
+func TestRunTemplateWithoutStore(t *testing.T) {
+	t.Parallel()
+	wf := filepath.Join(t.TempDir(), "wf.json")
+	def := `{"id":"tpl","nodes":[{"id":"start","type":"trigger","trigger":true},
+ {"id":"mail","type":"email","credentials":{"ref":"mail"},"parameters":{"to":"a@example.com","template":"welcome"}}],
+ "edges":[{"id":"e1","src":"start","dst":"mail"}]}`
+	if err := os.WriteFile(wf, []byte(def), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := runCLI(t, nil, "validate", wf); code != 0 {
+		t.Fatalf("rune validate: exit %d %s %s, want a template to stand for subject and body", code, out, errOut)
+	}
+	code, out, errOut := runCLI(t, nil, "run", wf, "--quiet")
+	if code != exitFailed || !strings.Contains(out+errOut, "TEMPLATE_NOT_FOUND") {
+		t.Fatalf("rune run: exit %d, stdout %q, stderr %q; want 1 and TEMPLATE_NOT_FOUND", code, out, errOut)
+	}
+	code, out, _ = runCLI(t, nil, "run", wf, "--json")
+	if code != exitFailed || !strings.Contains(out, "no template store") {
+		t.Fatalf("rune run --json: exit %d %s, want the reason", code, out)
+	}
+}
