@@ -166,7 +166,7 @@ func TestBrowserFailuresAndManners(t *testing.T) {
 		{"/workflows/routes", "Workflow routes · Rune", "#graph"},
 		{"/dashboard", "Dashboard · Rune", "#dashboard"},
 		{"/dlq", "Dead letters · Rune", "main"},
-		{"/approvals", "Approvals · Rune", "#approvals"}, // issue 34
+		{"/approvals", "Approvals · Rune", "#approvals"},                     // issue 34
 		{"/templates?name=welcome", "Templates · Rune", "#template-preview"}, // issue 36
 		{"/executions/exec_missing", "Not found · Rune", "main"},
 	}
