@@ -209,6 +209,7 @@ func New(cfg Config) (*Console, error) {
 	c.editorRoutes()                                               // the visual editor (editor.go)
 	c.manageRoutes()                                               // issue 38: hooks, schedules, credentials, tokens, bulk actions (manage.go)
 	c.mux.HandleFunc("GET /approvals", c.session(c.approvalsPage)) // issue 34
+	c.mux.HandleFunc("GET /templates", c.session(c.templatesPage)) // issue 36
 	return c, nil
 }
 
@@ -221,6 +222,7 @@ var prefixes = []string{"GET /{$}", "/login", "/logout", "/executions", "/execut
 	// Issue 38's management pages (manage.go).
 	"/hooks", "/schedules", "/credentials", "/tokens",
 	"/approvals", // issue 34
+	"/templates", // issue 36: message templates (msgtemplates.go)
 }
 
 // Mount serves the console at / next to api: the console's paths go to

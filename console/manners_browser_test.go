@@ -52,6 +52,8 @@ func TestBrowserFailuresAndManners(t *testing.T) {
 	}))
 	t.Cleanup(down.Close)
 	tg := embeddedTarget(t)
+	// issue 36: a template for the Templates page's scan.
+	tg.mustAPI(t, 200, "PUT", "/v1/templates/welcome", `{"subject":"Hi {{ $trigger.name }}","html":"<p>Hi</p>","body":"Hi"}`)
 	tg.mustAPI(t, 201, "POST", "/v1/workflows", brokenDef(down.URL))
 	tg.mustAPI(t, 201, "POST", "/v1/workflows", routesDef)
 	tab := browsertest.NewTab(t)
@@ -164,7 +166,8 @@ func TestBrowserFailuresAndManners(t *testing.T) {
 		{"/workflows/routes", "Workflow routes · Rune", "#graph"},
 		{"/dashboard", "Dashboard · Rune", "#dashboard"},
 		{"/dlq", "Dead letters · Rune", "main"},
-		{"/approvals", "Approvals · Rune", "#approvals"}, // issue 34
+		{"/approvals", "Approvals · Rune", "#approvals"},                     // issue 34
+		{"/templates?name=welcome", "Templates · Rune", "#template-preview"}, // issue 36
 		{"/executions/exec_missing", "Not found · Rune", "main"},
 	}
 	for _, scheme := range []string{"light", "dark"} {

@@ -99,6 +99,7 @@ func (s *step) callWith(ctx context.Context, n *workflow.Node, r node.Runner, no
 		Attempt:        s.m.Attempt,
 		IdempotencyKey: s.idempotencyKey(),
 		Now:            now,
+		StartedAt:      s.m.StartedAt,
 		Logger:         s.log(),
 	}
 	if s.e.cfg.Secrets != nil {

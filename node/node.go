@@ -92,6 +92,10 @@ type Input struct {
 	Secrets Secrets
 	// Now is the time the engine started this attempt.
 	Now time.Time
+	// StartedAt is when the execution started, the same for every node and
+	// attempt: what a node pins to a version current then (the message
+	// templates of email and sms).
+	StartedAt time.Time
 	// Logger is for the node's own lines; the engine's carries the run's
 	// execution id, workflow id, node id, attempt and lineage on each.
 	Logger *slog.Logger

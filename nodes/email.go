@@ -20,13 +20,14 @@ import (
 
 	"github.com/rune-org/rune/expr"
 	"github.com/rune-org/rune/node"
+	"github.com/rune-org/rune/templates"
 	"github.com/rune-org/rune/workflow"
 )
 
 // emailType sends mail over SMTP (dsl.md "email").
 type emailType struct{ opts *Options }
 
-var emailParams = []string{"from", "to", "cc", "bcc", "reply_to", "subject", "text", "html", "body", "headers", "subscriber", "category", "critical"}
+var emailParams = []string{"from", "to", "cc", "bcc", "reply_to", "subject", "text", "html", "body", "headers", "subscriber", "category", "critical", "template"}
 
 // htmlTag finds an HTML tag in an email body: a body (seed 003's name for
 // the content) holding one is sent as HTML, any other as plain text.
@@ -38,6 +39,7 @@ func bodyIsHTML(body string) bool { return htmlTag.MatchString(body) }
 func (*emailType) Check(c *workflow.NodeCheck) {
 	p := node.CheckParams(c, emailParams...)
 	checkAudience(p)
+	hasTemplate := checkTemplate(c)
 	// With a subscriber, "to" defaults to the subscriber's email.
 	_, hasSubscriber := c.Node.Parameters["subscriber"]
 	checkStringOrList(p, "to", !hasSubscriber)
@@ -45,7 +47,7 @@ func (*emailType) Check(c *workflow.NodeCheck) {
 	checkStringOrList(p, "bcc", false)
 	checkStringOrList(p, "reply_to", false)
 	for _, name := range []string{"from", "subject", "text", "html", "body"} {
-		if s, ok := p.String(name, name == "subject"); ok {
+		if s, ok := p.String(name, name == "subject" && !hasTemplate); ok {
 			checkLiquid(p, "parameters."+name, s)
 		}
 	}
@@ -55,7 +57,7 @@ func (*emailType) Check(c *workflow.NodeCheck) {
 	switch {
 	case hasBody && (hasText || hasHTML):
 		c.Report("parameters.body", "set either body or text/html, not both: body is sent as HTML when it holds an HTML tag, else as text")
-	case !hasText && !hasHTML && !hasBody:
+	case !hasText && !hasHTML && !hasBody && !hasTemplate:
 		c.Report("parameters", "an email needs a body: set body, or text, html or both")
 	}
 	if h, present := c.Node.Parameters["headers"]; present {
@@ -93,7 +95,7 @@ func reservedMailHeader(name string) bool {
 }
 
 func (t *emailType) Compile(n *workflow.Node, c *expr.Compiler) (node.Runner, error) {
-	r := &emailRunner{opts: t.opts, refs: credRefs(n), varsRunner: varsRunner{name: "email_" + n.ID}}
+	r := &emailRunner{opts: t.opts, refs: credRefs(n), varsRunner: varsRunner{name: "email_" + n.ID}, template: templateName(n)}
 	var err error
 	if r.aud, err = compileAudience(n, c); err != nil {
 		return nil, err
@@ -134,6 +136,7 @@ type emailRunner struct {
 	to, cc, bcc, replyTo      []*liquidField
 	headers                   []emailHeader
 	aud                       audience
+	template                  string // a template's name (issue 36), "" for none
 }
 
 // smtpConfig is an SMTP credential (dsl.md "Credentials").
@@ -233,7 +236,7 @@ func (r *emailRunner) Run(ctx context.Context, in *node.Input) (node.Result, err
 		}
 		return node.Result{Output: out}, nil
 	}
-	m, err := r.message(in, rc)
+	m, err := r.message(ctx, in, rc)
 	if err != nil {
 		return node.Result{}, err
 	}
@@ -271,6 +274,7 @@ func (r *emailRunner) Run(ctx context.Context, in *node.Input) (node.Result, err
 	if err != nil {
 		return node.Result{}, err
 	}
+	templateOutput(out, m.tpl)
 	return node.Result{Output: out}, nil
 }
 
@@ -286,9 +290,10 @@ type rendered struct {
 	unsubscribeURL string
 	// category, for the mailto: unsubscribe's subject.
 	category string
+	tpl      *templates.Rendered // the template rendered, if any
 }
 
-func (r *emailRunner) message(in *node.Input, rc recipient) (*rendered, error) {
+func (r *emailRunner) message(ctx context.Context, in *node.Input, rc recipient) (*rendered, error) {
 	m := &rendered{}
 	var err error
 	env := rc.env
@@ -353,6 +358,11 @@ func (r *emailRunner) message(in *node.Input, rc recipient) (*rendered, error) {
 			m.html = body
 		} else {
 			m.text = body
+		}
+	}
+	if r.template != "" {
+		if err := r.fromTemplate(ctx, in, env, m); err != nil {
+			return nil, err
 		}
 	}
 	if strings.ContainsAny(m.subject, "\r\n") {

@@ -15,6 +15,7 @@ import (
 	"github.com/rune-org/rune/egress"
 	"github.com/rune-org/rune/expr"
 	"github.com/rune-org/rune/node"
+	"github.com/rune-org/rune/templates"
 )
 
 // Options configure the built-in node types. Zero fields take their defaults.
@@ -61,6 +62,13 @@ type Options struct {
 	// Subscribers is where nodes naming a "subscriber" find it (issue 36).
 	// Nil: such a node fails (rune run has no store).
 	Subscribers Subscribers
+	// Templates finds the message templates email and sms nodes name with
+	// "template", each at the version current when the execution started
+	// (issue 36; a store.Store is one). Nil: such a node fails with
+	// TEMPLATE_NOT_FOUND (rune run has no template store).
+	Templates templates.Source
+
+	renderer *templates.Renderer
 }
 
 // Defaults of Options.
@@ -96,6 +104,7 @@ func (o Options) withDefaults() Options {
 		o.HTTPClient = &http.Client{Transport: t}
 	}
 	o.HTTPClient = redirectClient(o.HTTPClient, o.Egress)
+	o.renderer = &templates.Renderer{}
 	return o
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rune-org/rune/expr"
 	"github.com/rune-org/rune/node"
+	"github.com/rune-org/rune/templates"
 	"github.com/rune-org/rune/workflow"
 )
 
@@ -349,12 +350,13 @@ type smsType struct {
 }
 
 func (*smsType) Check(c *workflow.NodeCheck) {
-	p := node.CheckParams(c, "from", "to", "body", "subscriber", "category", "critical")
+	p := node.CheckParams(c, "from", "to", "body", "subscriber", "category", "critical", "template")
 	checkAudience(p)
+	hasTemplate := checkTemplate(c)
 	// With a subscriber, "to" defaults to the subscriber's phone.
 	_, hasSubscriber := c.Node.Parameters["subscriber"]
 	for _, name := range []string{"from", "to", "body"} {
-		if s, ok := p.String(name, name == "body" || (name == "to" && !hasSubscriber)); ok {
+		if s, ok := p.String(name, (name == "body" && !hasTemplate) || (name == "to" && !hasSubscriber)); ok {
 			checkLiquid(p, "parameters."+name, s)
 		}
 	}
@@ -364,7 +366,7 @@ func (*smsType) Check(c *workflow.NodeCheck) {
 }
 
 func (t *smsType) Compile(n *workflow.Node, c *expr.Compiler) (node.Runner, error) {
-	r := &smsRunner{opts: t.opts, bodies: t.bodies, refs: credRefs(n), varsRunner: varsRunner{name: "sms_" + n.ID}}
+	r := &smsRunner{opts: t.opts, bodies: t.bodies, refs: credRefs(n), varsRunner: varsRunner{name: "sms_" + n.ID}, template: templateName(n)}
 	var err error
 	if r.aud, err = compileAudience(n, c); err != nil {
 		return nil, err
@@ -384,6 +386,7 @@ type smsRunner struct {
 	refs           []string // the credential, then its failover ones
 	from, to, body *liquidField
 	aud            audience
+	template       string // a template's name (issue 36), "" for none
 }
 
 func (r *smsRunner) Run(ctx context.Context, in *node.Input) (node.Result, error) {
@@ -415,6 +418,12 @@ func (r *smsRunner) Run(ctx context.Context, in *node.Input) (node.Result, error
 				Details: map[string]any{"parameter": "parameters.to", "subscriber": rc.sub.ID}}
 		}
 		m.To = strings.NewReplacer(" ", "", "(", "", ")", "", "-", "", ".", "").Replace(rc.sub.Phone)
+	}
+	var tpl *templates.Rendered
+	if r.template != "" {
+		if tpl, err = r.fromTemplate(ctx, in, rc.env, &m); err != nil {
+			return node.Result{}, err
+		}
 	}
 	m.To = strings.TrimSpace(m.To)
 	if !e164.MatchString(m.To) {
@@ -453,5 +462,6 @@ func (r *smsRunner) Run(ctx context.Context, in *node.Input) (node.Result, error
 	if err != nil {
 		return node.Result{}, err
 	}
+	templateOutput(out, tpl)
 	return node.Result{Output: out}, nil
 }

@@ -111,6 +111,14 @@ var accessTable = map[string]accessRow{
 	"GET /v1/approvals":                         {all, "filter"},
 	"POST /v1/executions/{id}/approvals/{node}": {operate, "404"},
 	"GET /v1/schedules/preview":                 {all, "filter"}, // issue 38
+	// issue 36: message templates concern no single workflow
+	"GET /v1/templates":                           {all, "403"},
+	"GET /v1/templates/{name}":                    {all, "403"},
+	"PUT /v1/templates/{name}":                    {edit, "403"},
+	"DELETE /v1/templates/{name}":                 {edit, "403"},
+	"GET /v1/templates/{name}/versions":           {all, "403"},
+	"GET /v1/templates/{name}/versions/{version}": {all, "403"},
+	"POST /v1/templates/{name}/preview":           {all, "403"},
 }
 
 // TestAccessTableCoversRoutes: every authenticated route has its row, and

@@ -61,7 +61,7 @@ func runServer(t testing.TB, st store.Store, token string, tweak func(*server.Co
 	// nodes' unsubscribe links point at it (issue 36).
 	hs := httptest.NewUnstartedServer(nil)
 	rt, err := embedded.New(embedded.Options{Logger: log, ConsumeEvents: true, Tracer: cfg.Tracer, Secrets: secrets.Store{Store: st, Keys: keys},
-		Nodes: nodes.Options{Subscribers: subscribers.Source{Store: st, Keys: keys, PublicURL: "http://" + hs.Listener.Addr().String()}}})
+		Nodes: nodes.Options{Subscribers: subscribers.Source{Store: st, Keys: keys, PublicURL: "http://" + hs.Listener.Addr().String()}, Templates: st}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -121,6 +121,14 @@ func (s *Server) routes() []Route {
 		// Execution pause and resume (issue 34, pause_execution.go).
 		{Method: "POST", Path: "/v1/executions/{id}/pause", Need: PermOperate, Scope: ScopeExecution, handler: s.pauseExecution},
 		{Method: "POST", Path: "/v1/executions/{id}/resume", Need: PermOperate, Scope: ScopeExecution, handler: s.resumeExecution},
+		// Message templates (issue 36, templates.go).
+		{Method: "GET", Path: "/v1/templates", Need: PermRead, Scope: ScopeGlobal, handler: s.listTemplates},
+		{Method: "GET", Path: "/v1/templates/{name}", Need: PermRead, Scope: ScopeGlobal, handler: s.getTemplate},
+		{Method: "PUT", Path: "/v1/templates/{name}", Need: PermEdit, Scope: ScopeGlobal, handler: s.putTemplate},
+		{Method: "DELETE", Path: "/v1/templates/{name}", Need: PermEdit, Scope: ScopeGlobal, handler: s.deleteTemplate},
+		{Method: "GET", Path: "/v1/templates/{name}/versions", Need: PermRead, Scope: ScopeGlobal, handler: s.listTemplateVersions},
+		{Method: "GET", Path: "/v1/templates/{name}/versions/{version}", Need: PermRead, Scope: ScopeGlobal, handler: s.getTemplateVersion},
+		{Method: "POST", Path: "/v1/templates/{name}/preview", Need: PermRead, Scope: ScopeGlobal, handler: s.previewTemplate},
 	}
 }
 

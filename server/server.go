@@ -31,6 +31,7 @@ import (
 	"github.com/rune-org/rune/metrics"
 	"github.com/rune-org/rune/secrets"
 	"github.com/rune-org/rune/store"
+	"github.com/rune-org/rune/templates"
 	"github.com/rune-org/rune/tracing"
 )
 
@@ -206,6 +207,8 @@ type Server struct {
 	unsubscribeLimits rateLimits
 	// flow is flow control by key (flow.go).
 	flow *flow
+	// templates renders template previews (templates.go, issue 36).
+	templates templates.Renderer
 }
 
 // New builds a server from cfg.

@@ -71,6 +71,9 @@ func apiSuite(t *testing.T, tg *target) {
 		{"ExecutionPause", testExecutionPause},
 		// issue 36: the digest node, through examples/comment_digest.json
 		{"DigestExample", testDigestExample},
+		// issue 36: message templates (templates_test.go)
+		{"Templates", testTemplates},
+		{"TemplatePinning", testTemplatePinning},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

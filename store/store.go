@@ -498,6 +498,9 @@ type Store interface {
 	// HookDeliveryStore: the last deliveries of each hook (issue 38).
 	HookDeliveryStore
 
+	// TemplateStore: versioned message templates (issue 36).
+	TemplateStore
+
 	// Close releases the store's connections.
 	Close() error
 }

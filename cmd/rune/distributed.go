@@ -25,6 +25,7 @@ import (
 	"github.com/rune-org/rune/scheduler"
 	"github.com/rune-org/rune/secrets"
 	"github.com/rune-org/rune/subscribers"
+	"github.com/rune-org/rune/templates"
 	"github.com/rune-org/rune/worker"
 )
 
@@ -46,6 +47,9 @@ type servers struct {
 	signingKeys string
 	// fault, when set, is the notification nodes' fault hook (internal/fault).
 	fault func(point, key string)
+	// templates, when set, are the message templates the email and sms
+	// nodes render (a worker's --postgres: the server's store).
+	templates templates.Source
 	// noFuse is the worker's --no-fuse.
 	noFuse bool
 	// effectsPool is distributed.Config.EffectsPool: the worker's
@@ -131,7 +135,7 @@ func (s *servers) connectWith(ctx context.Context, log *slog.Logger, role string
 	}
 	return distributed.Connect(ctx, distributed.Config{
 		AMQPURL: s.amqpURL, RedisURL: s.redisURL, Prefix: s.prefix, Role: role,
-		Logger: log, Secrets: sec, Nodes: nodes.Options{Fault: s.fault, Egress: s.egress, Subscribers: s.subscribers}, Signing: keys, Metrics: rec, NoFuse: s.noFuse,
+		Logger: log, Secrets: sec, Nodes: nodes.Options{Fault: s.fault, Egress: s.egress, Subscribers: s.subscribers, Templates: s.templates}, Signing: keys, Metrics: rec, NoFuse: s.noFuse,
 		QueueType: s.queueType, ExecutionQueues: s.executionQueues, MessageBatch: s.messageBatch, EffectsPool: s.effectsPool,
 		EventRetention: s.eventRetention,
 	})
@@ -178,7 +182,7 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 	var eg egressFlags
 	eg.flags(fs, env)
 	publicURL := fs.String("public-url", env.getenv("RUNE_PUBLIC_URL"), "with --postgres: the rune server's public URL (env RUNE_PUBLIC_URL), the base of the one-click unsubscribe links of emails with a category (default: none, no link)")
-	postgresURL := fs.String("postgres", env.getenv("RUNE_POSTGRES_URL"), "a rune server's PostgreSQL URL (env RUNE_POSTGRES_URL): resolve credentials from its store, decrypted with RUNE_SECRET_KEY (default: from RUNE_CREDENTIAL_* variables)")
+	postgresURL := fs.String("postgres", env.getenv("RUNE_POSTGRES_URL"), "a rune server's PostgreSQL URL (env RUNE_POSTGRES_URL): resolve credentials (and the subscribers and message templates of email and sms nodes) from its store, decrypted with RUNE_SECRET_KEY (default: from RUNE_CREDENTIAL_* variables)")
 	var ops opsFlags
 	ops.flags(fs, env)
 	memLimit := fs.Int64("memory-limit-mib", 448, "soft memory limit in MiB: the garbage collector works harder near it (GOMEMLIMIT, when set, wins; 0: none)")
@@ -239,6 +243,7 @@ func cmdWorker(ctx context.Context, env *cliEnv, args []string) error {
 		// Subscribers too (issue 36); links to unsubscribe need the URL
 		// recipients reach the server at.
 		srv.subscribers = subscribers.Source{Store: st, Keys: keys, PublicURL: *publicURL}
+		srv.templates = st // issue 36: the templates email and sms nodes name
 	}
 	tr, stopTracing, err := tracer(ctx, env, "rune-worker", log)
 	if err != nil {

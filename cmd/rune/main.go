@@ -66,7 +66,8 @@ func commands() []command {
 		{"executions", "list, get, follow, cancel, re-run, pause or resume executions on a server", cmdExecutions},
 		{"hooks", "create, list, rotate, disable or delete a workflow's webhooks on a server", cmdHooks},
 		{"schedules", "create, list, pause, resume or delete a workflow's cron schedules on a server", cmdSchedules},
-		{"events", "send an event to waiting wait_for_event nodes; list and decide approvals", cmdEvents}, // issue 34
+		{"events", "send an event to waiting wait_for_event nodes; list and decide approvals", cmdEvents},                 // issue 34
+		{"templates", "put, get, list, preview or delete the message templates email and sms nodes render", cmdTemplates}, // issue 36
 
 		{"permissions", "print the RabbitMQ and Redis commands that give a role what it needs", cmdPermissions},
 		{"dlq", "list, show, replay or purge dead letters (distributed runtime)", cmdDLQ},

@@ -193,6 +193,7 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 	closers = append(closers, stopTracing) // last: after the runtime's spans ended
 	var depths func(context.Context) ([]console.Depth, error)
 	if distributedMode {
+		srv.templates = st
 		rt, err := srv.connect(ctx, log, amqp.RoleMaster)
 		if err != nil {
 			return err
@@ -211,7 +212,7 @@ func cmdServer(ctx context.Context, env *cliEnv, args []string) error {
 		closers = append(closers, func() { db.Close() })
 		rt, err := embedded.New(embedded.Options{Logger: log, Concurrency: *concurrency, ConsumeEvents: true, Tracer: tr, DB: db, DrainTimeout: *drain, EventRetention: srv.eventRetention,
 			Secrets: secrets.Store{Store: st, Keys: keys}, Nodes: nodes.Options{Logger: log, Egress: srv.egress,
-				Subscribers: subscribers.Source{Store: st, Keys: keys, PublicURL: web.publicURL}}})
+				Subscribers: subscribers.Source{Store: st, Keys: keys, PublicURL: web.publicURL}, Templates: st}})
 		if err != nil {
 			return err
 		}

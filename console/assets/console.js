@@ -435,3 +435,33 @@ document.querySelectorAll("td.approval").forEach((td) => {
   td.querySelector("button.approve").addEventListener("click", () => decide(true));
   td.querySelector("button.reject").addEventListener("click", () => decide(false));
 });
+
+// Templates (issue 36): the preview pane renders the shown version with
+// the sample data through /ui/api, as POST /v1/templates/{name}/preview.
+(() => {
+  const pane = document.getElementById("template-preview");
+  if (!pane) return;
+  const err = document.getElementById("preview-error");
+  document.getElementById("preview-run").addEventListener("click", async () => {
+    err.textContent = "";
+    let data;
+    try {
+      data = JSON.parse(document.getElementById("preview-data").value || "{}");
+    } catch (e) {
+      err.textContent = "Sample data: not JSON: " + e.message;
+      return;
+    }
+    try {
+      const out = await post("/ui/api/v1/templates/" + encodeURIComponent(pane.dataset.name) + "/preview",
+        JSON.stringify({data: data, version: Number(pane.dataset.version)}));
+      for (const f of ["subject", "text", "html", "body"]) {
+        document.getElementById("preview-" + f).textContent = out[f] || "";
+      }
+      document.getElementById("preview-what").textContent = "Version " + out.version +
+        (out.layouts.length ? ", in layout " + out.layouts.join(", then ") : "");
+      document.getElementById("preview-out").hidden = false;
+    } catch (e) {
+      err.textContent = e.message;
+    }
+  });
+})();

@@ -89,6 +89,8 @@ func Exercise(ctx context.Context, t *testing.T, open func(t *testing.T) store.S
 		{"ChildLinks", testChildLinks},
 		// issue 38: a hook's last deliveries (deliveries.go)
 		{"HookDeliveries", testHookDeliveries},
+		// issue 36: versioned message templates (templates.go)
+		{"Templates", testTemplates},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
