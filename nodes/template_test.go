@@ -162,3 +162,27 @@ func TestTemplateCheck(t *testing.T) {
 	wantProblems(t, checkNode(t, text(map[string]any{"to": "+4915112345678", "template": 7.0})),
 		map[string]string{"nodes[1].parameters.template": "must be a template's name", "nodes[1].parameters.body": "required"})
 }
+
+// A template rendered for a subscriber sees the subscriber's variables,
+// as the node's own fields do, and goes to the subscriber's address.
+func TestTemplateForSubscriber(t *testing.T) {
+	t.Parallel()
+	st := templateStore(t)
+	if _, err := st.PutTemplate(t.Context(), store.TemplateInput{Name: "greet", Subject: "Hi {{ subscriber.data.first_name }}",
+		Text: "for {{ subscriber.email }} on {{ $trigger.plan }}", At: tplT0}); err != nil {
+		t.Fatal(err)
+	}
+	s := startSMTP(t, catcher.SMTPConfig{})
+	opts := Options{Templates: st, Subscribers: newFakeSubscribers()}
+	n := workflow.Node{ID: "send", Type: "email", Parameters: map[string]any{"subscriber": "ann", "template": "greet"},
+		Credentials: &workflow.CredentialRef{Ref: "c"}}
+	r := compileNode(t, NewRegistry(opts), n)
+	if _, err := r.Run(t.Context(), &node.Input{Env: welcomeEnv, NodeID: "send", ExecutionID: "ex1", Attempt: 1, IdempotencyKey: "k-greet",
+		StartedAt: tplT0.Add(time.Minute), Now: tplT0.Add(time.Minute), Secrets: mapSecrets{"c": smtpCred(s, "none", "from", "news@rune.test")}}); err != nil {
+		t.Fatal(err)
+	}
+	mails := s.Inboxes()["ann@example.com"]
+	if len(mails) != 1 || mails[0].Header.Get("Subject") != "Hi Ann" || !strings.Contains(string(mails[0].Data), "for ann@example.com on pro") {
+		t.Fatalf("ann's mails %+v, want one with the subscriber's variables rendered", mails)
+	}
+}
