@@ -84,6 +84,11 @@ func (s *Store) CreateFlowExecution(ctx context.Context, in store.ExecutionInput
 				x.AvailableAt = due
 			}
 		}
+		due := x.AvailableAt
+		held, err := holdAtCreate(ctx, tx, x, f, now)
+		if err != nil {
+			return err
+		}
 		rows, _ := tx.Query(ctx, queries["execution_create_many"], createManyArgs([]*store.Execution{x})...)
 		versions, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (int, error) {
 			var id string
@@ -118,6 +123,15 @@ func (s *Store) CreateFlowExecution(ctx context.Context, in store.ExecutionInput
 				return err
 			}
 		}
+		if held {
+			if _, err := tx.Exec(ctx, flowQueries["flow_slot_insert"], x.ID, x.WorkflowID, f.ConcurrencyKey, f.Limit, prio, "queued",
+				x.CreatedAt.UnixMicro(), due, now); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, flowQueries["flow_key_touch"], x.WorkflowID, f.ConcurrencyKey, now); err != nil {
+				return err
+			}
+		}
 		if f.DebounceKey != "" {
 			_, err = tx.Exec(ctx, flowQueries["flow_debounce_put"], x.WorkflowID, f.DebounceKey, x.ID, now)
 		}
@@ -129,12 +143,58 @@ func (s *Store) CreateFlowExecution(ctx context.Context, in store.ExecutionInput
 	return x, created, debounced, nil
 }
 
+// holdAtCreate decides whether an execution about to be created is queued
+// for a concurrency slot at once (store.FlowCreate's Limit): it is due now
+// and its key's slots are taken or executions of the key are queued. A
+// held one gets available_at HeldUntil. It takes the key's lock, as Admit
+// does, so its counts agree with other servers' admissions.
+func holdAtCreate(ctx context.Context, tx pgx.Tx, x *store.Execution, f store.FlowCreate, now time.Time) (bool, error) {
+	if f.Limit <= 0 || x.AvailableAt.After(now) {
+		return false, nil
+	}
+	if _, err := tx.Exec(ctx, flowQueries["flow_lock"], x.WorkflowID, f.ConcurrencyKey); err != nil {
+		return false, err
+	}
+	var running, queued int
+	if err := tx.QueryRow(ctx, flowQueries["flow_queued_any"], x.WorkflowID, f.ConcurrencyKey).Scan(&queued); err != nil {
+		return false, err
+	}
+	if queued == 0 {
+		if err := tx.QueryRow(ctx, flowQueries["flow_running"], x.WorkflowID, f.ConcurrencyKey).Scan(&running); err != nil {
+			return false, err
+		}
+		if running < f.Limit {
+			return false, nil
+		}
+	}
+	x.AvailableAt = store.HeldUntil
+	return true, nil
+}
+
 func (s *Store) SetPriority(ctx context.Context, ids []string, priority int) error {
 	if len(ids) == 0 {
 		return nil
 	}
 	_, err := s.pool.Exec(ctx, flowQueries["flow_set_priority_many"], priority, ids)
 	return sqlstore.Wrap("postgres", "set priority", err)
+}
+
+func (s *Store) Priorities(ctx context.Context, ids []string) (map[string]int, error) {
+	m := map[string]int{}
+	if len(ids) == 0 {
+		return m, nil
+	}
+	rows, _ := s.pool.Query(ctx, flowQueries["flow_priorities"], ids)
+	var id string
+	var p int
+	_, err := pgx.ForEachRow(rows, []any{&id, &p}, func() error {
+		m[id] = p
+		return nil
+	})
+	if err != nil {
+		return nil, sqlstore.Wrap("postgres", "priorities", err)
+	}
+	return m, nil
 }
 
 func (s *Store) Admit(ctx context.Context, x *store.Execution, a store.Admission) (store.Admitted, error) {

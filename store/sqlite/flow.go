@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -73,9 +74,22 @@ func (s *Store) CreateFlowExecution(ctx context.Context, in store.ExecutionInput
 				x.AvailableAt = due
 			}
 		}
-		var err error
+		due := x.AvailableAt
+		held, err := s.holdAtCreate(ctx, tx, x, f, now)
+		if err != nil {
+			return err
+		}
 		if x, created, err = createExecution(ctx, tx, x); err != nil || !created {
 			return err
+		}
+		if held {
+			if _, err := tx.ExecContext(ctx, flowQueries["flow_slot_insert"], x.ID, x.WorkflowID, f.ConcurrencyKey, f.Limit, prio, "queued",
+				micros(x.CreatedAt), micros(due), micros(now)); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, flowQueries["flow_key_touch"], x.WorkflowID, f.ConcurrencyKey, micros(now)); err != nil {
+				return err
+			}
 		}
 		if prio != store.PriorityDefault {
 			if _, err := tx.ExecContext(ctx, flowQueries["flow_set_priority"], prio, x.ID); err != nil {
@@ -91,6 +105,30 @@ func (s *Store) CreateFlowExecution(ctx context.Context, in store.ExecutionInput
 		return nil, false, false, err
 	}
 	return x, created, debounced, nil
+}
+
+// holdAtCreate decides whether an execution about to be created is queued
+// for a concurrency slot at once (store.FlowCreate's Limit): it is due now
+// and its key's slots are taken or executions of the key are queued. A
+// held one gets available_at HeldUntil.
+func (s *Store) holdAtCreate(ctx context.Context, tx *sql.Tx, x *store.Execution, f store.FlowCreate, now time.Time) (bool, error) {
+	if f.Limit <= 0 || x.AvailableAt.After(now) {
+		return false, nil
+	}
+	var running, queued int
+	if err := tx.QueryRowContext(ctx, flowQueries["flow_queued_any"], x.WorkflowID, f.ConcurrencyKey).Scan(&queued); err != nil {
+		return false, err
+	}
+	if queued == 0 {
+		if err := tx.QueryRowContext(ctx, flowQueries["flow_running"], x.WorkflowID, f.ConcurrencyKey).Scan(&running); err != nil {
+			return false, err
+		}
+		if running < f.Limit {
+			return false, nil
+		}
+	}
+	x.AvailableAt = store.HeldUntil
+	return true, nil
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -257,6 +295,31 @@ func promoteKey(ctx context.Context, tx *sql.Tx, wf, key string, now time.Time) 
 			return n, true, nil
 		}
 	}
+}
+
+func (s *Store) Priorities(ctx context.Context, ids []string) (map[string]int, error) {
+	m := map[string]int{}
+	if len(ids) == 0 {
+		return m, nil
+	}
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.r.QueryContext(ctx, flowQueries["flow_priorities"], string(list))
+	if err != nil {
+		return nil, sqlstore.Wrap("sqlite", "priorities", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var p int
+		if err := rows.Scan(&id, &p); err != nil {
+			return nil, err
+		}
+		m[id] = p
+	}
+	return m, sqlstore.Wrap("sqlite", "priorities", rows.Err())
 }
 
 func (s *Store) FlowState(ctx context.Context, id string) (store.FlowState, error) {

@@ -88,6 +88,9 @@ func Exercise(ctx context.Context, t *testing.T, open func(t *testing.T) store.S
 		{"ChildLinks", testChildLinks},
 		// issue 38: a hook's last deliveries (deliveries.go)
 		{"HookDeliveries", testHookDeliveries},
+		// issue 35: a full key's arrivals are held at create (flow.go)
+		{"FlowHoldAtCreate", testFlowHoldAtCreate},
+		{"FlowPriorities", testFlowPriorities},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
