@@ -29,13 +29,14 @@ import (
 //     the highest first.
 //   - debounce: decided when an execution is created (CreateFlowExecution).
 //   - concurrency: an execution the API or a hook creates due at once
-//     while its key's slots are taken (or the key has queued executions)
-//     is created queued, held (CreateFlowExecution), so the dispatcher's
-//     claim, which takes arrivals in order, never sees a busy key's
-//     backlog: the promoter serves keys round-robin from the first turn.
-//     Every other execution's slot is decided when the dispatcher first
-//     claims it (Admit), whatever made it (a schedule, a re-run, a create
-//     that found a free slot): it holds a slot of its key and is
+//     takes a free slot of its key in the create's transaction, or, the
+//     slots taken (or executions of the key queued), is created queued,
+//     held (CreateFlowExecution), so the dispatcher's claim, which takes
+//     arrivals in order, never sees a busy key's backlog: the promoter
+//     serves keys round-robin from the first turn. Every other
+//     execution's slot is decided when the dispatcher first claims it
+//     (Admit), whatever made it (a schedule, a re-run, a start_at, a
+//     debounce, on_limit drop or cancel_oldest): it holds a slot of its key and is
 //     dispatched, or goes back enqueued, held, until the promoter
 //     (FlowConfig) gives it a freed slot. A slot is the execution itself,
 //     so it frees when the execution ends, however its workers died on
@@ -163,7 +164,8 @@ func (f *flow) spec(id string, version int, wf *engine.Workflow) (*flowSpec, err
 // flow path: a debounce, a default priority other than 5, or a
 // concurrency limit that queues (a create finding the key full is held at
 // once, so the dispatcher's claim, in arrival order, never sees it: the
-// promoter's round-robin orders the key's executions from the first turn).
+// promoter's round-robin orders the key's executions from the first turn;
+// one finding a free slot takes it at once).
 func (sp *flowSpec) needsCreate() bool {
 	return sp.debounce != nil || sp.priority != store.PriorityDefault || sp.queues()
 }

@@ -40,11 +40,12 @@ type FlowCreate struct {
 	Period      time.Duration
 	MaxWait     time.Duration
 	// Limit > 0 is the workflow's concurrency limit (on_limit "queue") and
-	// ConcurrencyKey the execution's key: an execution due at once whose
-	// key has all its slots taken or executions queued is created queued
-	// for a slot, held (as Admit would queue it on its first claim), so
-	// the claim never sees it and the promoter serves the keys
-	// round-robin from its first turn. Otherwise Admit decides its slot.
+	// ConcurrencyKey the execution's key, and the create decides the slot
+	// of an execution due at once, as Admit would on its first claim: it
+	// takes a free slot of its key when none of the key's executions is
+	// queued, else it is created queued for a slot, held, so the claim
+	// never sees it and the promoter serves the keys round-robin from its
+	// first turn. Otherwise (no limit, due later) Admit decides its slot.
 	ConcurrencyKey string
 	Limit          int
 }

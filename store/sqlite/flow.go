@@ -75,18 +75,20 @@ func (s *Store) CreateFlowExecution(ctx context.Context, in store.ExecutionInput
 			}
 		}
 		due := x.AvailableAt
-		held, err := s.holdAtCreate(ctx, tx, x, f, now)
+		slot, err := s.slotAtCreate(ctx, tx, x, f, now)
 		if err != nil {
 			return err
 		}
 		if x, created, err = createExecution(ctx, tx, x); err != nil || !created {
 			return err
 		}
-		if held {
-			if _, err := tx.ExecContext(ctx, flowQueries["flow_slot_insert"], x.ID, x.WorkflowID, f.ConcurrencyKey, f.Limit, prio, "queued",
+		if slot != "" {
+			if _, err := tx.ExecContext(ctx, flowQueries["flow_slot_insert"], x.ID, x.WorkflowID, f.ConcurrencyKey, f.Limit, prio, slot,
 				micros(x.CreatedAt), micros(due), micros(now)); err != nil {
 				return err
 			}
+		}
+		if slot == "queued" {
 			if _, err := tx.ExecContext(ctx, flowQueries["flow_key_touch"], x.WorkflowID, f.ConcurrencyKey, micros(now)); err != nil {
 				return err
 			}
@@ -107,28 +109,30 @@ func (s *Store) CreateFlowExecution(ctx context.Context, in store.ExecutionInput
 	return x, created, debounced, nil
 }
 
-// holdAtCreate decides whether an execution about to be created is queued
-// for a concurrency slot at once (store.FlowCreate's Limit): it is due now
-// and its key's slots are taken or executions of the key are queued. A
-// held one gets available_at HeldUntil.
-func (s *Store) holdAtCreate(ctx context.Context, tx *sql.Tx, x *store.Execution, f store.FlowCreate, now time.Time) (bool, error) {
+// slotAtCreate decides the concurrency slot of an execution about to be
+// created (store.FlowCreate's Limit) when it is due now: "admitted" when
+// its key has a free slot and nothing queued (it holds the slot from now,
+// as Admit would give it at the claim), else "queued", held (available_at
+// HeldUntil); "" (Admit decides at the claim) when there is no limit or it
+// is due later.
+func (s *Store) slotAtCreate(ctx context.Context, tx *sql.Tx, x *store.Execution, f store.FlowCreate, now time.Time) (string, error) {
 	if f.Limit <= 0 || x.AvailableAt.After(now) {
-		return false, nil
+		return "", nil
 	}
 	var running, queued int
 	if err := tx.QueryRowContext(ctx, flowQueries["flow_queued_any"], x.WorkflowID, f.ConcurrencyKey).Scan(&queued); err != nil {
-		return false, err
+		return "", err
 	}
 	if queued == 0 {
 		if err := tx.QueryRowContext(ctx, flowQueries["flow_running"], x.WorkflowID, f.ConcurrencyKey).Scan(&running); err != nil {
-			return false, err
+			return "", err
 		}
 		if running < f.Limit {
-			return false, nil
+			return "admitted", nil
 		}
 	}
 	x.AvailableAt = store.HeldUntil
-	return true, nil
+	return "queued", nil
 }
 
 func minTime(a, b time.Time) time.Time {

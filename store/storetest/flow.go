@@ -9,10 +9,10 @@ import (
 	"github.com/rune-org/rune/store"
 )
 
-// Issue 35: an execution created due while its concurrency key's slots are
-// taken is created queued, held, so no claim takes it before the key's
-// turn; another key's is created due, and the held one is promoted, in
-// arrival order, when a slot frees.
+// Issue 35: an execution created due takes a free slot of its key at once;
+// one created while its key's slots are taken is created queued, held, so
+// no claim takes it before the key's turn; another key's is created due,
+// and the held one is promoted, in arrival order, when a slot frees.
 func testFlowHoldAtCreate(ctx context.Context, t *testing.T, h *harness) {
 	fs, ok := h.s.(store.FlowStore)
 	if !ok {
@@ -40,8 +40,16 @@ func testFlowHoldAtCreate(ctx context.Context, t *testing.T, h *harness) {
 			t.Fatalf("%s (free slots) available at %v, want its creation", id, x.AvailableAt)
 		}
 	}
-	if got := claim(ctx, t, h.s, "d1", at(5), time.Minute, 10); !slices.Equal(got, []string{"a1", "a2"}) {
-		t.Fatalf("claimed %v, want a1 a2", got)
+	// The slots are taken at create, before any claim: a third is held.
+	if x := create("c1", "C", 3); !x.AvailableAt.Equal(at(3)) {
+		t.Fatalf("c1 available at %v, want its creation", x.AvailableAt)
+	}
+	create("c2", "C", 3)
+	if x := create("c3", "C", 3); !x.AvailableAt.Equal(store.HeldUntil) {
+		t.Fatalf("c3 (key C's two slots taken at create) available at %v, want held", x.AvailableAt)
+	}
+	if got := claim(ctx, t, h.s, "d1", at(5), time.Minute, 10); !slices.Equal(got, []string{"a1", "a2", "c1", "c2"}) {
+		t.Fatalf("claimed %v, want a1 a2 c1 c2", got)
 	}
 	admit("a1", 5)
 	admit("a2", 5)
