@@ -57,6 +57,12 @@ type Message struct {
 	// on a first delivery (not Redelivered) knows no earlier delivery of
 	// that id can have run (dead letters and redeliveries aside).
 	First bool
+	// Priority, on Execution, is the execution's priority (issue 35): 1
+	// (lowest) to 10 (highest), 0 for the default 5. A broker that has
+	// priorities hands a topic's ready messages out highest priority
+	// first (then in its usual order); others ignore it. Brokers do not
+	// carry it on delivery: the body (message.NodeExecution.Priority) has it.
+	Priority int
 }
 
 // Delivery is a consumed message.

@@ -127,3 +127,18 @@ func Unbatch(m Message) []Message {
 	}
 	return out
 }
+
+// ExecutionPriority is the priority a broker with priorities gives m, an
+// Execution message (issue 35): m.Priority, else its body's
+// (message.NodeExecution.Priority, as on a replay), 1 (lowest) to 10
+// (highest), 5 when neither says.
+func ExecutionPriority(m *Message) int {
+	p := m.Priority
+	if ne, ok := m.Body.(*message.NodeExecution); ok && p == 0 {
+		p = ne.Priority
+	}
+	if p < 1 || p > 10 {
+		return 5
+	}
+	return p
+}

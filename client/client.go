@@ -17,10 +17,15 @@ import (
 // Start publishes the first messages of execution execID of wf and waits
 // until the broker has accepted them.
 func Start(ctx context.Context, b broker.Broker, e *engine.Engine, wf *engine.Workflow, execID string, input any) error {
+	return StartWith(ctx, b, e, wf, execID, input, engine.StartOptions{})
+}
+
+// StartWith is Start with opts (the execution's priority).
+func StartWith(ctx context.Context, b broker.Broker, e *engine.Engine, wf *engine.Workflow, execID string, input any, opts engine.StartOptions) error {
 	started := false
 	// Completed: a workflow may end at its trigger.
 	err := publish.Handle(ctx, publish.Config{Broker: b, Completed: e.Completed}, func(s engine.Sink) error {
-		if err := e.Start(ctx, wf, execID, input, s); err != nil {
+		if err := e.StartWith(ctx, wf, execID, input, opts, s); err != nil {
 			return err
 		}
 		started = true

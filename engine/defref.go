@@ -67,8 +67,10 @@ func (e *Engine) refFor(ctx context.Context, wf *Workflow, m *message.NodeExecut
 }
 
 // definitionOf sets the definition fields of m, a message that runs a node
-// of the same workflow as from: by reference when ref is set, else inline.
+// of the same workflow as from: by reference when ref is set, else inline;
+// and m's priority, the execution's, which every message carries (issue 35).
 func definitionOf(m *message.NodeExecution, from *message.NodeExecution, ref string) {
+	m.Priority = from.Priority
 	if ref != "" {
 		m.DefinitionRef = ref
 		return

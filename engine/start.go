@@ -26,6 +26,20 @@ func NewExecutionID(now time.Time) string {
 // trigger's success and one first message per successor of the trigger to
 // sink (or the completion, when the trigger has no successor).
 func (e *Engine) Start(ctx context.Context, wf *Workflow, execID string, input any, sink Sink) error {
+	return e.StartWith(ctx, wf, execID, input, StartOptions{}, sink)
+}
+
+// StartOptions are what an execution's start may add to its trigger payload.
+type StartOptions struct {
+	// Priority is the execution's priority, 1 (lowest) to 10 (highest); 0
+	// is the default 5. Every node message of the execution carries it
+	// (message.NodeExecution.Priority), so brokers with priorities hand
+	// them out first under a backlog (issue 35).
+	Priority int
+}
+
+// StartWith is Start with opts.
+func (e *Engine) StartWith(ctx context.Context, wf *Workflow, execID string, input any, opts StartOptions, sink Sink) error {
 	// The input policy, for callers that decoded the input themselves (an
 	// API): refused here, the input never becomes a message.
 	if err := message.CheckValue("input", input); err != nil {
@@ -41,6 +55,9 @@ func (e *Engine) Start(ctx context.Context, wf *Workflow, execID string, input a
 	ref, err := e.refFor(ctx, wf, first)
 	if err != nil {
 		return err
+	}
+	if opts.Priority != 5 {
+		first.Priority = opts.Priority // 5 is the default: omitted
 	}
 	if len(edges) > 0 {
 		if err := e.cfg.Coord.Start(ctx, execID, len(edges)); err != nil {

@@ -45,6 +45,12 @@ type NodeExecution struct {
 	// AccumulatedContext maps "$<node_id>" to that node's output.
 	AccumulatedContext map[string]any `json:"accumulated_context"`
 	LineageStack       []Frame        `json:"lineage_stack,omitempty"`
+	// Priority is the execution's priority (issue 35), 1 (lowest) to 10
+	// (highest); 0, omitted, is the default 5. Every message of an
+	// execution carries it, so a broker that has priorities delivers a
+	// higher-priority execution's node messages first under a backlog.
+	// Readers that predate it ignore it.
+	Priority int `json:"priority,omitempty"`
 }
 
 // Statuses of a node (dsl.md "Statuses").

@@ -145,6 +145,9 @@ func (m *NodeExecution) Validate() error {
 	}
 	p.contextKeys("accumulated_context", m.AccumulatedContext)
 	p.lineage(m.LineageStack)
+	if m.Priority != 0 && (m.Priority < 1 || m.Priority > 10) {
+		p.add("priority", "%d, want 1 (lowest) to 10 (highest), or absent (5)", m.Priority)
+	}
 	return p.err()
 }
 

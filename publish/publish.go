@@ -169,7 +169,7 @@ func (p *Publisher) settle() {
 func (p *Publisher) Execute(m *message.NodeExecution, how engine.Publish) {
 	p.settle()
 	p.batch = append(p.batch, broker.Message{Topic: broker.Execution, ID: m.MessageID, Key: m.ExecutionID, Lane: lane(m.LineageStack), Body: m,
-		Delay: how.Delay, Trace: how.Trace, First: how.First && how.Delay == 0})
+		Delay: how.Delay, Trace: how.Trace, First: how.First && how.Delay == 0, Priority: m.Priority})
 }
 
 // Timeout implements engine.Sink.

@@ -134,6 +134,7 @@ func (d *dispatcher) dispatchOnce(ctx context.Context) (int, error) {
 	for _, x := range xs {
 		d.metrics.dispatchLag.Observe(max(0, now.Sub(x.AvailableAt).Seconds()))
 	}
+	prios := d.priorities(ctx, xs)
 	sem := make(chan struct{}, dispatchParallelism)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -142,7 +143,7 @@ func (d *dispatcher) dispatchOnce(ctx context.Context) (int, error) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			ok, err := d.dispatchOne(ctx, x)
+			ok, err := d.dispatchOne(ctx, x, prios[x.ID])
 			if err != nil && ctx.Err() == nil {
 				d.log.Warn("dispatcher: execution not dispatched; it is claimed again after the lease",
 					"execution", x.ID, "workflow", x.WorkflowID, "version", x.Version, "lease", d.cfg.Lease, "err", err)
@@ -167,9 +168,28 @@ func (d *dispatcher) dispatchOnce(ctx context.Context) (int, error) {
 	return len(xs), nil
 }
 
+// priorities returns the priorities of the claimed executions xs that have
+// another than the default (flow.go): their node messages carry it. On a
+// failed read they go at the default priority: the order of node messages
+// is a preference, not a guarantee.
+func (d *dispatcher) priorities(ctx context.Context, xs []*store.Execution) map[string]int {
+	if d.flow == nil || d.flow.fs == nil || len(xs) == 0 {
+		return nil
+	}
+	ids := make([]string, len(xs))
+	for i, x := range xs {
+		ids[i] = x.ID
+	}
+	m, err := d.flow.fs.Priorities(ctx, ids)
+	if err != nil && ctx.Err() == nil {
+		d.log.Warn("dispatcher: reading the priorities of claimed executions failed; their node messages go at the default priority", "err", err)
+	}
+	return m
+}
+
 // dispatchOne publishes x's first messages (ok: published, to be marked
 // dispatched) or ends it without publishing.
-func (d *dispatcher) dispatchOne(ctx context.Context, x *store.Execution) (ok bool, err error) {
+func (d *dispatcher) dispatchOne(ctx context.Context, x *store.Execution, priority int) (ok bool, err error) {
 	ctx, span := d.tracer.Dispatch(ctx, x.ID, x.WorkflowID, x.Version)
 	defer func() {
 		if err != nil {
@@ -208,7 +228,7 @@ func (d *dispatcher) dispatchOne(ctx context.Context, x *store.Execution) (ok bo
 			return ok, err
 		}
 	}
-	err = client.Start(ctx, d.broker, d.engine, wf, x.ID, input)
+	err = client.StartWith(ctx, d.broker, d.engine, wf, x.ID, input, engine.StartOptions{Priority: priority})
 	if errors.Is(err, engine.ErrInvalid) {
 		// A permanent refusal (the input breaks the policy: enqueued before
 		// the API checked it, or by another way in): dispatching again

@@ -28,12 +28,19 @@ import (
 //     schedule's setting, the workflow's settings.priority); the claim takes
 //     the highest first.
 //   - debounce: decided when an execution is created (CreateFlowExecution).
-//   - concurrency: decided when the dispatcher first claims an execution
-//     (Admit), whatever made it (the API, a hook, a schedule, a re-run):
-//     it holds a slot of its key and is dispatched, or goes back enqueued,
-//     held, until the promoter (FlowConfig) gives it a freed slot. A slot
-//     is the execution itself, so it frees when the execution ends, however
-//     its workers died on the way.
+//   - concurrency: an execution the API or a hook creates due at once
+//     takes a free slot of its key in the create's transaction, or, the
+//     slots taken (or executions of the key queued), is created queued,
+//     held (CreateFlowExecution), so the dispatcher's claim, which takes
+//     arrivals in order, never sees a busy key's backlog: the promoter
+//     serves keys round-robin from the first turn. Every other
+//     execution's slot is decided when the dispatcher first claims it
+//     (Admit), whatever made it (a schedule, a re-run, a start_at, a
+//     debounce, on_limit drop or cancel_oldest): it holds a slot of its key and is
+//     dispatched, or goes back enqueued, held, until the promoter
+//     (FlowConfig) gives it a freed slot. A slot is the execution itself,
+//     so it frees when the execution ends, however its workers died on
+//     the way.
 
 // Defaults of FlowConfig.
 const (
@@ -153,6 +160,22 @@ func (f *flow) spec(id string, version int, wf *engine.Workflow) (*flowSpec, err
 	return sp, nil
 }
 
+// needsCreate reports whether a create of the version goes through the
+// flow path: a debounce, a default priority other than 5, or a
+// concurrency limit that queues (a create finding the key full is held at
+// once, so the dispatcher's claim, in arrival order, never sees it: the
+// promoter's round-robin orders the key's executions from the first turn;
+// one finding a free slot takes it at once).
+func (sp *flowSpec) needsCreate() bool {
+	return sp.debounce != nil || sp.priority != store.PriorityDefault || sp.queues()
+}
+
+// queues reports whether the version has a concurrency limit whose
+// on_limit is "queue".
+func (sp *flowSpec) queues() bool {
+	return sp.concurrency != nil && cmp.Or(sp.concurrency.OnLimit, store.OnLimitQueue) == store.OnLimitQueue
+}
+
 // specOf returns the flow settings of workflow id's version.
 func (f *flow) specOf(ctx context.Context, id string, version int) (*flowSpec, error) {
 	wf, err := f.defs.get(ctx, id, version)
@@ -188,7 +211,9 @@ func (f *flow) key(v expr.Value, input json.RawMessage) (string, error) {
 // needsCreate reports whether triggers of workflow id's latest version go
 // through the flow path (a debounce or a default priority other than 5),
 // from a cache of at most a second: a new version's debounce or priority
-// applies to triggers through other servers at most a second late.
+// applies to triggers through other servers at most a second late (a
+// concurrency limit applies at once all the same: the dispatcher's Admit
+// decides the slot of an execution created without it).
 func (f *flow) needsCreate(ctx context.Context, id string) (bool, error) {
 	now := time.Now()
 	f.mu.Lock()
@@ -206,7 +231,7 @@ func (f *flow) needsCreate(ctx context.Context, id string) (bool, error) {
 	// (INVALID_WORKFLOW): the plain create path.
 	if wf, err := f.engine.Compile(w.Definition); err == nil {
 		if sp, err := f.spec(w.ID, w.Version, wf); err == nil {
-			needs = sp.debounce != nil || sp.priority != store.PriorityDefault
+			needs = sp.needsCreate()
 		}
 	}
 	f.mu.Lock()
@@ -250,7 +275,7 @@ func (s *Server) createExecution(ctx context.Context, in store.ExecutionInput, p
 		if err != nil {
 			return created{}, err
 		}
-		needs = sp.debounce != nil || sp.priority != store.PriorityDefault
+		needs = sp.needsCreate()
 	default:
 		var err error
 		if needs, err = f.needsCreate(ctx, in.WorkflowID); err != nil {
@@ -281,6 +306,13 @@ func (s *Server) createExecution(ctx context.Context, in store.ExecutionInput, p
 				"workflow %s: settings.debounce.key: %v", w.ID, err)
 		}
 		fc.DebounceKey, fc.Period, fc.MaxWait = k, sp.period, sp.maxWait
+	}
+	if sp.queues() {
+		k, err := f.key(sp.ckey, in.Input)
+		if err != nil {
+			k = "" // as admit does: one key for all such
+		}
+		fc.ConcurrencyKey, fc.Limit = k, sp.concurrency.Limit
 	}
 	x, ok, debounced, err := f.fs.CreateFlowExecution(ctx, in, fc)
 	return created{x: x, created: ok, debounced: debounced}, err

@@ -20,8 +20,10 @@ import (
 
 // target is a running server the API suite talks to over HTTP.
 type target struct {
-	url   string
-	token string // an API token stored in the server's store
+	url string
+	// client, when not nil, sends the benchmarks' requests (post).
+	client *http.Client
+	token  string // an API token stored in the server's store
 	// store is the server's store, opened by the test (tokens, checks).
 	store store.Store
 	// output returns everything the server processes logged so far.

@@ -39,6 +39,15 @@ type FlowCreate struct {
 	DebounceKey string
 	Period      time.Duration
 	MaxWait     time.Duration
+	// Limit > 0 is the workflow's concurrency limit (on_limit "queue") and
+	// ConcurrencyKey the execution's key, and the create decides the slot
+	// of an execution due at once, as Admit would on its first claim: it
+	// takes a free slot of its key when none of the key's executions is
+	// queued, else it is created queued for a slot, held, so the claim
+	// never sees it and the promoter serves the keys round-robin from its
+	// first turn. Otherwise (no limit, due later) Admit decides its slot.
+	ConcurrencyKey string
+	Limit          int
 }
 
 // Admission is the concurrency setting of a claimed execution.
@@ -99,6 +108,10 @@ type FlowStore interface {
 	// served first (round-robin), each in its priority and arrival order.
 	// It returns how many executions it made available at now.
 	Promote(ctx context.Context, now time.Time, keys int) (int, error)
+	// Priorities returns the priority of each of executions ids whose
+	// priority is not PriorityDefault (the dispatcher's claimed batch: its
+	// node messages carry it).
+	Priorities(ctx context.Context, ids []string) (map[string]int, error)
 	// FlowState returns execution id's flow state (zero when none).
 	FlowState(ctx context.Context, id string) (FlowState, error)
 	// QueuedByWorkflow counts the enqueued executions of each workflow.

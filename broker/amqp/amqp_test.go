@@ -738,7 +738,7 @@ func TestConformanceScaled(t *testing.T) {
 		cfg := testConfig(t)
 		cfg.ExecutionQueues, cfg.QueueType = 4, QueueQuorum
 		return open(t, cfg)
-	})
+	}, brokertest.WithoutPriorities()) // quorum queues: no priorities
 }
 
 // TestShardedExecutionQueues: with four execution queues, executions spread

@@ -51,6 +51,9 @@ type batchItem struct {
 	id, key, trace string
 	first          bool
 	body           []byte
+	// priority is the AMQP priority of an execution message (issue 35),
+	// not encoded: a batch holds messages of one priority, and goes with it.
+	priority uint8
 }
 
 // encodeBatch writes items as a batch body: the version, the count, and for

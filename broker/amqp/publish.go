@@ -38,6 +38,7 @@ func (b *Broker) plain(topic broker.Topic, it *batchItem, now time.Time) amqp091
 		Type:          string(topic),
 		Timestamp:     now,
 		Body:          it.body,
+		Priority:      it.priority,
 	}
 	if it.trace != "" {
 		pub.Headers[headerTraceparent] = it.trace
@@ -68,6 +69,7 @@ func (b *Broker) batch(topic broker.Topic, key string, items []batchItem, now ti
 		Timestamp:    now,
 		Body:         encodeBatch(items),
 	}
+	pub.Priority = items[0].priority // a batch's items share it (flush)
 	prefix := statusRKPrefix
 	var bcc []any
 	switch topic {
@@ -131,7 +133,8 @@ func (b *Broker) Publish(ctx context.Context, msgs ...broker.Message) broker.Pen
 				return broker.Done{Err: fmt.Errorf("amqp broker: publish message %q on %s with delay %v: %w", m.ID, m.Topic, m.Delay, err)}
 			}
 		}
-		it := batchItem{id: m.ID, key: m.Key, trace: m.Trace, first: m.First && m.Topic == broker.Execution && m.Delay == 0, body: body}
+		it := batchItem{id: m.ID, key: m.Key, trace: m.Trace, first: m.First && m.Topic == broker.Execution && m.Delay == 0, body: body,
+			priority: b.n.priority(m)}
 		out[i] = outgoing{exchange: r.exchange, key: r.key, id: m.ID, topic: m.Topic}
 		if b.cfg.MessageBatch > 1 && m.Topic != broker.Timeout && m.Delay == 0 {
 			out[i].item = &it // the publisher batches it (batch.go)
@@ -360,7 +363,9 @@ func (p *publisher) flush(ch *amqp091.Channel) {
 	for len(q) > 0 {
 		var batch, rest []queued
 		for _, m := range q {
-			same := m.topic == q[0].topic && m.exchange == q[0].exchange && (m.topic != broker.Execution || m.key == q[0].key)
+			// One batch is one AMQP message, with one priority (issue 35).
+			same := m.topic == q[0].topic && m.exchange == q[0].exchange &&
+				(m.topic != broker.Execution || m.key == q[0].key && m.item.priority == q[0].item.priority)
 			if same && len(batch) < p.b.cfg.MessageBatch {
 				batch = append(batch, m)
 			} else {

@@ -118,6 +118,17 @@ func (n names) sharded(queues int, quorum bool) names {
 	return n
 }
 
+// priority is the AMQP priority of m (issue 35): an execution message's
+// broker.ExecutionPriority (1 … 10, 5 by default), which the classic execution
+// queues (x-max-priority 10) deliver highest first; 0 on other topics and
+// on quorum queues, which have no priorities here.
+func (n names) priority(m *broker.Message) uint8 {
+	if m.Topic != broker.Execution || n.quorum {
+		return 0
+	}
+	return uint8(min(broker.ExecutionPriority(m), maxPriority))
+}
+
 // executionQueue is the execution queue of the execution whose id is key.
 func (n names) executionQueue(key string) string {
 	if len(n.execQueues) == 1 {

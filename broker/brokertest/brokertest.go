@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/rune-org/rune/broker"
+	"github.com/rune-org/rune/message"
 )
 
 // patience bounds every wait for something that must happen. Conditions are
@@ -32,7 +33,11 @@ var patience = 10 * time.Second
 // factory prefixes its queue names per test), and most run in parallel. Run
 // closes each broker when its subtest ends, before the cleanups newBroker
 // registered on t run, so a factory can delete its queues in a t.Cleanup.
-func Run(t *testing.T, newBroker func(t *testing.T) broker.Broker) {
+func Run(t *testing.T, newBroker func(t *testing.T) broker.Broker, opts ...Option) {
+	var cfg config
+	for _, o := range opts {
+		o(&cfg)
+	}
 	open := func(t *testing.T) broker.Broker {
 		t.Helper()
 		b := newBroker(t)
@@ -49,6 +54,26 @@ func Run(t *testing.T, newBroker func(t *testing.T) broker.Broker) {
 			c.run(t, open(t))
 		})
 	}
+	if !cfg.noPriorities {
+		t.Run("PriorityUnderBacklog", func(t *testing.T) {
+			t.Parallel()
+			testPriority(t, open(t))
+		})
+	}
+}
+
+// Option adjusts the suite to what a broker supports.
+type Option func(*config)
+
+type config struct {
+	noPriorities bool
+}
+
+// WithoutPriorities leaves out the case of execution message priorities
+// (broker.Message.Priority), for a broker configured without them (such
+// as RabbitMQ's quorum queues before 3.13).
+func WithoutPriorities() Option {
+	return func(c *config) { c.noPriorities = true }
 }
 
 var cases = []struct {
@@ -754,4 +779,38 @@ func testUnconsumedSurvive(t *testing.T, b broker.Broker) {
 		delete(want, d.ID)
 	}
 	expectNone(t, ch, 200*time.Millisecond, "message after all were delivered")
+}
+
+// Issue 35: with a backlog of execution messages, a consumer gets the
+// highest priority first (broker.Message.Priority, or the body's), the
+// default (0: 5) next, and each priority in publish order.
+func testPriority(t *testing.T, b broker.Broker) {
+	const low = 30
+	var msgs []broker.Message
+	for range low {
+		m := execMsg(uid("low"), uid("exec"))
+		m.Priority = 2
+		m.Body.(*message.NodeExecution).Priority = 2
+		msgs = append(msgs, m)
+	}
+	def := execMsg(uid("def"), uid("exec")) // no priority: the default, 5
+	high := execMsg(uid("high"), uid("exec"))
+	high.Priority = 9
+	high.Body.(*message.NodeExecution).Priority = 9
+	publish(t, b, msgs...)
+	publish(t, b, def, high)
+	ch, c := collect(t, b, broker.Execution, broker.ConsumeOptions{Concurrency: 1, Prefetch: 1})
+	var got []string
+	for range low + 2 {
+		got = append(got, recv(t, ch, "an execution message of the backlog").ID)
+	}
+	c.stop(t)
+	if got[0] != high.ID || got[1] != def.ID {
+		t.Fatalf("delivered %v first; want %s (priority 9), then %s (default 5), then the priority-2 backlog", got[:3], high.ID, def.ID)
+	}
+	for i, m := range msgs {
+		if got[2+i] != m.ID {
+			t.Fatalf("priority-2 message %d delivered at %d (%s); want publish order within a priority", i, 2+i, got[2+i])
+		}
+	}
 }

@@ -32,7 +32,7 @@ func TestFollowOnlyTopicsAreNotQueued(t *testing.T) {
 	}
 	q := b.queues[topicIndex(broker.Status)]
 	q.mu.Lock()
-	n := q.items.n
+	n := q.n
 	q.mu.Unlock()
 	if n != 0 {
 		t.Fatalf("status queue holds %d messages; FollowOnly topics must not be queued", n)

@@ -8,14 +8,25 @@ import (
 	"github.com/rune-org/rune/broker"
 )
 
-// queue is one topic's FIFO. Consumers sleep on cond while it is empty;
-// each push wakes at most one of them.
+// queue is one topic's FIFO per priority (issue 35: execution messages go
+// by broker.ExecutionPriority, highest first; other topics' all have the
+// default). Consumers sleep on cond while it is empty; each push wakes at
+// most one of them.
 type queue struct {
 	mu      sync.Mutex
 	cond    sync.Cond
-	items   ring
-	waiting int // consumers asleep in pop
+	levels  [11]ring // by priority, 1 … 10
+	n       int      // messages in levels
+	waiting int      // consumers asleep in pop
 	closed  bool
+}
+
+// level is d's priority.
+func level(d *broker.Delivery) int {
+	if d.Topic != broker.Execution {
+		return 5
+	}
+	return broker.ExecutionPriority(&d.Message)
 }
 
 func newQueue() *queue {
@@ -27,7 +38,8 @@ func newQueue() *queue {
 func (q *queue) push(d *broker.Delivery) {
 	q.mu.Lock()
 	if !q.closed {
-		q.items.push(d)
+		q.levels[level(d)].push(d)
+		q.n++
 		if q.waiting > 0 {
 			q.cond.Signal()
 		}
@@ -35,7 +47,8 @@ func (q *queue) push(d *broker.Delivery) {
 	q.mu.Unlock()
 }
 
-// pop takes the oldest message, sleeping while there is none. It returns false
+// pop takes the oldest message of the highest priority, sleeping while
+// there is none. It returns false
 // once stop is set or the queue is closed, leaving the remaining messages queued.
 func (q *queue) pop(stop *atomic.Bool) (*broker.Delivery, bool) {
 	q.mu.Lock()
@@ -43,15 +56,21 @@ func (q *queue) pop(stop *atomic.Bool) (*broker.Delivery, bool) {
 		if q.closed || stop.Load() {
 			// The wakeup that brought us here may have been meant for a
 			// message; hand it on so no message waits beside a sleeping consumer.
-			if q.items.n > 0 && q.waiting > 0 {
+			if q.n > 0 && q.waiting > 0 {
 				q.cond.Signal()
 			}
 			q.mu.Unlock()
 			return nil, false
 		}
-		if q.items.n > 0 {
-			d := q.items.pop()
-			if q.items.n > 0 && q.waiting > 0 {
+		if q.n > 0 {
+			var d *broker.Delivery
+			for i := len(q.levels) - 1; d == nil; i-- {
+				if q.levels[i].n > 0 {
+					d = q.levels[i].pop()
+				}
+			}
+			q.n--
+			if q.n > 0 && q.waiting > 0 {
 				q.cond.Signal()
 			}
 			q.mu.Unlock()
@@ -74,7 +93,7 @@ func (q *queue) wakeAll() {
 func (q *queue) close() {
 	q.mu.Lock()
 	q.closed = true
-	q.items = ring{}
+	q.levels, q.n = [11]ring{}, 0
 	q.cond.Broadcast()
 	q.mu.Unlock()
 }

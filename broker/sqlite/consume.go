@@ -262,7 +262,11 @@ func (c *consumer) claim(k int) (rows []claimed, next int64, err error) {
 // the next due time still to come.
 func (b *Broker) due(ctx context.Context, topic broker.Topic, k int, skip map[int64]bool) (rows []claimed, next int64, err error) {
 	now := b.clock()
-	rs, err := b.stmts.readClaim.QueryContext(ctx, string(topic), now, k+len(skip))
+	stmt := b.stmts.readClaim
+	if topic == broker.Execution {
+		stmt = b.stmts.readClaimExecution
+	}
+	rs, err := stmt.QueryContext(ctx, string(topic), now, k+len(skip))
 	if err != nil {
 		return nil, 0, err
 	}

@@ -153,7 +153,7 @@ func (b *Broker) replay(ctx context.Context, m broker.Message, rows []int64) err
 	now := b.clock()
 	err = b.db.Write(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, queries["insert"], string(m.Topic), now, now, m.ID, m.Key, m.Lane, m.Trace,
-			false, false, body); err != nil {
+			false, false, body, priority(&m)); err != nil {
 			return err
 		}
 		for _, r := range rows {

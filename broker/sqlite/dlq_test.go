@@ -312,3 +312,77 @@ func TestPipelinedPublishesKeepOrder(t *testing.T) {
 		}
 	}
 }
+
+// Issue 35: a file made before message priorities (no priority column)
+// gets the column when a broker opens it, its messages at the default
+// priority (5), and execution messages go highest priority first.
+func TestPriorityAddedToOldFile(t *testing.T) {
+	t.Parallel()
+	db := openDB(t, filepath.Join(t.TempDir(), "rune.db"))
+	if _, err := db.W.ExecContext(ctxBG, oldSchema); err != nil {
+		t.Fatal(err)
+	}
+	body, err := broker.Encode(execMsg("old", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.W.ExecContext(ctxBG, `INSERT INTO broker_messages (topic, available_at, published_at, msg_id, key, lane, trace, first, raw, body)
+		VALUES ('workflow.execution', 1, 1, 'old', 'exec-old', '', '', 0, 0, ?)`, body); err != nil {
+		t.Fatal(err)
+	}
+	b := newBroker(t, db, sqlite.Options{})
+	t.Cleanup(func() { b.Close() })
+	var msgs []broker.Message
+	for i, p := range []int{1, 0, 10, 7} {
+		m := execMsg(fmt.Sprintf("p%d", p), 0)
+		if i%2 == 0 {
+			m.Priority = p
+		} else {
+			m.Body.(*message.NodeExecution).Priority = p // the body's, as on a replay
+		}
+		msgs = append(msgs, m)
+	}
+	if err := b.Publish(ctxBG, msgs...).Wait(ctxBG); err != nil {
+		t.Fatal(err)
+	}
+	ch := consume(t, b, broker.Execution, broker.ConsumeOptions{Concurrency: 1, Prefetch: 1}, ack)
+	var got []string
+	for range 5 {
+		got = append(got, recv(t, ch, "execution message").ID)
+	}
+	if want := []string{"p10", "p7", "old", "p0", "p1"}; !slices.Equal(got, want) {
+		t.Fatalf("delivered %v, want %v (priority order; the old file's row and 0 are the default 5, oldest first)", got, want)
+	}
+}
+
+// oldSchema is broker_messages as files made before issue 35 have it.
+const oldSchema = `
+-- One row per message not yet acked, on every topic: a dead letter is a row
+-- moved to topic workflow.dlq with origin (the topic it was consumed from)
+-- and reason set. claimed marks a row in a consumer's hand; deliveries
+-- counts how often it was handed out (more than 1: Redelivered).
+CREATE TABLE IF NOT EXISTS broker_messages (
+	id           INTEGER PRIMARY KEY,
+	topic        TEXT    NOT NULL,
+	available_at INTEGER NOT NULL, -- unix ns: not delivered before
+	claimed      INTEGER NOT NULL DEFAULT 0,
+	deliveries   INTEGER NOT NULL DEFAULT 0,
+	published_at INTEGER NOT NULL, -- unix ns
+	msg_id       TEXT    NOT NULL,
+	key          TEXT    NOT NULL,
+	lane         TEXT    NOT NULL,
+	trace        TEXT    NOT NULL,
+	first        INTEGER NOT NULL,
+	raw          INTEGER NOT NULL, -- published by PublishRaw: ID and Key come from the body
+	origin       TEXT    NOT NULL DEFAULT '',
+	reason       TEXT    NOT NULL DEFAULT '',
+	body         BLOB    NOT NULL
+);
+-- The claim query's: rows ready to hand out, by topic, earliest due first,
+-- then in insert order (the rowid ends every index entry). Claimed rows
+-- leave the index.
+CREATE INDEX IF NOT EXISTS broker_messages_ready ON broker_messages (topic, available_at) WHERE claimed = 0;
+-- Dead letters are listed and replayed by message id.
+CREATE INDEX IF NOT EXISTS broker_messages_dead ON broker_messages (msg_id) WHERE topic = 'workflow.dlq';
+
+`

@@ -24,6 +24,7 @@ type row struct {
 	id, key, lane, trace     string
 	first, raw               bool
 	body                     []byte
+	priority                 int // execution rows: 1 … 10 (issue 35)
 }
 
 // Wait returns once the publish has committed, or failed.
@@ -69,10 +70,19 @@ func (b *Broker) Publish(ctx context.Context, msgs ...broker.Message) broker.Pen
 			return broker.Done{Err: err}
 		}
 		p.rows = append(p.rows, row{topic: m.Topic, id: m.ID, key: m.Key, lane: m.Lane, trace: m.Trace,
-			first: m.First, body: body, availableAt: int64(m.Delay)})
+			first: m.First, body: body, availableAt: int64(m.Delay), priority: priority(m)})
 	}
 	b.enqueue(p)
 	return p
+}
+
+// priority is the stored priority of m: an execution message's, 1 … 10
+// (0 is the default, 5); 0 on other topics, whose claim ignores it.
+func priority(m *broker.Message) int {
+	if m.Topic != broker.Execution {
+		return 0
+	}
+	return broker.ExecutionPriority(m)
 }
 
 // enqueue stamps p's rows and queues it; the stamps are taken in queue
@@ -112,7 +122,7 @@ func (b *Broker) PublishRaw(ctx context.Context, topic broker.Topic, body []byte
 	default:
 		return fmt.Errorf("sqlite broker: cannot publish raw to topic %q", topic)
 	}
-	p := &publish{rows: []row{{topic: topic, raw: true, body: append([]byte(nil), body...)}}, done: make(chan struct{})}
+	p := &publish{rows: []row{{topic: topic, raw: true, body: append([]byte(nil), body...), priority: priority(&broker.Message{Topic: topic})}}, done: make(chan struct{})}
 	b.enqueue(p)
 	return p.Wait(ctx)
 }
@@ -166,7 +176,7 @@ func contains(ts []broker.Topic, t broker.Topic) bool {
 
 // insert writes the n rows of group with the largest prepared inserts that fit.
 func (b *Broker) insert(tx *sql.Tx, group []*publish, n int) error {
-	args := make([]any, 0, 10*min(n, insertChunks[0]))
+	args := make([]any, 0, 11*min(n, insertChunks[0]))
 	pending := 0 // rows in args
 	flush := func(size int) error {
 		_, err := tx.Stmt(b.stmts.inserts[size]).Exec(args...)
@@ -179,7 +189,7 @@ func (b *Broker) insert(tx *sql.Tx, group []*publish, n int) error {
 		for i := range p.rows {
 			r := &p.rows[i]
 			args = append(args, string(r.topic), r.availableAt, r.publishedAt, r.id, r.key, r.lane, r.trace,
-				r.first, r.raw, r.body)
+				r.first, r.raw, r.body, r.priority)
 			pending++
 			if pending == chunk {
 				if err := flush(chunk); err != nil {

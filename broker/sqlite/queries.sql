@@ -21,7 +21,8 @@ CREATE TABLE IF NOT EXISTS broker_messages (
 	raw          INTEGER NOT NULL, -- published by PublishRaw: ID and Key come from the body
 	origin       TEXT    NOT NULL DEFAULT '',
 	reason       TEXT    NOT NULL DEFAULT '',
-	body         BLOB    NOT NULL
+	body         BLOB    NOT NULL,
+	priority     INTEGER NOT NULL DEFAULT 5 -- issue 35: workflow.execution rows, 1 … 10
 );
 -- The claim query's: rows ready to hand out, by topic, earliest due first,
 -- then in insert order (the rowid ends every index entry). Claimed rows
@@ -30,14 +31,29 @@ CREATE INDEX IF NOT EXISTS broker_messages_ready ON broker_messages (topic, avai
 -- Dead letters are listed and replayed by message id.
 CREATE INDEX IF NOT EXISTS broker_messages_dead ON broker_messages (msg_id) WHERE topic = 'workflow.dlq';
 
+-- name: has_priority
+-- A file made before issue 35 lacks the priority column (add_priority).
+SELECT count(*) FROM pragma_table_info('broker_messages') WHERE name = 'priority'
+
+-- name: add_priority
+-- The rows already there get the default priority.
+ALTER TABLE broker_messages ADD COLUMN priority INTEGER NOT NULL DEFAULT 5
+
+-- name: schema_priority
+-- The execution claim's (claim_execution): ready execution rows, highest
+-- priority first, then earliest due and in insert order. Only execution
+-- rows pay for this index.
+CREATE INDEX IF NOT EXISTS broker_messages_ready_priority ON broker_messages (priority DESC, available_at)
+WHERE claimed = 0 AND topic = 'workflow.execution';
+
 -- name: release_all
 -- At open: what the previous process held goes back (its deliveries count).
 UPDATE broker_messages SET claimed = 0 WHERE claimed = 1
 
 -- name: insert
 -- Publish appends further "(...)" tuples to insert many rows at once.
-INSERT INTO broker_messages (topic, available_at, published_at, msg_id, key, lane, trace, first, raw, body)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO broker_messages (topic, available_at, published_at, msg_id, key, lane, trace, first, raw, body, priority)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 
 -- name: claim
 -- ?1 topic, ?2 now (unix ns), ?3 how many: the rows to claim, in due order.
@@ -47,6 +63,15 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 SELECT id, available_at, deliveries, published_at, msg_id, key, lane, trace, first, raw, origin, reason, body
 FROM broker_messages WHERE topic = +?1 AND claimed = 0 AND available_at <= +?2
 ORDER BY available_at, id LIMIT +?3
+
+-- name: claim_execution
+-- claim on workflow.execution (?1 is that topic): the ready rows highest
+-- priority first (issue 35), then in due order. One execution's messages
+-- all have its priority, so their order is claim's.
+SELECT id, available_at, deliveries, published_at, msg_id, key, lane, trace, first, raw, origin, reason, body
+FROM broker_messages INDEXED BY broker_messages_ready_priority
+WHERE topic = 'workflow.execution' AND +?1 = 'workflow.execution' AND claimed = 0 AND available_at <= +?2
+ORDER BY priority DESC, available_at, id LIMIT +?3
 
 -- name: mark_claimed
 -- ?1 is a JSON array of the row ids claim returned.

@@ -117,6 +117,8 @@ type statements struct {
 	markClaimed, ack, unclaim, putBack, deadLetter *sql.Stmt
 	// On the reader pool (consumer.claim).
 	readClaim, readNextDue *sql.Stmt
+	// readClaimExecution is readClaim on broker.Execution: by priority.
+	readClaimExecution *sql.Stmt
 }
 
 // New creates the broker's tables in db when missing, hands back every row
@@ -149,6 +151,9 @@ func New(db *sqlitedb.DB, opts Options) (*Broker, error) {
 	if _, err := db.W.ExecContext(ctx, queries["schema"]); err != nil {
 		return nil, fmt.Errorf("sqlite broker: create tables in %s: %w", db.Path(), err)
 	}
+	if err := addPriority(ctx, db.W); err != nil {
+		return nil, fmt.Errorf("sqlite broker: add message priorities to %s: %w", db.Path(), err)
+	}
 	if err := db.Write(ctx, func(tx *sql.Tx) error {
 		_, err := tx.Exec(queries["release_all"])
 		return err
@@ -164,6 +169,22 @@ func New(db *sqlitedb.DB, opts Options) (*Broker, error) {
 	b.pubs = newBatcher(b.writePublishes)
 	b.acks = newBatcher(b.writeAcks)
 	return b, nil
+}
+
+// addPriority adds the priority column to a file made before it (issue
+// 35; its rows get the default, 5) and its index.
+func addPriority(ctx context.Context, w *sql.DB) error {
+	var n int
+	if err := w.QueryRowContext(ctx, queries["has_priority"]).Scan(&n); err != nil {
+		return err
+	}
+	if n == 0 {
+		if _, err := w.ExecContext(ctx, queries["add_priority"]); err != nil {
+			return err
+		}
+	}
+	_, err := w.ExecContext(ctx, queries["schema_priority"])
+	return err
 }
 
 func (b *Broker) prepare(ctx context.Context) error {
@@ -193,6 +214,9 @@ func (b *Broker) prepare(ctx context.Context) error {
 	if b.stmts.readClaim, err = b.db.R.PrepareContext(ctx, queries["claim"]); err != nil {
 		return err
 	}
+	if b.stmts.readClaimExecution, err = b.db.R.PrepareContext(ctx, queries["claim_execution"]); err != nil {
+		return err
+	}
 	b.stmts.readNextDue, err = b.db.R.PrepareContext(ctx, queries["next_due"])
 	return err
 }
@@ -201,7 +225,7 @@ func (s *statements) close() {
 	for _, st := range s.inserts {
 		st.Close()
 	}
-	for _, st := range []*sql.Stmt{s.readClaim, s.readNextDue, s.markClaimed, s.ack, s.unclaim, s.putBack, s.deadLetter} {
+	for _, st := range []*sql.Stmt{s.readClaim, s.readClaimExecution, s.readNextDue, s.markClaimed, s.ack, s.unclaim, s.putBack, s.deadLetter} {
 		if st != nil {
 			st.Close()
 		}

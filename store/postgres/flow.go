@@ -84,6 +84,11 @@ func (s *Store) CreateFlowExecution(ctx context.Context, in store.ExecutionInput
 				x.AvailableAt = due
 			}
 		}
+		due := x.AvailableAt
+		slot, err := slotAtCreate(ctx, tx, x, f, now)
+		if err != nil {
+			return err
+		}
 		rows, _ := tx.Query(ctx, queries["execution_create_many"], createManyArgs([]*store.Execution{x})...)
 		versions, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (int, error) {
 			var id string
@@ -118,6 +123,17 @@ func (s *Store) CreateFlowExecution(ctx context.Context, in store.ExecutionInput
 				return err
 			}
 		}
+		if slot != "" {
+			if _, err := tx.Exec(ctx, flowQueries["flow_slot_insert"], x.ID, x.WorkflowID, f.ConcurrencyKey, f.Limit, prio, slot,
+				x.CreatedAt.UnixMicro(), due, now); err != nil {
+				return err
+			}
+		}
+		if slot == "queued" {
+			if _, err := tx.Exec(ctx, flowQueries["flow_key_touch"], x.WorkflowID, f.ConcurrencyKey, now); err != nil {
+				return err
+			}
+		}
 		if f.DebounceKey != "" {
 			_, err = tx.Exec(ctx, flowQueries["flow_debounce_put"], x.WorkflowID, f.DebounceKey, x.ID, now)
 		}
@@ -129,12 +145,60 @@ func (s *Store) CreateFlowExecution(ctx context.Context, in store.ExecutionInput
 	return x, created, debounced, nil
 }
 
+// slotAtCreate decides the concurrency slot of an execution about to be
+// created (store.FlowCreate's Limit) when it is due now: "admitted" when
+// its key has a free slot and nothing queued (it holds the slot from now,
+// as Admit would give it at the claim), else "queued", held (available_at
+// HeldUntil); "" (Admit decides at the claim) when there is no limit or it
+// is due later. It takes the key's lock, as Admit does, so its counts
+// agree with other servers' admissions.
+func slotAtCreate(ctx context.Context, tx pgx.Tx, x *store.Execution, f store.FlowCreate, now time.Time) (string, error) {
+	if f.Limit <= 0 || x.AvailableAt.After(now) {
+		return "", nil
+	}
+	if _, err := tx.Exec(ctx, flowQueries["flow_lock"], x.WorkflowID, f.ConcurrencyKey); err != nil {
+		return "", err
+	}
+	var running, queued int
+	if err := tx.QueryRow(ctx, flowQueries["flow_queued_any"], x.WorkflowID, f.ConcurrencyKey).Scan(&queued); err != nil {
+		return "", err
+	}
+	if queued == 0 {
+		if err := tx.QueryRow(ctx, flowQueries["flow_running"], x.WorkflowID, f.ConcurrencyKey).Scan(&running); err != nil {
+			return "", err
+		}
+		if running < f.Limit {
+			return "admitted", nil
+		}
+	}
+	x.AvailableAt = store.HeldUntil
+	return "queued", nil
+}
+
 func (s *Store) SetPriority(ctx context.Context, ids []string, priority int) error {
 	if len(ids) == 0 {
 		return nil
 	}
 	_, err := s.pool.Exec(ctx, flowQueries["flow_set_priority_many"], priority, ids)
 	return sqlstore.Wrap("postgres", "set priority", err)
+}
+
+func (s *Store) Priorities(ctx context.Context, ids []string) (map[string]int, error) {
+	m := map[string]int{}
+	if len(ids) == 0 {
+		return m, nil
+	}
+	rows, _ := s.pool.Query(ctx, flowQueries["flow_priorities"], ids)
+	var id string
+	var p int
+	_, err := pgx.ForEachRow(rows, []any{&id, &p}, func() error {
+		m[id] = p
+		return nil
+	})
+	if err != nil {
+		return nil, sqlstore.Wrap("postgres", "priorities", err)
+	}
+	return m, nil
 }
 
 func (s *Store) Admit(ctx context.Context, x *store.Execution, a store.Admission) (store.Admitted, error) {

@@ -26,8 +26,10 @@ WHERE f.workflow_id = $1 AND f.flow_key = $2 AND f.state = 'admitted'
   AND e.status IN ('enqueued', 'processing', 'waiting')
 
 -- name: flow_queued_any
-SELECT count(*) FROM flow_slots f JOIN executions e ON e.id = f.execution_id
-WHERE f.workflow_id = $1 AND f.flow_key = $2 AND f.state = 'queued' AND e.status = 'enqueued'
+-- Whether executions of a key wait for a slot (0 or 1: a key with 20,000
+-- queued costs one index probe, not a count).
+SELECT count(*) FROM (SELECT 1 FROM flow_slots f JOIN executions e ON e.id = f.execution_id
+WHERE f.workflow_id = $1 AND f.flow_key = $2 AND f.state = 'queued' AND e.status = 'enqueued' LIMIT 1) q
 
 -- name: flow_slot_insert
 INSERT INTO flow_slots (execution_id, workflow_id, flow_key, lim, priority, state, seq, due_at, created_at)
@@ -94,6 +96,10 @@ SELECT priority FROM executions WHERE id = $1
 
 -- name: flow_set_priority
 UPDATE executions SET priority = $1 WHERE id = $2 AND status = 'enqueued'
+
+-- name: flow_priorities
+-- The executions of ids ($1) of another priority than 5.
+SELECT id, priority FROM executions WHERE id = ANY($1) AND priority <> 5
 
 -- name: flow_set_priority_many
 UPDATE executions SET priority = $1 WHERE id = ANY($2) AND status = 'enqueued'

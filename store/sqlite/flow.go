@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -73,9 +74,24 @@ func (s *Store) CreateFlowExecution(ctx context.Context, in store.ExecutionInput
 				x.AvailableAt = due
 			}
 		}
-		var err error
+		due := x.AvailableAt
+		slot, err := s.slotAtCreate(ctx, tx, x, f, now)
+		if err != nil {
+			return err
+		}
 		if x, created, err = createExecution(ctx, tx, x); err != nil || !created {
 			return err
+		}
+		if slot != "" {
+			if _, err := tx.ExecContext(ctx, flowQueries["flow_slot_insert"], x.ID, x.WorkflowID, f.ConcurrencyKey, f.Limit, prio, slot,
+				micros(x.CreatedAt), micros(due), micros(now)); err != nil {
+				return err
+			}
+		}
+		if slot == "queued" {
+			if _, err := tx.ExecContext(ctx, flowQueries["flow_key_touch"], x.WorkflowID, f.ConcurrencyKey, micros(now)); err != nil {
+				return err
+			}
 		}
 		if prio != store.PriorityDefault {
 			if _, err := tx.ExecContext(ctx, flowQueries["flow_set_priority"], prio, x.ID); err != nil {
@@ -91,6 +107,32 @@ func (s *Store) CreateFlowExecution(ctx context.Context, in store.ExecutionInput
 		return nil, false, false, err
 	}
 	return x, created, debounced, nil
+}
+
+// slotAtCreate decides the concurrency slot of an execution about to be
+// created (store.FlowCreate's Limit) when it is due now: "admitted" when
+// its key has a free slot and nothing queued (it holds the slot from now,
+// as Admit would give it at the claim), else "queued", held (available_at
+// HeldUntil); "" (Admit decides at the claim) when there is no limit or it
+// is due later.
+func (s *Store) slotAtCreate(ctx context.Context, tx *sql.Tx, x *store.Execution, f store.FlowCreate, now time.Time) (string, error) {
+	if f.Limit <= 0 || x.AvailableAt.After(now) {
+		return "", nil
+	}
+	var running, queued int
+	if err := tx.QueryRowContext(ctx, flowQueries["flow_queued_any"], x.WorkflowID, f.ConcurrencyKey).Scan(&queued); err != nil {
+		return "", err
+	}
+	if queued == 0 {
+		if err := tx.QueryRowContext(ctx, flowQueries["flow_running"], x.WorkflowID, f.ConcurrencyKey).Scan(&running); err != nil {
+			return "", err
+		}
+		if running < f.Limit {
+			return "admitted", nil
+		}
+	}
+	x.AvailableAt = store.HeldUntil
+	return "queued", nil
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -113,7 +155,18 @@ func (s *Store) SetPriority(ctx context.Context, ids []string, priority int) err
 
 func (s *Store) Admit(ctx context.Context, x *store.Execution, a store.Admission) (store.Admitted, error) {
 	var out store.Admitted
-	err := s.tx(ctx, "admit execution", func(tx *sql.Tx) error {
+	// A slot taken at create or promoted stays the execution's until it
+	// ends: read on a reader, it costs no turn at the one writer, which a
+	// burst of creates keeps busy.
+	var state string
+	err := s.r.QueryRowContext(ctx, flowQueries["flow_slot_state"], x.ID).Scan(&state)
+	if err == nil && state == "admitted" {
+		return store.Admitted{Run: true}, nil
+	}
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return out, sqlstore.Wrap("sqlite", "admit execution", err)
+	}
+	err = s.tx(ctx, "admit execution", func(tx *sql.Tx) error {
 		var state string
 		err := tx.QueryRowContext(ctx, flowQueries["flow_slot_state"], x.ID).Scan(&state)
 		switch {
@@ -257,6 +310,31 @@ func promoteKey(ctx context.Context, tx *sql.Tx, wf, key string, now time.Time) 
 			return n, true, nil
 		}
 	}
+}
+
+func (s *Store) Priorities(ctx context.Context, ids []string) (map[string]int, error) {
+	m := map[string]int{}
+	if len(ids) == 0 {
+		return m, nil
+	}
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.r.QueryContext(ctx, flowQueries["flow_priorities"], string(list))
+	if err != nil {
+		return nil, sqlstore.Wrap("sqlite", "priorities", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var p int
+		if err := rows.Scan(&id, &p); err != nil {
+			return nil, err
+		}
+		m[id] = p
+	}
+	return m, sqlstore.Wrap("sqlite", "priorities", rows.Err())
 }
 
 func (s *Store) FlowState(ctx context.Context, id string) (store.FlowState, error) {

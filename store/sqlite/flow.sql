@@ -13,8 +13,10 @@ WHERE f.workflow_id = ? AND f.flow_key = ? AND f.state = 'admitted'
   AND e.status IN ('enqueued', 'processing', 'waiting')
 
 -- name: flow_queued_any
-SELECT count(*) FROM flow_slots f JOIN executions e ON e.id = f.execution_id
-WHERE f.workflow_id = ? AND f.flow_key = ? AND f.state = 'queued' AND e.status = 'enqueued'
+-- Whether executions of a key wait for a slot (EXISTS: a key with 20,000
+-- queued costs one index probe, not a count).
+SELECT EXISTS (SELECT 1 FROM flow_slots f JOIN executions e ON e.id = f.execution_id
+WHERE f.workflow_id = ? AND f.flow_key = ? AND f.state = 'queued' AND e.status = 'enqueued')
 
 -- name: flow_slot_insert
 INSERT INTO flow_slots (execution_id, workflow_id, flow_key, lim, priority, state, seq, due_at, created_at)
@@ -78,6 +80,10 @@ WHERE f.workflow_id = ?1 AND f.flow_key = ?2 AND f.state = 'queued' AND e.status
 
 -- name: flow_priority
 SELECT priority FROM executions WHERE id = ?
+
+-- name: flow_priorities
+-- ?1 is a JSON array of execution ids: those of another priority than 5.
+SELECT id, priority FROM executions WHERE id IN (SELECT value FROM json_each(?1)) AND priority <> 5
 
 -- name: flow_set_priority
 UPDATE executions SET priority = ? WHERE id = ? AND status = 'enqueued'

@@ -91,6 +91,9 @@ func Exercise(ctx context.Context, t *testing.T, open func(t *testing.T) store.S
 		{"HookDeliveries", testHookDeliveries},
 		// issue 36: versioned message templates (templates.go)
 		{"Templates", testTemplates},
+		// issue 35: a full key's arrivals are held at create (flow.go)
+		{"FlowHoldAtCreate", testFlowHoldAtCreate},
+		{"FlowPriorities", testFlowPriorities},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
