@@ -107,9 +107,11 @@ func (p *inflight) calls() []string {
 }
 
 // flowDef is a workflow that calls url/<key> with the given settings.
+// The call's timeout is long: a test holds it while it sets up a backlog,
+// which on a loaded machine under -race takes longer than the default 30 s.
 func flowDef(id, settings, url, key string) string {
 	return fmt.Sprintf(`{"id":%q,"settings":%s,"nodes":[{"id":"start","type":"trigger","trigger":true},`+
-		`{"id":"call","type":"http","parameters":{"method":"GET","url":"%s/k/%s"},"retry":{"max_attempts":1}}],`+
+		`{"id":"call","type":"http","parameters":{"method":"GET","url":"%s/k/%s","timeout":"5m"},"retry":{"max_attempts":1}}],`+
 		`"edges":[{"id":"e1","src":"start","dst":"call"}]}`, id, settings, url, key)
 }
 
