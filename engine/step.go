@@ -155,8 +155,21 @@ func (s *step) handle(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if d := rec.deferral; d != nil { // the node asked to run later (node.Defer)
-		return s.deferRun(ctx, d.Until, d.Reason)
+	// The node asked to run later (node.Defer). A time at hand (clocks of
+	// a scheduler and a worker a little apart) is waited for here: the
+	// deferral's timer would be the one that brought the run back, which
+	// its scheduler removes once fired.
+	for i := 0; rec.deferral != nil; i++ {
+		d, now := rec.deferral, s.e.cfg.Now()
+		if i == 3 || d.Until.Sub(now) > maxInlineDefer {
+			return s.deferRun(ctx, d.Until, d.Reason)
+		}
+		if err := sleepUntil(ctx, d.Until, now); err != nil {
+			return err
+		}
+		if rec, err = s.run(ctx, s.e.cfg.Now()); err != nil {
+			return err
+		}
 	}
 	if rec.Err == nil && isEventWait(s.node.Type) { // issue 34
 		return s.suspendForEvent(ctx, rec)

@@ -71,6 +71,8 @@ func apiSuite(t *testing.T, tg *target) {
 		{"ExecutionPause", testExecutionPause},
 		// issue 36: the digest node, through examples/comment_digest.json
 		{"DigestExample", testDigestExample},
+		// issue 36: quiet hours (quiet_test.go)
+		{"QuietHours", testQuietHours},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
