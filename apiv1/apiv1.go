@@ -90,7 +90,8 @@ type NodeRun struct {
 	DurationMS    int64           `json:"duration_ms"`
 	UpdatedAt     time.Time       `json:"updated_at"`
 	// Reason says why a waiting run that is not a wait waits: RATE_LIMITED
-	// or THROTTLED (flow control, issue 35).
+	// or THROTTLED (flow control, issue 35), QUIET_HOURS (an email or sms
+	// waiting for the end of its subscriber's quiet hours, issue 36).
 	Reason string `json:"reason,omitempty"`
 }
 

@@ -101,6 +101,8 @@ func TestNodeStates(t *testing.T) {
 		run("v", "s:0", message.StatusWaiting), run("v", "s:1", message.StatusWaiting), run("v", "s:2", message.StatusWaiting),
 		// A run deferred by a rate limit (issue 35) says so.
 		{NodeID: "r", Status: message.StatusWaiting, ResumeAt: &rateSlot, Details: []byte(`{"reason":"RATE_LIMITED"}`)},
+		// An email held back by its subscriber's quiet hours (issue 36).
+		{NodeID: "q", Status: message.StatusWaiting, ResumeAt: &rateSlot, Details: []byte(`{"reason":"QUIET_HOURS"}`)},
 	}, []store.SplitProgress{{SplitNodeID: "s", Total: 10000, Done: 733, Failed: 1}})
 	for id, want := range map[string]nodeState{
 		"s": {State: message.StatusSuccess, Label: "succeeded", Progress: "734 / 10,000 branches, 1 failed"},
@@ -109,6 +111,7 @@ func TestNodeStates(t *testing.T) {
 		"w": {State: message.StatusWaiting, Label: "waiting"},
 		"v": {State: message.StatusWaiting, Label: "waiting", Progress: "3 runs: 3 waiting"},
 		"r": {State: message.StatusWaiting, Label: "waiting", Note: "rate limited, starts 09:00:01"},
+		"q": {State: message.StatusWaiting, Label: "waiting", Note: "quiet hours, starts 09:00:01"},
 	} {
 		if st[id] != want {
 			t.Errorf("node %s: %+v, want %+v", id, st[id], want)

@@ -7,4 +7,5 @@ import "github.com/rune-org/rune/message"
 var reasonWords = map[string]string{
 	message.ReasonRateLimited: "rate limited",
 	message.ReasonThrottled:   "throttled",
+	message.ReasonQuietHours:  "quiet hours",
 }

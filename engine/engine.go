@@ -311,11 +311,13 @@ func (e *Engine) Resume(ctx context.Context, d Delivery, m *message.NodeExecutio
 	if err != nil {
 		return err
 	}
-	if n != nil && !isWait(n.Type) && !isEventWait(n.Type) && !isChildWorkflow(n.Type) && !isDigest(n.Type) && wf.flow[n.ID] != nil {
+	if n != nil && !isWait(n.Type) && !isEventWait(n.Type) && !isChildWorkflow(n.Type) && !isDigest(n.Type) {
+		// The timer of any other node is a deferred run's: by its flow
+		// control, or by the node itself (node.Defer).
 		return e.resumeDeferred(d, m, sink) // a deferred run (defer.go)
 	}
-	if n == nil || !(isWait(n.Type) || isEventWait(n.Type) || isChildWorkflow(n.Type) || isDigest(n.Type)) {
-		return invalidf("message %s: current_node %q is not a wait or delay node of workflow %q", m.MessageID, m.CurrentNode, wf.Def.ID)
+	if n == nil {
+		return invalidf("message %s: current_node %q is not a node of workflow %q", m.MessageID, m.CurrentNode, wf.Def.ID)
 	}
 	tracing.NodeType(ctx, n.Type)
 	ref, err := e.refFor(ctx, wf, m)

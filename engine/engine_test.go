@@ -20,7 +20,8 @@ import (
 )
 
 // testType is a node type whose behaviour the tests set through parameters:
-// "fail_until" (fail attempts below it), "retryable", "code".
+// "fail_until" (fail attempts below it), "retryable", "code", "defer_until"
+// (node.Defer until that RFC 3339 time).
 type testType struct{}
 
 func (testType) Check(*workflow.NodeCheck) {}
@@ -31,6 +32,11 @@ func (testType) Compile(n *workflow.Node, _ *expr.Compiler) (node.Runner, error)
 type testRunner struct{ params map[string]any }
 
 func (r testRunner) Run(_ context.Context, in *node.Input) (node.Result, error) {
+	if u, ok := r.params["defer_until"].(string); ok { // node.Defer until then
+		if until, _ := time.Parse(time.RFC3339, u); in.Now.Before(until) {
+			return node.Result{}, &node.Defer{Until: until, Reason: "QUIET_HOURS"}
+		}
+	}
 	if r.params["nan"] == true {
 		return node.Result{Output: map[string]any{"x": math.NaN()}}, nil
 	}

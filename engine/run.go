@@ -56,7 +56,12 @@ func (s *step) run(ctx context.Context, now time.Time) (*record, error) {
 		return rec, nil
 	}
 	var ne *node.Error
+	var nd *node.Defer
 	switch {
+	case errors.As(err, &nd):
+		// handle defers the run; any other caller fails the node.
+		rec.deferral = nd
+		rec.Err = &message.Error{Code: "UNSUPPORTED_NODE", Message: fmt.Sprintf("node %q must wait (%s), but it cannot be deferred here", s.node.ID, nd.Reason)}
 	case errors.As(err, &ne):
 		rec.Err = &message.Error{Code: ne.Code, Message: ne.Message, Details: ne.Details}
 		rec.Retryable = ne.Retryable

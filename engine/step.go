@@ -11,6 +11,7 @@ import (
 
 	"github.com/rune-org/rune/coord"
 	"github.com/rune-org/rune/message"
+	"github.com/rune-org/rune/node"
 	"github.com/rune-org/rune/redact"
 	"github.com/rune-org/rune/workflow"
 )
@@ -68,6 +69,9 @@ type record struct {
 	// Fused are the results of the nodes run in this message's hop after
 	// its own (see fuse), in order.
 	Fused []fusedRecord `json:"fused,omitempty"`
+	// deferral is the node's node.Defer: the run must wait. Never stored;
+	// Err says the node failed for a caller that cannot defer it.
+	deferral *node.Defer
 }
 
 // MarshalBinary encodes the record for coordinators that store it.
@@ -150,6 +154,22 @@ func (s *step) handle(ctx context.Context) error {
 	rec, err := s.run(ctx, s.e.cfg.Now())
 	if err != nil {
 		return err
+	}
+	// The node asked to run later (node.Defer). A time at hand (clocks of
+	// a scheduler and a worker a little apart) is waited for here: the
+	// deferral's timer would be the one that brought the run back, which
+	// its scheduler removes once fired.
+	for i := 0; rec.deferral != nil; i++ {
+		d, now := rec.deferral, s.e.cfg.Now()
+		if i == 3 || d.Until.Sub(now) > maxInlineDefer {
+			return s.deferRun(ctx, d.Until, d.Reason)
+		}
+		if err := sleepUntil(ctx, d.Until, now); err != nil {
+			return err
+		}
+		if rec, err = s.run(ctx, s.e.cfg.Now()); err != nil {
+			return err
+		}
 	}
 	if rec.Err == nil && isEventWait(s.node.Type) { // issue 34
 		return s.suspendForEvent(ctx, rec)

@@ -100,7 +100,8 @@ type NodeStatus struct {
 	Var string `json:"var,omitempty"`
 	// Reason, on a waiting status with resume_at of a node that is not a
 	// wait (its run deferred by flow control), says why it waits:
-	// ReasonRateLimited or ReasonThrottled. Added in issue 35; older
+	// ReasonRateLimited or ReasonThrottled (or ReasonQuietHours: the
+	// node itself deferred its run, node.Defer). Added in issue 35; older
 	// readers refuse it (decoding is strict): upgrade them first.
 	Reason string `json:"reason,omitempty"`
 	// Child, on the waiting status of a workflow node, asks the runtime
@@ -112,6 +113,9 @@ type NodeStatus struct {
 const (
 	ReasonRateLimited = "RATE_LIMITED"
 	ReasonThrottled   = "THROTTLED"
+	// ReasonQuietHours: an email or sms waits for the end of its
+	// subscriber's quiet hours (issue 36).
+	ReasonQuietHours = "QUIET_HOURS"
 )
 
 // CodeDeadLettered is the error code of the failed status a worker reports

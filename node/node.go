@@ -130,6 +130,25 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
+// Defer is returned by a runner (as its error) that must not run yet: the
+// engine parks the run durably until Until (the message waits in the
+// timer store, as a wait does) and reports the node waiting, with
+// resume_at Until and reason Reason (message.NodeStatus.Reason); at Until
+// it runs the node again, from the start, with the same input and
+// idempotency key. A runtime without a timer store fails the node with
+// UNSUPPORTED_NODE instead, as it does for a wait. Only nodes run with the
+// coordinator's Begin (neither Pure nor Eager) may defer; elsewhere a
+// Defer fails the node the same way. Reason is upper snake case
+// ("QUIET_HOURS").
+type Defer struct {
+	Until  time.Time
+	Reason string
+}
+
+func (d *Defer) Error() string {
+	return "deferred until " + d.Until.UTC().Format(time.RFC3339) + " (" + d.Reason + ")"
+}
+
 // Errorf returns a non-retryable *Error.
 func Errorf(code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}

@@ -243,7 +243,7 @@ func (r *emailRunner) Run(ctx context.Context, in *node.Input) (node.Result, err
 	if len(r.refs) == 0 {
 		return node.Result{}, &node.Error{Code: CodeCredentials, Message: "credentials.ref: required"}
 	}
-	out, err := sendOnce(ctx, r.opts, in, func(rec *sendRecord) (map[string]any, error) {
+	out, err := sendOnceGated(ctx, r.opts, in, func() error { return r.aud.quietGate(rc, in) }, func(rec *sendRecord) (map[string]any, error) {
 		// A try that handed the data over is never followed by another:
 		// the server that took the "." goes on with the mail.
 		var handed bool

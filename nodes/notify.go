@@ -190,8 +190,22 @@ func credRef(n *workflow.Node) string {
 // SMS provider's Idempotency-Key), which is what lets the receiving side
 // drop the duplicate.
 func sendOnce(ctx context.Context, opts *Options, in *node.Input, send func(rec *sendRecord) (map[string]any, error)) (map[string]any, error) {
+	return sendOnceGated(ctx, opts, in, nil, send)
+}
+
+// sendOnceGated is sendOnce with a gate, which may keep a send that was not
+// made yet from being made now (its error is returned): a send already
+// recorded is reported whatever the gate would say (quiet hours that began
+// since it was made do not hold back its redelivery).
+func sendOnceGated(ctx context.Context, opts *Options, in *node.Input, gate func() error, send func(rec *sendRecord) (map[string]any, error)) (map[string]any, error) {
+	if gate == nil {
+		gate = func() error { return nil }
+	}
 	key := in.IdempotencyKey
 	if opts.Effects == nil || key == "" {
+		if err := gate(); err != nil {
+			return nil, err
+		}
 		return send(nil)
 	}
 	effects := opts.Effects
@@ -221,6 +235,9 @@ func sendOnce(ctx context.Context, opts *Options, in *node.Input, send func(rec 
 			log.Info("already sent: the recorded result is used", "execution_id", in.ExecutionID, "node_id", in.NodeID)
 			return out, nil
 		}
+	}
+	if err := gate(); err != nil {
+		return nil, err
 	}
 	// Each attempt begins once. More intents than attempts means a delivery
 	// of an attempt began and never returned (its worker died, or a copy

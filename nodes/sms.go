@@ -440,7 +440,7 @@ func (r *smsRunner) Run(ctx context.Context, in *node.Input) (node.Result, error
 		return node.Result{}, &node.Error{Code: CodeCredentials, Message: "credentials.ref: required"}
 	}
 	m.IdempotencyKey = in.IdempotencyKey
-	out, err := sendOnce(ctx, r.opts, in, func(*sendRecord) (map[string]any, error) {
+	out, err := sendOnceGated(ctx, r.opts, in, func() error { return r.aud.quietGate(rc, in) }, func(*sendRecord) (map[string]any, error) {
 		// Each provider gets the same key: one that honours it keeps one
 		// message however many tries reach it.
 		return failover(ctx, r.opts.ProviderTimeout, r.refs, nil, func(ctx context.Context, ref string, _ []any) (map[string]any, error) {

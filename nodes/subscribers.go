@@ -35,6 +35,9 @@ type Subscriber struct {
 	// Allows says whether a send on channel ("email", "sms") of category
 	// ("" for none) by workflow is allowed by the subscriber's preferences.
 	Allows func(channel, category, workflow string) bool
+	// QuietHours, when set, defer the non-critical sends that fall in
+	// them until they end (quiet.go).
+	QuietHours *QuietHours
 }
 
 // Subscribers is where the email and sms nodes find the subscriber their

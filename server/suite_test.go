@@ -74,6 +74,8 @@ func apiSuite(t *testing.T, tg *target) {
 		// issue 36: message templates (templates_test.go)
 		{"Templates", testTemplates},
 		{"TemplatePinning", testTemplatePinning},
+		// issue 36: quiet hours (quiet_test.go)
+		{"QuietHours", testQuietHours},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

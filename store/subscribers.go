@@ -33,7 +33,8 @@ type Preferences struct {
 	Channels   map[string]bool `json:"channels,omitempty"`
 	Categories map[string]bool `json:"categories,omitempty"`
 	Workflows  map[string]bool `json:"workflows,omitempty"`
-	// QuietHours are stored, validated, for a later enforcement.
+	// QuietHours defer the non-critical sends that fall in them until
+	// they end (nodes.QuietHours).
 	QuietHours *QuietHours `json:"quiet_hours,omitempty"`
 	UpdatedAt  time.Time   `json:"-"`
 }

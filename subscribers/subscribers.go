@@ -44,8 +44,12 @@ func (s Source) Subscriber(ctx context.Context, id string) (*nodes.Subscriber, e
 		return nil, err
 	}
 	prefs := x.Preferences
-	return &nodes.Subscriber{ID: x.ID, Email: x.Email, Phone: x.Phone, Timezone: x.Timezone, Locale: x.Locale, Data: x.Data,
-		Allows: prefs.Allows}, nil
+	sub := &nodes.Subscriber{ID: x.ID, Email: x.Email, Phone: x.Phone, Timezone: x.Timezone, Locale: x.Locale, Data: x.Data,
+		Allows: prefs.Allows}
+	if q := prefs.QuietHours; q != nil {
+		sub.QuietHours = &nodes.QuietHours{From: q.From, To: q.To}
+	}
+	return sub, nil
 }
 
 // UnsubscribeURL implements nodes.Subscribers: PublicURL's
