@@ -76,6 +76,7 @@ func Command(fs *flag.FlagSet, env *Env) func(ctx context.Context, srv Deploymen
 	campaignSubs := fs.Int("subscribers", 100000, "campaign: subscribers imported and sent to")
 	optedOutPct := fs.Int("opted-out-percent", 10, "campaign: the share of subscribers (0 to 50) whose preferences turn the campaign's category off")
 	channel := fs.String("channel", "email", "campaign: email or sms")
+	bareFirst := fs.Bool("bare-first", false, "campaign: run the bare campaign first (the second runs on a store holding the first one's history)")
 	startRate := fs.Int("start-rate", 0, "timers, server with --duration: executions started per second, paced evenly (timers: so that their waits come due at that rate) (default 0: as fast as possible)")
 	fs.Usage = func() {
 		fmt.Fprintln(env.Stderr, `Usage: rune bench [flags]
@@ -146,7 +147,7 @@ the nodes).`)
 				data: *benchData, asJSON: *asJSON, memory: *memoryRuntime, chain: *chain, taskSleep: *taskSleep})
 		case "campaign":
 			return benchCampaign(ctx, env, campaignBench{subscribers: *campaignSubs, optedOut: *optedOutPct, channel: *channel, concurrency: *concurrency,
-				clients: max(*clients, 1), data: *benchData, asJSON: *asJSON})
+				clients: max(*clients, 1), data: *benchData, asJSON: *asJSON, bareFirst: *bareFirst})
 		case "fanout":
 			return benchFanout(ctx, env, &srv, *items, *spawn, *concurrency, *asJSON)
 		case "server":

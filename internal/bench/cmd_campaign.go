@@ -43,6 +43,7 @@ type campaignBench struct {
 	clients     int
 	data        string
 	asJSON      bool
+	bareFirst   bool
 }
 
 // CampaignRow is one campaign execution of `rune bench --mode campaign`.
@@ -319,7 +320,25 @@ func benchCampaign(ctx context.Context, env *Env, b campaignBench) (err error) {
 		if err != nil {
 			return row, err
 		}
+		// Until the catcher has every message, the bench watches it alone:
+		// GET /v1/executions/{id} lists the execution's node runs, as many
+		// as recipients, a cost the platform would not have otherwise.
+		want := int64(b.subscribers - len(opted))
 		last, lastAt := int64(0), time.Now()
+		for box.count.Load() < want {
+			if n := box.count.Load(); n != last {
+				last, lastAt = n, time.Now()
+			} else if time.Since(lastAt) > 5*time.Minute {
+				return row, fmt.Errorf("campaign %s (%s): nothing received for 5 minutes (%d so far, want %d)", exec, variant, n, want)
+			}
+			select {
+			case <-ctx.Done():
+				return row, ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		fmt.Fprintf(env.Stderr, "rune bench: %s: %d received after %v\n", variant, box.count.Load(), time.Since(start).Round(time.Millisecond))
+		lastAt = time.Now()
 		for {
 			var x struct {
 				Status     string          `json:"status"`
@@ -334,16 +353,13 @@ func benchCampaign(ctx context.Context, env *Env, b campaignBench) (err error) {
 			if x.Status == "failed" || x.Status == "cancelled" {
 				return row, fmt.Errorf("campaign %s (%s): %s %s", exec, variant, x.Status, x.Completion)
 			}
-			if n := box.count.Load(); n != last {
-				fmt.Fprintf(env.Stderr, "rune bench: %s: %d received after %v\n", variant, n, time.Since(start).Round(time.Second))
-				last, lastAt = n, time.Now()
-			} else if time.Since(lastAt) > 5*time.Minute {
-				return row, fmt.Errorf("campaign %s (%s): nothing received for 5 minutes (%d so far)", exec, variant, n)
+			if time.Since(lastAt) > 5*time.Minute {
+				return row, fmt.Errorf("campaign %s (%s): not completed 5 minutes after the last message", exec, variant)
 			}
 			select {
 			case <-ctx.Done():
 				return row, ctx.Err()
-			case <-time.After(time.Second):
+			case <-time.After(200 * time.Millisecond):
 			}
 		}
 		row.Seconds = time.Since(start).Seconds()
@@ -368,15 +384,22 @@ func benchCampaign(ctx context.Context, env *Env, b campaignBench) (err error) {
 		row.PeakHeapMB = float64(peakHeap.Load()) / (1 << 20)
 		return row, nil
 	}
-	row, err := run("preferences", "bench_campaign", id, optedOut)
-	if err != nil {
-		return err
+	// The second campaign runs on a store holding the first one's history:
+	// bareFirst swaps them, to tell that from the variants' own costs.
+	runs := []func() (CampaignRow, error){
+		func() (CampaignRow, error) { return run("preferences", "bench_campaign", id, optedOut) },
+		func() (CampaignRow, error) { return run("bare", "bench_campaign_bare", addr, nil) },
 	}
-	res.Rows = append(res.Rows, row)
-	if row, err = run("bare", "bench_campaign_bare", addr, nil); err != nil {
-		return err
+	if b.bareFirst {
+		runs[0], runs[1] = runs[1], runs[0]
 	}
-	res.Rows = append(res.Rows, row)
+	for _, f := range runs {
+		row, err := f()
+		if err != nil {
+			return err
+		}
+		res.Rows = append(res.Rows, row)
+	}
 	res.PeakRSSMB = float64(PeakRSS()) / (1 << 20)
 	if b.asJSON {
 		return json.NewEncoder(env.Stdout).Encode(res)
