@@ -56,7 +56,7 @@ func Command(fs *flag.FlagSet, env *Env) func(ctx context.Context, srv Deploymen
 	base := fs.String("base", "", "with --chain all: first run this rune binary's bench (an earlier build) on the set chain with the same --executions, --inflight, --nodes, --concurrency, --prefetch and --spawn-workers, and report each chain's rate over it (× base); it starts executions as that build does (builds before --starters: 8 at once)")
 	noFuse := fs.Bool("no-fuse", false, "distributed, with --spawn-workers: start the workers with --no-fuse (every node a hop of its own)")
 	compareMetrics := fs.Int("compare-metrics", 0, "linear, embedded: run this many rounds with instrumentation off, metrics on, and metrics and spans on (no exporter), in turn, and report node rate and CPU per node of each (0: off)")
-	mode := fs.String("mode", "linear", "linear (executions of set nodes), embedded-server (the durable embedded `rune server`, in this process: node executions per second and the history's lag at the end), fanout (one split over --items items), timers (distributed: --executions waiting --wait each, started --start-rate per second, then a backlog of --pending timers), server (rune server on --postgres: triggers accepted per second over HTTP, trigger → first node latency, statuses persisted per second), webhooks (rune server on --postgres: signed webhook requests accepted per second into executions, replays starting none), or chaos (distributed: --executions of an http, split, aggregator and wait workflow on --spawn-workers workers and a scheduler, with a fault of --faults every --fault-every)")
+	mode := fs.String("mode", "linear", "linear (executions of set nodes), embedded-server (the durable embedded `rune server`, in this process: node executions per second and the history's lag at the end), fanout (one split over --items items), campaign (the durable embedded rune server and the catcher in this process: --subscribers imported, one campaign with preferences on, then the same campaign bare; sends per second, exactness checked), timers (distributed: --executions waiting --wait each, started --start-rate per second, then a backlog of --pending timers), server (rune server on --postgres: triggers accepted per second over HTTP, trigger → first node latency, statuses persisted per second), webhooks (rune server on --postgres: signed webhook requests accepted per second into executions, replays starting none), or chaos (distributed: --executions of an http, split, aggregator and wait workflow on --spawn-workers workers and a scheduler, with a fault of --faults every --fault-every)")
 	postgresURL := fs.String("postgres", env.Getenv("RUNE_POSTGRES_URL"), "server: PostgreSQL URL (env RUNE_POSTGRES_URL); the bench uses a fresh schema of its own")
 	clients := fs.Int("clients", 32, "server: HTTP clients triggering at once")
 	faults := fs.String("faults", strings.Join(chaosFaults, ","), "chaos: the faults to inject, in turn")
@@ -70,9 +70,13 @@ func Command(fs *flag.FlagSet, env *Env) func(ctx context.Context, srv Deploymen
 	durable := fs.Bool("durable", false, "linear, embedded: run the embedded runtime on SQLite (a temporary runtime.db), as `rune server` does, without the server's store")
 	memoryRuntime := fs.Bool("memory-runtime", false, "embedded-server: run the runtime in memory (the store stays on SQLite), as `rune server` did before it was durable")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process's run to this file (the bench, and the embedded runtime or server when it runs in this process)")
-	benchData := fs.String("data", "", "embedded-server: the data directory (default: a temporary one, removed at the end)")
+	benchData := fs.String("data", "", "embedded-server, campaign: the data directory (default: a temporary one, removed at the end)")
 	taskSleep := fs.Duration("task-sleep", 0, "--chain http (linear distributed, embedded-server): the in-process endpoint sleeps this long per call, a task's work; with --inflight 1 the bench reports each execution's time and the overhead per step (time minus the sleeps, over the steps). Windmill's 400 tasks: --nodes 400 --task-sleep 10ms --executions 1 --inflight 1; the 3-step overhead: --nodes 3 --executions 200 --inflight 1")
 	duration := fs.Duration("duration", 0, "server: trigger for this long (at --start-rate per second, or as fast as accepted) instead of --executions, printing the history's lag each second (0: off)")
+	campaignSubs := fs.Int("subscribers", 100000, "campaign: subscribers imported and sent to")
+	optedOutPct := fs.Int("opted-out-percent", 10, "campaign: the share of subscribers (0 to 50) whose preferences turn the campaign's category off")
+	channel := fs.String("channel", "email", "campaign: email or sms")
+	bareFirst := fs.Bool("bare-first", false, "campaign: run the bare campaign first (the second runs on a store holding the first one's history)")
 	startRate := fs.Int("start-rate", 0, "timers, server with --duration: executions started per second, paced evenly (timers: so that their waits come due at that rate) (default 0: as fast as possible)")
 	fs.Usage = func() {
 		fmt.Fprintln(env.Stderr, `Usage: rune bench [flags]
@@ -141,6 +145,9 @@ the nodes).`)
 			}
 			return benchEmbeddedServer(ctx, env, embeddedServerBench{executions: *execs, inflight: *inflight, nodes: *nodes, concurrency: *concurrency,
 				data: *benchData, asJSON: *asJSON, memory: *memoryRuntime, chain: *chain, taskSleep: *taskSleep})
+		case "campaign":
+			return benchCampaign(ctx, env, campaignBench{subscribers: *campaignSubs, optedOut: *optedOutPct, channel: *channel, concurrency: *concurrency,
+				clients: max(*clients, 1), data: *benchData, asJSON: *asJSON, bareFirst: *bareFirst})
 		case "fanout":
 			return benchFanout(ctx, env, &srv, *items, *spawn, *concurrency, *asJSON)
 		case "server":
@@ -173,7 +180,7 @@ the nodes).`)
 			}
 			return benchChaos(ctx, env, &srv, chaosBench{executions: *execs, workers: *spawn, faults: list, every: *faultEvery, stopFor: *stopFor, asJSON: *asJSON})
 		default:
-			return usagef("--mode %q: want linear, embedded-server, fanout, timers, server, webhooks or chaos", *mode)
+			return usagef("--mode %q: want linear, embedded-server, campaign, fanout, timers, server, webhooks or chaos", *mode)
 		}
 		switch *chain {
 		case "set", "http":
