@@ -62,15 +62,7 @@ func (digestType) Check(c *workflow.NodeCheck) {
 		c.Report("parameters.window", "required (or until): how long the digest collects, e.g. \"1h\"")
 	case hasWindow:
 		if s, ok := p.String("window", true); ok {
-			d, err := workflow.ParseDuration(s)
-			switch {
-			case err != nil:
-				c.Report("parameters.window", "%v", err)
-			case d <= 0:
-				c.Report("parameters.window", "must be longer than 0, e.g. \"1h\" or \"PT30M\"")
-			case d > maxWait:
-				c.Report("parameters.window", "%s is longer than the longest wait, %s", d, maxWait)
-			}
+			checkWaitFor(c, "parameters.window", s, `"1h" or "PT30M"`)
 		}
 		if _, ok := p.Values["timezone"]; ok {
 			c.Report("parameters.timezone", "goes with until, not with window")

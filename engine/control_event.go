@@ -66,15 +66,7 @@ func (eventWaitType) Check(c *workflow.NodeCheck) {
 		p.Template("parameters.key", key)
 	}
 	if s, ok := p.String("timeout", true); ok {
-		d, err := workflow.ParseDuration(s)
-		switch {
-		case err != nil:
-			c.Report("parameters.timeout", "%v", err)
-		case d <= 0:
-			c.Report("parameters.timeout", "must be longer than 0, e.g. \"24h\" or \"P3D\"")
-		case d > maxWait:
-			c.Report("parameters.timeout", "%s is longer than the longest wait, %s", d, maxWait)
-		}
+		checkWaitFor(c, "parameters.timeout", s, `"24h" or "P3D"`)
 	}
 	if v, ok := p.Values["approval"]; ok {
 		a, isObj := v.(map[string]any)

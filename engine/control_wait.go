@@ -205,6 +205,20 @@ func (delayType) Check(c *workflow.NodeCheck) {
 	}
 }
 
+// checkWaitFor reports at field a DSL duration s that a node waits for:
+// more than zero and at most the longest wait; example shows good ones.
+func checkWaitFor(c *workflow.NodeCheck, field, s, example string) {
+	d, err := workflow.ParseDuration(s)
+	switch {
+	case err != nil:
+		c.Report(field, "%v", err)
+	case d <= 0:
+		c.Report(field, "must be longer than 0, e.g. %s", example)
+	case d > maxWait:
+		c.Report(field, "%s is longer than the longest wait, %s", d, maxWait)
+	}
+}
+
 func (delayType) Compile(n *workflow.Node, _ *expr.Compiler) (node.Runner, error) {
 	if ms, ok := n.Parameters["delayMs"].(float64); ok {
 		return delayRunner(time.Duration(ms) * time.Millisecond), nil

@@ -126,6 +126,28 @@ func CheckSubscriber(s *Subscriber) error {
 	return nil
 }
 
+// ReplacePreferences is the change PutPreferences makes: p instead of the
+// subscriber's preferences, once p passes CheckPreferences.
+func ReplacePreferences(p *Preferences) (func(*Preferences), error) {
+	if err := CheckPreferences(p); err != nil {
+		return nil, err
+	}
+	return func(cur *Preferences) { *cur = *p }, nil
+}
+
+// OptOutOf is the change OptOutCategory makes: category off, the rest kept.
+func OptOutOf(category string) (func(*Preferences), error) {
+	if category == "" {
+		return nil, fmt.Errorf("%w: category: required", ErrInvalid)
+	}
+	return func(cur *Preferences) {
+		if cur.Categories == nil {
+			cur.Categories = map[string]bool{}
+		}
+		cur.Categories[category] = false
+	}, nil
+}
+
 // CheckPreferences reports the first problem with p, naming its field.
 func CheckPreferences(p *Preferences) error {
 	for _, m := range []struct {

@@ -81,22 +81,19 @@ func (s *Store) DeleteSubscriber(ctx context.Context, id string) error {
 }
 
 func (s *Store) PutPreferences(ctx context.Context, id string, p *store.Preferences, at time.Time) error {
-	if err := store.CheckPreferences(p); err != nil {
+	change, err := store.ReplacePreferences(p)
+	if err != nil {
 		return err
 	}
-	return s.updatePreferences(ctx, id, at, func(cur *store.Preferences) { *cur = *p })
+	return s.updatePreferences(ctx, id, at, change)
 }
 
 func (s *Store) OptOutCategory(ctx context.Context, id, category string, at time.Time) error {
-	if category == "" {
-		return fmt.Errorf("%w: category: required", store.ErrInvalid)
+	change, err := store.OptOutOf(category)
+	if err != nil {
+		return err
 	}
-	return s.updatePreferences(ctx, id, at, func(cur *store.Preferences) {
-		if cur.Categories == nil {
-			cur.Categories = map[string]bool{}
-		}
-		cur.Categories[category] = false
-	})
+	return s.updatePreferences(ctx, id, at, change)
 }
 
 // updatePreferences changes subscriber id's preferences with change, in
