@@ -163,11 +163,14 @@ func (b *Broker) PublishRaw(ctx context.Context, topic broker.Topic, body []byte
 	if err != nil {
 		return err
 	}
+	// At the default priority, as any message that names none: a raw
+	// message must not wait behind every published one.
 	o := outgoing{exchange: r.exchange, key: r.key, topic: topic, pub: amqp091.Publishing{
 		ContentType:  contentType,
 		DeliveryMode: amqp091.Persistent,
 		Type:         string(topic),
 		Timestamp:    time.Now(),
+		Priority:     b.n.priority(&broker.Message{Topic: topic}),
 		Body:         body,
 	}}
 	b.signInto(&o.pub, topic, "", "")

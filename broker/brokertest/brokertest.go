@@ -418,7 +418,6 @@ func testPublishRaw(t *testing.T, b broker.Broker) {
 		[]byte(`{"message_id": "x", "attempt": `), // not JSON
 		[]byte(`{"message_id": "no-fields"}`),     // JSON, invalid message
 	}
-	ex, _ := collect(t, b, broker.Execution, broker.ConsumeOptions{})
 	dlq, _ := collect(t, b, broker.DeadLetter, broker.ConsumeOptions{})
 	for _, g := range garbage {
 		if err := rp.PublishRaw(ctx, broker.Execution, g); err != nil {
@@ -430,6 +429,9 @@ func testPublishRaw(t *testing.T, b broker.Broker) {
 	}
 	after := execMsg(uid("m"), key)
 	publish(t, b, after)
+	// Consumed only now, from a backlog: a raw message keeps its place in
+	// it (a broker that orders by priority gives it the default one).
+	ex, _ := collect(t, b, broker.Execution, broker.ConsumeOptions{})
 
 	d := recv(t, ex, "raw message that decodes")
 	checkBody(t, "raw message that decodes", good, d.Body)
