@@ -68,6 +68,16 @@ func TestFaultRabbitClusterNodeLost(t *testing.T) {
 		}
 		st, err := r.timers.Stats(context.Background())
 		t.Logf("at the end: %d of %d executions completed; %s; timers %+v (%v)", r.cs.distinct(), faultExecutions, strings.Join(left, "; "), st, err)
+		var missing []string
+		r.cs.mu.Lock()
+		for _, id := range r.ids {
+			if r.cs.first[id] == nil {
+				missing = append(missing, id)
+			}
+		}
+		r.cs.mu.Unlock()
+		out, _ := rc.nodes[1].ctlOutput("list_queues", "name", "type", "messages_ready", "messages_unacknowledged", "consumers")
+		t.Logf("not completed: %v\nqueues:\n%s", missing, out)
 	})
 	r.midFanOut()
 	lost := rc.nodes[0]

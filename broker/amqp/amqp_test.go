@@ -970,3 +970,25 @@ func TestNackedCompletionIsNotReceipted(t *testing.T) {
 		t.Fatalf("CompletionRouted(%s) = %v, %v for the completion workflow.completion refused; want false", refused, ok, err)
 	}
 }
+
+// On quorum queues a receipt proves nothing: workflow.completion may lose a
+// completion (its Raft leader's node lost mid-publish, the confirm lost
+// with it) that the receipts queue, on another node, kept. So a completion
+// RabbitMQ took is not reported routed there, and its redelivered
+// completer publishes it again rather than risk losing it (the cluster
+// test lost 7 of 300 completions when it trusted the receipts). Here the
+// loss is made by purging workflow.completion.
+func TestQuorumCompletionIsNotTakenForRouted(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.QueueType = QueueQuorum
+	b := open(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mustPublish(t, b, completionMessage("exec-lost"))
+	if _, err := rawChannel(t).QueuePurge(cfg.Prefix+"workflow.completion", false); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := b.CompletionRouted(ctx, "exec-lost"); err != nil || ok {
+		t.Fatalf("CompletionRouted = %v, %v on quorum queues; want false (publish it again)", ok, err)
+	}
+}

@@ -50,7 +50,9 @@ func (b *Broker) plain(topic broker.Topic, it *batchItem, now time.Time) amqp091
 	case broker.Status:
 		pub.DeliveryMode = amqp091.Transient // the status queue is not durable anyway (RFC 001 §8.2)
 	case broker.Completion:
-		pub.Headers["BCC"] = []any{receiptKey} // receipts.go
+		if b.receipted() {
+			pub.Headers["BCC"] = []any{receiptKey} // receipts.go
+		}
 	}
 	b.signInto(&pub, topic, it.id, it.key)
 	return pub
@@ -76,7 +78,10 @@ func (b *Broker) batch(topic broker.Topic, key string, items []batchItem, now ti
 	case broker.Status:
 		pub.DeliveryMode = amqp091.Transient
 	case broker.Completion:
-		prefix, bcc = complRKPrefix, []any{receiptKey}
+		prefix = complRKPrefix
+		if b.receipted() {
+			bcc = []any{receiptKey}
+		}
 	default:
 		b.signInto(&pub, topic+batchTopic, "", "")
 		return pub
@@ -567,7 +572,7 @@ func (p *publisher) settle(c amqp091.Confirmation, returned map[uint64]error) {
 	}
 	if err == nil && !c.Ack {
 		err = fmt.Errorf("amqp broker: message %q on %s nacked by RabbitMQ", w.id, w.topic)
-		if len(w.keys) > 0 {
+		if len(w.keys) > 0 && p.b.receipted() {
 			// The receipts queue may have taken the completion that
 			// workflow.completion refused: void those receipts before the
 			// caller, told of the failure, publishes it again.
