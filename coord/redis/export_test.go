@@ -33,3 +33,10 @@ func (c *Coordinator) Queued() int {
 	defer c.pipe.mu.Unlock()
 	return len(c.pipe.queue)
 }
+
+// Queued is how many timer scripts wait for the pipeline out to return.
+func (ts *Timers) Queued() int {
+	ts.pipe.mu.Lock()
+	defer ts.pipe.mu.Unlock()
+	return len(ts.pipe.queue)
+}
