@@ -259,11 +259,12 @@ func TestPausedSharesRoundTrips(t *testing.T) {
 	}
 }
 
-// TestTimersExtendDoneShareRoundTrips: the fences (Extend) and removals
-// (Done) that a scheduler makes for the many timers it resumes at once
-// share round trips, and each keeps its own outcome: a fence of a timer
-// claimed again reports it lost, a Done removes only its timer (issue 33).
-func TestTimersExtendDoneShareRoundTrips(t *testing.T) {
+// TestTimersShareRoundTrips: the fences (Extend) and removals (Done) that
+// a scheduler makes for the many timers it resumes at once, and the new
+// timers of suspending waits (Schedule), share round trips, and each keeps
+// its own outcome: a fence of a timer claimed again reports it lost, a Done
+// removes only its timer, a Schedule adds its own (issue 33).
+func TestTimersShareRoundTrips(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	ts, client, _ := newTimers(t)
@@ -285,16 +286,21 @@ func TestTimersExtendDoneShareRoundTrips(t *testing.T) {
 	if err := ts.Done(ctx, "unknown"); err != nil {
 		t.Fatal(err)
 	}
+	const scheduled = 4 // and as many new timers, t20 to t23
 	h := newHoldFirst()
 	client.AddHook(h)
 
 	// Even timers are fenced (odd ones under a stale claim count, as a
 	// scheduler that stalled past its lease holds them); the rest are done.
 	lost := make([][]string, n)
-	errs := make([]error, n)
+	errs := make([]error, n+scheduled)
 	var wg sync.WaitGroup
 	call := func(i int) {
 		defer wg.Done()
+		if i >= n {
+			errs[i] = ts.Schedule(ctx, fmt.Sprint("t", i), now.Add(time.Hour), []byte("p"))
+			return
+		}
 		tm := claimed[i]
 		switch i % 4 {
 		case 0:
@@ -309,22 +315,25 @@ func TestTimersExtendDoneShareRoundTrips(t *testing.T) {
 	wg.Add(1)
 	go call(0)
 	<-h.held
-	for i := 1; i < n; i++ {
+	for i := 1; i < n+scheduled; i++ {
 		wg.Add(1)
 		go call(i)
 	}
 	deadline := time.Now().Add(20 * time.Second)
-	for ts.Queued() != n-1 {
+	for ts.Queued() != n+scheduled-1 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d timer scripts queued after 20s, want %d", ts.Queued(), n-1)
+			t.Fatalf("%d timer scripts queued after 20s, want %d", ts.Queued(), n+scheduled-1)
 		}
 		time.Sleep(time.Millisecond)
 	}
 	close(h.release)
 	wg.Wait()
-	for i := range n {
+	for i := range n + scheduled {
 		if errs[i] != nil {
 			t.Fatalf("timer t%d: %v", i, errs[i])
+		}
+		if i >= n {
+			continue
 		}
 		switch i % 4 {
 		case 0:
@@ -338,13 +347,13 @@ func TestTimersExtendDoneShareRoundTrips(t *testing.T) {
 		}
 	}
 	if trips := h.n.Load(); trips != 2 {
-		t.Errorf("%d fences and removals took %d round trips, want 2 (the held one, then one pipeline of the rest)", n, trips)
+		t.Errorf("%d fences, removals and new timers took %d round trips, want 2 (the held one, then one pipeline of the rest)", n+scheduled, trips)
 	}
 	st, err := ts.Stats(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Claimed != n/2 || st.Scheduled != 0 {
-		t.Errorf("after %d Done: %d claimed, %d scheduled; want %d claimed (the fenced ones), 0 scheduled", n/2, st.Claimed, st.Scheduled, n/2)
+	if st.Claimed != n/2 || st.Scheduled != scheduled {
+		t.Errorf("after %d Done and %d Schedule: %d claimed, %d scheduled; want %d claimed (the fenced ones), %d scheduled", n/2, scheduled, st.Claimed, st.Scheduled, n/2, scheduled)
 	}
 }

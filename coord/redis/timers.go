@@ -121,8 +121,9 @@ const (
 // hosts need reasonably synchronised clocks.
 type Timers struct {
 	client goredis.UniversalClient
-	// pipe carries the scripts a scheduler runs per fired timer (Extend,
-	// Done): hundreds of resumes at once share round trips (issue 33).
+	// pipe carries the scripts run per timer (Schedule by the workers,
+	// Extend and Done by a scheduler): hundreds of suspends or resumes at
+	// once share round trips (issue 33).
 	pipe *pipeline
 	// shards[i] are shard i's keys: schedule, claimed, payloads, leases,
 	// buckets, due, waiting.
@@ -167,7 +168,7 @@ func (ts *Timers) Schedule(ctx context.Context, id string, due time.Time, payloa
 	k := ts.shards[ts.shardOf(p)]
 	keys := []string{k[2], k[4], k[5], k[6]}
 	dueMs := min(max(due.UnixMilli(), 0), maxDue)
-	if err := scheduleScript.Run(ctx, ts.client, keys, p, dueMs, payload, ts.bucketOf(p), inlineMax).Err(); err != nil {
+	if err := ts.pipe.run(ctx, scheduleScript, keys, p, dueMs, payload, ts.bucketOf(p), inlineMax).Err(); err != nil {
 		return fmt.Errorf("coord/redis: Timers.Schedule %q: %w", id, err)
 	}
 	return nil
