@@ -40,3 +40,10 @@ func (ts *Timers) Queued() int {
 	defer ts.pipe.mu.Unlock()
 	return len(ts.pipe.queue)
 }
+
+// Queued is how many Release calls wait for the pipeline out to return.
+func (b *Blobs) Queued() int {
+	b.pipe.mu.Lock()
+	defer b.pipe.mu.Unlock()
+	return len(b.pipe.queue)
+}

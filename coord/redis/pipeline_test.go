@@ -14,6 +14,7 @@ import (
 
 	"github.com/rune-org/rune/coord"
 	"github.com/rune-org/rune/coord/redis"
+	"github.com/rune-org/rune/internal/testinfra"
 )
 
 // holdFirst holds the first round trip that runs a script until release is
@@ -355,5 +356,62 @@ func TestTimersShareRoundTrips(t *testing.T) {
 	}
 	if st.Claimed != n/2 || st.Scheduled != scheduled {
 		t.Errorf("after %d Done and %d Schedule: %d claimed, %d scheduled; want %d claimed (the fenced ones), %d scheduled", n/2, scheduled, st.Claimed, st.Scheduled, n/2, scheduled)
+	}
+}
+
+// TestBlobsReleaseSharesRoundTrips: the Releases of executions completing
+// at once share round trips, and each deletes its own execution's blobs
+// only (issue 33).
+func TestBlobsReleaseSharesRoundTrips(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	prefix := testinfra.Name(t)
+	client := newClient(t, prefix)
+	b := redis.NewBlobs(client, redis.BlobOptions{Prefix: prefix})
+	const n = 10
+	refs := make([]string, n+1)
+	for i := range n + 1 { // e10 is not released
+		var err error
+		if refs[i], err = b.Put(ctx, fmt.Sprint("e", i), []byte(fmt.Sprint("value ", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := newHoldFirst()
+	h.names = []string{"del"}
+	client.AddHook(h)
+
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	release := func(i int) {
+		defer wg.Done()
+		errs[i] = b.Release(ctx, fmt.Sprint("e", i))
+	}
+	wg.Add(1)
+	go release(0)
+	<-h.held
+	for i := 1; i < n; i++ {
+		wg.Add(1)
+		go release(i)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for b.Queued() != n-1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d Release calls queued after 20s, want %d", b.Queued(), n-1)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(h.release)
+	wg.Wait()
+	for i := range n + 1 {
+		if i < n && errs[i] != nil {
+			t.Fatalf("Release e%d: %v", i, errs[i])
+		}
+		_, err := b.Get(ctx, fmt.Sprint("e", i), refs[i])
+		if released := errors.Is(err, coord.ErrBlobNotFound); released != (i < n) {
+			t.Errorf("Get e%d after the Releases: %v; want released %v", i, err, i < n)
+		}
+	}
+	if trips := h.n.Load(); trips != 2 {
+		t.Errorf("%d Release calls took %d round trips, want 2 (the held one, then one pipeline of the rest)", n, trips)
 	}
 }
