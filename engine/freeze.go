@@ -289,8 +289,15 @@ func zone(off int) *time.Location {
 	return time.FixedZone("", off)
 }
 
-// definition reads a frozen message's definition from the definition store.
+// definition reads a frozen message's definition: from the compiled
+// definitions when ref is among them (a reference names its content, so
+// the bytes cannot have changed), else from the definition store. A
+// scheduler resuming thousands of waits of a few workflows thus reads each
+// definition once, not once per timer (issue 33).
 func (e *Engine) definition(ctx context.Context, ref string) ([]byte, error) {
+	if wf := e.cache.getRef(ref); wf != nil {
+		return wf.Raw, nil
+	}
 	if e.cfg.Definitions == nil {
 		return nil, fmt.Errorf("%w: frozen message refers to definition %s, but this runtime has no definition store", ErrInvalid, ref)
 	}

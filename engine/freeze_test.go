@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -226,4 +227,61 @@ func BenchmarkFreeze(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestThawReadsDefinitionOnce: a scheduler thawing and resuming the waits of
+// many executions of one workflow reads its definition from the store once,
+// not once per timer (issue 33: a round trip per resume).
+func TestThawReadsDefinitionOnce(t *testing.T) {
+	ctx := context.Background()
+	co := coordmem.New(coordmem.Options{})
+	t.Cleanup(func() { _ = co.Close() })
+	defs := &countingBlobs{Blobs: coordmem.NewBlobs()} // refs_test.go
+	newEngine := func() *engine.Engine {
+		eng, err := engine.New(engine.Config{Registry: nodes.NewRegistry(nodes.Options{}), Coord: co, Definitions: defs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return eng
+	}
+	starter, scheduler := newEngine(), newEngine() // two processes
+	wf, err := starter.Compile([]byte(waitDef))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	frozen := make([][]byte, n)
+	ids := make([]string, n)
+	for i := range n {
+		var f engine.Effects
+		if err := starter.Start(ctx, wf, fmt.Sprintf("exec_%d", i), nil, &f); err != nil {
+			t.Fatal(err)
+		}
+		m := f.Next[0].Msg
+		if frozen[i], err = starter.Freeze(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = engine.TimerID(m)
+	}
+	if got := defs.gets; got != 0 {
+		t.Fatalf("starting and freezing read the definition %d times, want 0", got)
+	}
+	for i := range n {
+		m, err := scheduler.Thaw(ctx, ids[i], frozen[i])
+		if err != nil {
+			t.Fatalf("thaw %d: %v", i, err)
+		}
+		var f engine.Effects
+		if err := scheduler.Resume(ctx, engine.Delivery{}, m, time.Now(), &f); err != nil {
+			t.Fatalf("resume %d: %v", i, err)
+		}
+		if len(f.Next) != 2 {
+			t.Fatalf("resume %d: %d successors, want 2", i, len(f.Next))
+		}
+	}
+	// The first thaw and the first compile each read it (the thaw does not
+	// compile); every later timer finds it compiled.
+	if got := defs.gets; got > 2 {
+		t.Errorf("%d thaws and resumes read the definition %d times, want at most 2", n, got)
+	}
 }

@@ -17,7 +17,8 @@ import (
 //	modeOptimistic  run the pure node ─▶ settle, unverified (its Finish makes
 //	                Begin's checks; its running status waits for the verdict)
 //	modeEager       running status ─▶ run the eager node ─▶ settle, unverified
-//	modeResume      Begin ─▶ the wait succeeds ─▶ settle (Resume)
+//	modeResume      the wait succeeds ─▶ settle, unverified (Resume; an
+//	                event wait, child workflow or digest: Begin first)
 //	modeTimeout     Begin ─▶ the barrier fails or was closed ─▶ settle
 //	                (HandleTimeout; outside the live count)
 //

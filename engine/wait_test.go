@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -229,5 +230,68 @@ func TestSuspendInHaltedExecutionWakesAtOnce(t *testing.T) {
 	ts, err := timers.Claim(ctx, time.Now().Add(time.Second), 10, time.Minute)
 	if err != nil || len(ts) != 1 {
 		t.Fatalf("claimable within a second: %d timers (%v), want the woken one", len(ts), err)
+	}
+}
+
+// finishCounter counts a coordinator's Begin and Finish calls.
+type finishCounter struct {
+	coord.Coordinator
+	begins, finishes atomic.Int64
+}
+
+func (c *finishCounter) Begin(ctx context.Context, exec, id string) (coord.Begin, error) {
+	c.begins.Add(1)
+	return c.Coordinator.Begin(ctx, exec, id)
+}
+
+func (c *finishCounter) Finish(ctx context.Context, exec, id string, f coord.Finish) (coord.Outcome, error) {
+	c.finishes.Add(1)
+	return c.Coordinator.Finish(ctx, exec, id, f)
+}
+
+// TestResumeIsOneFinish: the end of a wait asks the coordinator once, its
+// Finish making Begin's checks (issue 33: a scheduler resuming a burst of
+// waits paid two round trips each). TestModeByOutcome has its replay and
+// drop.
+func TestResumeIsOneFinish(t *testing.T) {
+	mem := coordmem.New(coordmem.Options{})
+	t.Cleanup(func() { _ = mem.Close() })
+	co := &finishCounter{Coordinator: mem}
+	timers := coordmem.NewTimers()
+	eng, err := engine.New(engine.Config{Registry: nodes.NewRegistry(nodes.Options{}), Coord: co, Timers: timers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf, err := eng.Compile([]byte(waitDef))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var f engine.Effects
+	if err := eng.Start(ctx, wf, "exec_once", nil, &f); err != nil {
+		t.Fatal(err)
+	}
+	var g engine.Effects
+	if err := eng.Handle(ctx, engine.Delivery{}, f.Next[0].Msg, &g); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := timers.Claim(ctx, time.Now().Add(3*time.Hour), 10, time.Minute)
+	if err != nil || len(ts) != 1 {
+		t.Fatalf("claim: %d timers, %v; want 1", len(ts), err)
+	}
+	var m message.NodeExecution
+	if err := json.Unmarshal(ts[0].Payload, &m); err != nil {
+		t.Fatal(err)
+	}
+	begins, finishes := co.begins.Load(), co.finishes.Load()
+	var r engine.Effects
+	if err := eng.Resume(ctx, engine.Delivery{}, &m, ts[0].Due, &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Next) != 2 {
+		t.Fatalf("resume: %d successors, want 2", len(r.Next))
+	}
+	if b, f := co.begins.Load()-begins, co.finishes.Load()-finishes; b != 0 || f != 1 {
+		t.Errorf("resume: %d Begin and %d Finish calls, want 0 and 1", b, f)
 	}
 }

@@ -57,9 +57,13 @@ type Config struct {
 	// Lease (plus a Poll). Default 3s (DefaultLease).
 	Lease time.Duration
 	// Concurrency is how many timers of a batch are resumed at once. Default
-	// 256: a resume mostly waits on Redis and RabbitMQ round trips, and 64
-	// left a burst of 10,000 waits seconds late on a loaded machine while
-	// the process used a quarter of a core (docs/benchmarks.md, issue 33).
+	// 1024, so a whole default batch: a resume mostly waits on Redis and
+	// RabbitMQ round trips, which concurrent resumes share (their scripts
+	// go in one pipeline, their publishes in one batch), so more at once
+	// cost little more each. 64 left a burst of 10,000 waits seconds late
+	// on a loaded machine while the process used a quarter of a core; 256,
+	// once resumes shared round trips, still over a second at the 99th
+	// percentile where 1024 kept it under (docs/benchmarks.md, issue 33).
 	Concurrency int
 	// Logger receives scheduler logs. Default slog.Default().
 	Logger *slog.Logger
@@ -91,7 +95,7 @@ func (c *Config) defaults() error {
 		c.Lease = DefaultLease
 	}
 	if c.Concurrency <= 0 {
-		c.Concurrency = 256
+		c.Concurrency = 1024
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

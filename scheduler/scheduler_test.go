@@ -417,33 +417,50 @@ func TestSchedulerKilledBetweenClaimAndPublish(t *testing.T) {
 	}
 }
 
-// flakyCoord is a coordinator whose Begin fails while down is set: the
-// coordination store is unreachable.
+// flakyCoord is a coordinator whose Begin and Finish (a resume makes one
+// of them, or both) fail while down is set: the coordination store is
+// unreachable.
 type flakyCoord struct {
 	coord.Coordinator
 	down atomic.Bool
-	// slow, in nanoseconds, delays every Begin: a resume that takes long.
+	// slow, in nanoseconds, delays every Begin and Finish: a resume that
+	// takes long.
 	slow atomic.Int64
 	// hold, when set (before the engine is used concurrently), makes every
-	// Begin wait until it is closed: a resume that ends when the test says.
+	// Begin and Finish wait until it is closed: a resume that ends when the
+	// test says.
 	hold chan struct{}
 }
 
 var errDown = errors.New("coordination store unreachable")
 
-func (f *flakyCoord) Begin(ctx context.Context, exec, id string) (coord.Begin, error) {
+func (f *flakyCoord) fault(ctx context.Context) error {
 	if f.down.Load() {
-		return coord.Begin{}, errDown
+		return errDown
 	}
 	time.Sleep(time.Duration(f.slow.Load()))
 	if f.hold != nil {
 		select {
 		case <-f.hold:
 		case <-ctx.Done():
-			return coord.Begin{}, ctx.Err()
+			return ctx.Err()
 		}
 	}
+	return nil
+}
+
+func (f *flakyCoord) Begin(ctx context.Context, exec, id string) (coord.Begin, error) {
+	if err := f.fault(ctx); err != nil {
+		return coord.Begin{}, err
+	}
 	return f.Coordinator.Begin(ctx, exec, id)
+}
+
+func (f *flakyCoord) Finish(ctx context.Context, exec, id string, fin coord.Finish) (coord.Outcome, error) {
+	if err := f.fault(ctx); err != nil {
+		return coord.Outcome{}, err
+	}
+	return f.Coordinator.Finish(ctx, exec, id, fin)
 }
 
 // embeddedPieces is an engine on in-process stores, with no worker running:

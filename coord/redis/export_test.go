@@ -33,3 +33,17 @@ func (c *Coordinator) Queued() int {
 	defer c.pipe.mu.Unlock()
 	return len(c.pipe.queue)
 }
+
+// Queued is how many timer scripts wait for the pipeline out to return.
+func (ts *Timers) Queued() int {
+	ts.pipe.mu.Lock()
+	defer ts.pipe.mu.Unlock()
+	return len(ts.pipe.queue)
+}
+
+// Queued is how many Release calls wait for the pipeline out to return.
+func (b *Blobs) Queued() int {
+	b.pipe.mu.Lock()
+	defer b.pipe.mu.Unlock()
+	return len(b.pipe.queue)
+}

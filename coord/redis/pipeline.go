@@ -31,13 +31,14 @@ type pipeline struct {
 	queue []*scriptCall
 }
 
-// scriptCall is one caller's script in the queue.
+// scriptCall is one caller's script, or plain command, in the queue.
 type scriptCall struct {
 	ctx    context.Context
-	script *goredis.Script
+	script *goredis.Script // nil: plain is the command
 	keys   []string
 	args   []any
 	cmd    *goredis.Cmd
+	plain  goredis.Cmder
 	// lead, set under mu before wake closes, says this call sends the next
 	// pipeline; otherwise wake closing means cmd is done.
 	lead bool
@@ -48,6 +49,33 @@ type scriptCall struct {
 // calls.
 func (p *pipeline) run(ctx context.Context, script *goredis.Script, keys []string, args ...any) *goredis.Cmd {
 	c := &scriptCall{ctx: ctx, script: script, keys: keys, args: args, wake: make(chan struct{})}
+	if !p.queued(c) {
+		cmd := goredis.NewCmd(ctx)
+		cmd.SetErr(ctx.Err())
+		return cmd
+	}
+	if goredis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
+		// Redis does not hold the script yet (first use, or after a
+		// restart): EVAL runs and caches it, as Script.Run's fallback does.
+		return script.Eval(ctx, p.client, keys, args...)
+	}
+	return c.cmd
+}
+
+// process runs cmd, a plain command (a read such as EXISTS or HGET),
+// sharing a round trip with concurrent calls, and returns its error.
+func (p *pipeline) process(ctx context.Context, cmd goredis.Cmder) error {
+	c := &scriptCall{ctx: ctx, plain: cmd, wake: make(chan struct{})}
+	if !p.queued(c) {
+		cmd.SetErr(ctx.Err())
+	}
+	return cmd.Err()
+}
+
+// queued sends c, alone or in a pipeline, and returns once it is done; false
+// when ctx ended while c was still queued (it was never sent).
+func (p *pipeline) queued(c *scriptCall) bool {
+	ctx := c.ctx
 	p.mu.Lock()
 	p.queue = append(p.queue, c)
 	if !p.busy {
@@ -63,9 +91,7 @@ func (p *pipeline) run(ctx context.Context, script *goredis.Script, keys []strin
 			if i := slices.Index(p.queue, c); i >= 0 && !c.lead {
 				p.queue = slices.Delete(p.queue, i, i+1)
 				p.mu.Unlock()
-				cmd := goredis.NewCmd(ctx)
-				cmd.SetErr(ctx.Err())
-				return cmd
+				return false
 			}
 			p.mu.Unlock()
 			// Already sent, or chosen to send: it must go on, and the
@@ -76,12 +102,7 @@ func (p *pipeline) run(ctx context.Context, script *goredis.Script, keys []strin
 			p.send()
 		}
 	}
-	if goredis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
-		// Redis does not hold the script yet (first use, or after a
-		// restart): EVAL runs and caches it, as Script.Run's fallback does.
-		return script.Eval(ctx, p.client, keys, args...)
-	}
-	return c.cmd
+	return true
 }
 
 // send sends the head of the queue, whose first call is the caller's, then
@@ -97,11 +118,19 @@ func (p *pipeline) send() {
 	ctx := context.WithoutCancel(batch[0].ctx)
 	if n == 1 {
 		c := batch[0]
-		c.cmd = p.client.EvalSha(ctx, c.script.Hash(), c.keys, c.args...)
+		if c.script == nil {
+			_ = p.client.Process(ctx, c.plain) // the cmd holds its error
+		} else {
+			c.cmd = p.client.EvalSha(ctx, c.script.Hash(), c.keys, c.args...)
+		}
 	} else {
 		pipe := p.client.Pipeline()
 		for _, c := range batch {
-			c.cmd = pipe.EvalSha(ctx, c.script.Hash(), c.keys, c.args...)
+			if c.script == nil {
+				_ = pipe.Process(ctx, c.plain)
+			} else {
+				c.cmd = pipe.EvalSha(ctx, c.script.Hash(), c.keys, c.args...)
+			}
 		}
 		_, _ = pipe.Exec(ctx) // each cmd holds its own error
 	}

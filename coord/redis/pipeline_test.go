@@ -14,6 +14,7 @@ import (
 
 	"github.com/rune-org/rune/coord"
 	"github.com/rune-org/rune/coord/redis"
+	"github.com/rune-org/rune/internal/testinfra"
 )
 
 // holdFirst holds the first round trip that runs a script until release is
@@ -21,6 +22,9 @@ import (
 // a new connection). With noScript it answers every EVALSHA as Redis does
 // when it does not hold the script.
 type holdFirst struct {
+	// names are the commands whose round trips it holds and counts
+	// (default: evalsha, scripts).
+	names    []string
 	n        atomic.Int64
 	noScript atomic.Bool
 	armed    chan struct{} // receives once: the next round trip is held
@@ -36,7 +40,11 @@ func newHoldFirst() *holdFirst {
 
 // trip counts and holds a round trip of cmds, and says whether to send it.
 func (h *holdFirst) trip(cmds ...goredis.Cmder) bool {
-	if !slices.ContainsFunc(cmds, func(c goredis.Cmder) bool { return c.Name() == "evalsha" }) {
+	names := h.names
+	if names == nil {
+		names = []string{"evalsha"}
+	}
+	if !slices.ContainsFunc(cmds, func(c goredis.Cmder) bool { return slices.Contains(names, c.Name()) }) {
 		return true
 	}
 	h.n.Add(1)
@@ -202,5 +210,208 @@ func TestPipelineCancelQueued(t *testing.T) {
 	}
 	if b, err := c.Begin(ctx, "e", "canceled"); err != nil || b.State != coord.Run {
 		t.Fatalf("Begin of the canceled message: %v, %v; want run (its Finish never ran)", b.State, err)
+	}
+}
+
+// TestPausedSharesRoundTrips: the pause checks that concurrent nodes make
+// (one per node) share round trips with each other, and each still gets its
+// own execution's answer (issue 33).
+func TestPausedSharesRoundTrips(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, client, _ := newCoord(t, redis.Options{})
+	const n = 20
+	for i := 0; i < n; i += 2 { // even executions paused
+		if err := c.SetPaused(ctx, fmt.Sprint("e", i), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := newHoldFirst()
+	h.names = []string{"exists", "evalsha"}
+	client.AddHook(h)
+
+	got := make([]bool, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	paused := func(i int) {
+		defer wg.Done()
+		got[i], errs[i] = c.Paused(ctx, fmt.Sprint("e", i))
+	}
+	wg.Add(1)
+	go paused(0)
+	<-h.held
+	for i := 1; i < n; i++ {
+		wg.Add(1)
+		go paused(i)
+	}
+	waitQueued(t, c, n-1)
+	close(h.release)
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("Paused e%d: %v", i, errs[i])
+		}
+		if want := i%2 == 0; got[i] != want {
+			t.Errorf("Paused e%d = %v, want %v", i, got[i], want)
+		}
+	}
+	if trips := h.n.Load(); trips != 2 {
+		t.Errorf("%d pause checks took %d round trips, want 2 (the held one, then one pipeline of the rest)", n, trips)
+	}
+}
+
+// TestTimersShareRoundTrips: the fences (Extend) and removals (Done) that
+// a scheduler makes for the many timers it resumes at once, and the new
+// timers of suspending waits (Schedule), share round trips, and each keeps
+// its own outcome: a fence of a timer claimed again reports it lost, a Done
+// removes only its timer, a Schedule adds its own (issue 33).
+func TestTimersShareRoundTrips(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ts, client, _ := newTimers(t)
+	const n = 20
+	now := time.Now()
+	for i := range n {
+		if err := ts.Schedule(ctx, fmt.Sprint("t", i), now.Add(-time.Second), []byte("p")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claimed, err := ts.Claim(ctx, now, n, time.Minute)
+	if err != nil || len(claimed) != n {
+		t.Fatalf("Claim: %d timers, %v; want %d", len(claimed), err, n)
+	}
+	// Warm Redis's script cache: a NOSCRIPT would be retried alone.
+	if _, err := ts.Extend(ctx, now, time.Minute, claimed[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.Done(ctx, "unknown"); err != nil {
+		t.Fatal(err)
+	}
+	const scheduled = 4 // and as many new timers, t20 to t23
+	h := newHoldFirst()
+	client.AddHook(h)
+
+	// Even timers are fenced (odd ones under a stale claim count, as a
+	// scheduler that stalled past its lease holds them); the rest are done.
+	lost := make([][]string, n)
+	errs := make([]error, n+scheduled)
+	var wg sync.WaitGroup
+	call := func(i int) {
+		defer wg.Done()
+		if i >= n {
+			errs[i] = ts.Schedule(ctx, fmt.Sprint("t", i), now.Add(time.Hour), []byte("p"))
+			return
+		}
+		tm := claimed[i]
+		switch i % 4 {
+		case 0:
+			lost[i], errs[i] = ts.Extend(ctx, now, time.Minute, tm)
+		case 2:
+			tm.Claims++
+			lost[i], errs[i] = ts.Extend(ctx, now, time.Minute, tm)
+		default:
+			errs[i] = ts.Done(ctx, tm.ID)
+		}
+	}
+	wg.Add(1)
+	go call(0)
+	<-h.held
+	for i := 1; i < n+scheduled; i++ {
+		wg.Add(1)
+		go call(i)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for ts.Queued() != n+scheduled-1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d timer scripts queued after 20s, want %d", ts.Queued(), n+scheduled-1)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(h.release)
+	wg.Wait()
+	for i := range n + scheduled {
+		if errs[i] != nil {
+			t.Fatalf("timer t%d: %v", i, errs[i])
+		}
+		if i >= n {
+			continue
+		}
+		switch i % 4 {
+		case 0:
+			if len(lost[i]) != 0 {
+				t.Errorf("Extend t%d under its claim: lost %v, want none", i, lost[i])
+			}
+		case 2:
+			if !slices.Equal(lost[i], []string{claimed[i].ID}) {
+				t.Errorf("Extend t%d under a stale claim: lost %v, want [%s]", i, lost[i], claimed[i].ID)
+			}
+		}
+	}
+	if trips := h.n.Load(); trips != 2 {
+		t.Errorf("%d fences, removals and new timers took %d round trips, want 2 (the held one, then one pipeline of the rest)", n+scheduled, trips)
+	}
+	st, err := ts.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Claimed != n/2 || st.Scheduled != scheduled {
+		t.Errorf("after %d Done and %d Schedule: %d claimed, %d scheduled; want %d claimed (the fenced ones), %d scheduled", n/2, scheduled, st.Claimed, st.Scheduled, n/2, scheduled)
+	}
+}
+
+// TestBlobsReleaseSharesRoundTrips: the Releases of executions completing
+// at once share round trips, and each deletes its own execution's blobs
+// only (issue 33).
+func TestBlobsReleaseSharesRoundTrips(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	prefix := testinfra.Name(t)
+	client := newClient(t, prefix)
+	b := redis.NewBlobs(client, redis.BlobOptions{Prefix: prefix})
+	const n = 10
+	refs := make([]string, n+1)
+	for i := range n + 1 { // e10 is not released
+		var err error
+		if refs[i], err = b.Put(ctx, fmt.Sprint("e", i), []byte(fmt.Sprint("value ", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := newHoldFirst()
+	h.names = []string{"del"}
+	client.AddHook(h)
+
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	release := func(i int) {
+		defer wg.Done()
+		errs[i] = b.Release(ctx, fmt.Sprint("e", i))
+	}
+	wg.Add(1)
+	go release(0)
+	<-h.held
+	for i := 1; i < n; i++ {
+		wg.Add(1)
+		go release(i)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for b.Queued() != n-1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d Release calls queued after 20s, want %d", b.Queued(), n-1)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(h.release)
+	wg.Wait()
+	for i := range n + 1 {
+		if i < n && errs[i] != nil {
+			t.Fatalf("Release e%d: %v", i, errs[i])
+		}
+		_, err := b.Get(ctx, fmt.Sprint("e", i), refs[i])
+		if released := errors.Is(err, coord.ErrBlobNotFound); released != (i < n) {
+			t.Errorf("Get e%d after the Releases: %v; want released %v", i, err, i < n)
+		}
+	}
+	if trips := h.n.Load(); trips != 2 {
+		t.Errorf("%d Release calls took %d round trips, want 2 (the held one, then one pipeline of the rest)", n, trips)
 	}
 }

@@ -121,6 +121,10 @@ const (
 // hosts need reasonably synchronised clocks.
 type Timers struct {
 	client goredis.UniversalClient
+	// pipe carries the scripts run per timer (Schedule by the workers,
+	// Extend and Done by a scheduler): hundreds of suspends or resumes at
+	// once share round trips (issue 33).
+	pipe *pipeline
 	// shards[i] are shard i's keys: schedule, claimed, payloads, leases,
 	// buckets, due, waiting.
 	shards  [][]string
@@ -137,7 +141,7 @@ func NewTimers(client goredis.UniversalClient, opts TimerOptions) *Timers {
 	if opts.Shards < 0 {
 		panic(fmt.Sprintf("coord/redis: TimerOptions.Shards is negative (%d)", opts.Shards))
 	}
-	ts := &Timers{client: client, buckets: buckets, shards: make([][]string, max(opts.Shards, 1))}
+	ts := &Timers{client: client, pipe: &pipeline{client: client}, buckets: buckets, shards: make([][]string, max(opts.Shards, 1))}
 	for i := range ts.shards {
 		tag := "timers"
 		if i > 0 {
@@ -164,7 +168,7 @@ func (ts *Timers) Schedule(ctx context.Context, id string, due time.Time, payloa
 	k := ts.shards[ts.shardOf(p)]
 	keys := []string{k[2], k[4], k[5], k[6]}
 	dueMs := min(max(due.UnixMilli(), 0), maxDue)
-	if err := scheduleScript.Run(ctx, ts.client, keys, p, dueMs, payload, ts.bucketOf(p), inlineMax).Err(); err != nil {
+	if err := ts.pipe.run(ctx, scheduleScript, keys, p, dueMs, payload, ts.bucketOf(p), inlineMax).Err(); err != nil {
 		return fmt.Errorf("coord/redis: Timers.Schedule %q: %w", id, err)
 	}
 	return nil
@@ -352,7 +356,7 @@ func (ts *Timers) Extend(ctx context.Context, now time.Time, lease time.Duration
 			return nil
 		}
 		k := ts.shards[i]
-		reply, err := extendScript.Run(ctx, ts.client, []string{k[1], k[3]}, args[i]...).StringSlice()
+		reply, err := ts.pipe.run(ctx, extendScript, []string{k[1], k[3]}, args[i]...).StringSlice()
 		for _, p := range reply {
 			lost[i] = append(lost[i], unpackID(p))
 		}
@@ -367,7 +371,7 @@ func (ts *Timers) Extend(ctx context.Context, now time.Time, lease time.Duration
 // Done implements coord.Timers.
 func (ts *Timers) Done(ctx context.Context, id string) error {
 	p := packID(id)
-	if err := doneScript.Run(ctx, ts.client, ts.shards[ts.shardOf(p)], p, ts.bucketOf(p)).Err(); err != nil {
+	if err := ts.pipe.run(ctx, doneScript, ts.shards[ts.shardOf(p)], p, ts.bucketOf(p)).Err(); err != nil {
 		return fmt.Errorf("coord/redis: Timers.Done %q: %w", id, err)
 	}
 	return nil
