@@ -231,15 +231,7 @@ func (b *Barriers) writeValue(ctx context.Context, exec, key string, slot int, v
 func (b *Barriers) afterArrive(ctx context.Context, exec, key string, slot int, shardTTL string, written bool, r *arriveReply) error {
 	switch {
 	case r.renew:
-		_, err := b.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-			for i := range b.shards {
-				p.Do(ctx, "PEXPIRE", b.shardKey(exec, key, i), shardTTL)
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("renew the value shards' TTL: %w", err)
-		}
+		return b.renewShards(ctx, exec, key, shardTTL)
 	case r.Complete:
 		vals, err := b.readValues(ctx, exec, key, r.seen, len(r.Values))
 		if err != nil {
@@ -249,6 +241,42 @@ func (b *Barriers) afterArrive(ctx context.Context, exec, key string, slot int, 
 	case r.closed != nil && written && !r.counted:
 		// Best effort: else it expires with its shard.
 		b.client.HDel(ctx, b.shardKey(exec, key, slot%b.shards), strconv.Itoa(slot))
+	}
+	return nil
+}
+
+// renewShards renews every shard's TTL to shardTTL, as arrive.lua asks of
+// a pending arrival. The renewal can land after another arrival completed
+// the barrier and shortened the shards to Retain (a split's branches that
+// resume from one wait arrive together), and would keep them twice the TTL
+// past the execution's end: so it then reads the barrier's state and, the
+// barrier no longer open, shortens them again. (In that order: on a
+// cluster the shards and the state are on different masters.)
+func (b *Barriers) renewShards(ctx context.Context, exec, key, shardTTL string) error {
+	_, err := b.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i := range b.shards {
+			p.Do(ctx, "PEXPIRE", b.shardKey(exec, key, i), shardTTL)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("renew the value shards' TTL: %w", err)
+	}
+	st, err := b.client.HGet(ctx, b.keys(exec, key)[0], "st").Result()
+	switch {
+	case err == nil && st == "open":
+		return nil
+	case err != nil && !errors.Is(err, goredis.Nil):
+		return fmt.Errorf("read the barrier's state after renewing its shards: %w", err)
+	}
+	_, err = b.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i := range b.shards {
+			barvalsScript.Eval(ctx, p, []string{b.shardKey(exec, key, i)}, b.retain)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("shorten the value shards' TTL of a closed barrier: %w", err)
 	}
 	return nil
 }

@@ -166,8 +166,9 @@ func TestBarrierShardRenew(t *testing.T) {
 }
 
 // TestBarrierShardRoundTrips: with shards an Arrive is two round trips (the
-// value, then the count), the first pending one of a barrier three (and
-// the shards' TTL renewed), the completing one three (the shards read back
+// value, then the count), the first pending one of a barrier four (the
+// shards' TTL renewed, then the barrier's state read to undo a renewal
+// that came after the completion), the completing one three (the shards read back
 // in one pipeline), a Cancel two (the shards deleted in one pipeline).
 func TestBarrierShardRoundTrips(t *testing.T) {
 	t.Parallel()
@@ -183,8 +184,35 @@ func TestBarrierShardRoundTrips(t *testing.T) {
 	arrive := func(slot int) func() error {
 		return func() error { _, err := b.Arrive(ctx, "e", "k", spec, slot, []byte("v")); return err }
 	}
-	trips(t, hook, step{"first Arrive", arrive(0)}, 3)
+	trips(t, hook, step{"first Arrive", arrive(0)}, 4)
 	trips(t, hook, step{"Arrive", arrive(1)}, 2)
 	trips(t, hook, step{"completing Arrive", arrive(2)}, 3)
 	trips(t, hook, step{"Cancel", func() error { _, err := b.Cancel(ctx, "e", "other"); return err }}, 2)
+}
+
+// TestBarrierShardRenewAfterCompletion: a pending arrival's renewal of the
+// shards' TTL that lands after another arrival completed the barrier (the
+// branches of a split resumed from one wait arrive together) leaves the
+// shards no longer than the retention: they go with the ended execution's
+// other keys, not twice the barrier's TTL later (distributed
+// TestStateOutlivesTTL saw a shard kept 2h10m).
+func TestBarrierShardRenewAfterCompletion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, client, prefix := newBarriers(t, redis.BarrierOptions{Shards: 2, Retain: time.Minute})
+	spec := coord.BarrierSpec{Total: 3, Need: 3, TTL: time.Hour}
+	for slot := range 3 {
+		if _, err := b.Arrive(ctx, "e", "agg", spec, slot, []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.RenewShards(ctx, "e", "agg", spec); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		key := fmt.Sprintf("%s:{e/agg/%d}:bar:agg:vals.%d", prefix, i, i)
+		if ttl, err := client.PTTL(ctx, key).Result(); err != nil || ttl > time.Minute || ttl <= 0 {
+			t.Errorf("shard %s: TTL %v (%v) after a late renewal; want at most the retention (1m)", key, ttl, err)
+		}
+	}
 }

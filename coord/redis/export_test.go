@@ -47,3 +47,13 @@ func (b *Blobs) Queued() int {
 	defer b.pipe.mu.Unlock()
 	return len(b.pipe.queue)
 }
+
+// RenewShards is a pending sharded Arrive's renewal of the shards' TTL,
+// landing whenever the test calls it.
+func (b *Barriers) RenewShards(ctx context.Context, exec, key string, spec coord.BarrierSpec) error {
+	ttl, err := spec.Check()
+	if err != nil {
+		return err
+	}
+	return b.renewShards(ctx, exec, key, millis(2*ttl))
+}
