@@ -95,7 +95,8 @@ var (
 // slot (as Temporal binds an execution to one history shard). A shard
 // lives twice the barrier's TTL, renewed once per TTL while the barrier is
 // open (arrive.lua says when); on completion the completer's read shortens
-// every shard's TTL to Retain, so the shards go with meta and seen; Cancel
+// every shard's TTL to Retain, so the shards go with meta and seen (a
+// renewal landing after it shortens them again, renewShards); Cancel
 // deletes them. A late arrival's value, written before the barrier said it
 // was closed, is deleted again (or, should that process die in between,
 // expires with its shard: at most twice the TTL).
