@@ -157,11 +157,6 @@ SET status = ?, available_at = ?, attempts = ?, cursor = ?, vars = ?, unfinished
     updated_at = ?, finished_at = ?
 WHERE id = ?
 
--- name: run_get
-SELECT execution_id, node_id, branch, lineage, status, attempt, output, error, details, started_at, finished_at,
-    next_attempt_at, resume_at, duration_ms, reported_at, updated_at
-FROM node_runs WHERE execution_id = ? AND node_id = ? AND branch = ?
-
 -- name: run_list
 SELECT execution_id, node_id, branch, lineage, status, attempt, output, error, details, started_at, finished_at,
     next_attempt_at, resume_at, duration_ms, reported_at, updated_at
@@ -177,8 +172,30 @@ ON CONFLICT (execution_id, node_id, branch) DO UPDATE SET
     next_attempt_at = excluded.next_attempt_at, resume_at = excluded.resume_at,
     duration_ms = excluded.duration_ms, reported_at = excluded.reported_at, updated_at = excluded.updated_at
 
--- name: event_recorded
-SELECT 1 FROM events WHERE execution_id = ? AND dedupe_key = ?
+-- name: history_executions
+-- AppendHistory's reads, one statement each for a whole batch (a JSON array
+-- of keys) instead of one per execution, run or event: a statement's round
+-- through database/sql and the driver cost about as much as SQLite's lookup
+-- (issue 33). CROSS JOIN keeps the keys outermost, each a lookup on its
+-- index.
+SELECT x.id, x.workflow_id, x.version, x.status, x.input, x.idempotency_key, x.trigger_source, x.available_at,
+    x.attempts, x.cursor, x.vars, x.unfinished, x.completion, x.cancel_requested, x.claimed_by, x.claim_until,
+    x.dispatched_at, x.created_at, x.updated_at, x.finished_at
+FROM json_each(?) AS k CROSS JOIN executions x ON x.id = k.value
+
+-- name: history_runs
+-- The stored runs among a batch's [execution, node, branch] keys.
+SELECT r.execution_id, r.node_id, r.branch, r.lineage, r.status, r.attempt, r.output, r.error, r.details,
+    r.started_at, r.finished_at, r.next_attempt_at, r.resume_at, r.duration_ms, r.reported_at, r.updated_at
+FROM json_each(?) AS k CROSS JOIN node_runs r
+  ON r.execution_id = k.value ->> 0 AND r.node_id = k.value ->> 1 AND r.branch = k.value ->> 2
+
+-- name: history_recorded
+-- The recorded events among a batch's [execution, dedupe key] pairs, on
+-- events_dedupe.
+SELECT e.execution_id, e.dedupe_key
+FROM json_each(?) AS k CROSS JOIN events e
+  ON e.execution_id = k.value ->> 0 AND e.dedupe_key = k.value ->> 1
 
 -- name: event_insert
 INSERT INTO events (execution_id, dedupe_key, kind, body, at) VALUES (?, ?, ?, ?, ?) RETURNING id

@@ -10,6 +10,7 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -50,7 +51,7 @@ type Store struct {
 	hot map[string]*sql.Stmt
 }
 
-var hotQueries = []string{"execution_get", "run_get", "event_recorded", "run_upsert", "execution_history", "event_insert"}
+var hotQueries = []string{"history_executions", "history_runs", "history_recorded", "run_upsert", "execution_history", "event_insert"}
 
 var _ store.Store = (*Store)(nil)
 
@@ -472,54 +473,61 @@ func (s *Store) AppendHistory(ctx context.Context, events []store.HistoryEvent) 
 	var out []store.Event
 	err := s.tx(ctx, "append history", func(tx *sql.Tx) error {
 		stmt := func(name string) *sql.Stmt { return tx.StmtContext(ctx, s.hot[name]) }
-		getExecution, getRun, recorded := stmt("execution_get"), stmt("run_get"), stmt("event_recorded")
 		upsertRun, updateExecution, insert := stmt("run_upsert"), stmt("execution_history"), stmt("event_insert")
 		b := store.Batch{Executions: map[string]*store.Execution{}, Runs: map[store.RunKey]*store.NodeRun{}, Now: time.Now()}
+		// The batch's keys, each once: one statement reads each kind.
+		var execIDs []string
+		var runKeys, eventKeys [][]string
+		seenRun := map[store.RunKey]bool{}
 		for _, ev := range events {
-			if _, ok := b.Executions[ev.ExecutionID]; ok {
-				continue
+			if _, ok := b.Executions[ev.ExecutionID]; !ok {
+				b.Executions[ev.ExecutionID] = nil // nil until read: not this store's
+				execIDs = append(execIDs, ev.ExecutionID)
 			}
-			x, err := scanExecution(getExecution.QueryRowContext(ctx, ev.ExecutionID))
-			if err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return err
+			if ev.Status != nil {
+				if k := store.StatusRunKey(ev.Status); !seenRun[k] {
+					seenRun[k] = true
+					runKeys = append(runKeys, []string{k.ExecutionID, k.NodeID, k.Branch})
+				}
 			}
-			b.Executions[ev.ExecutionID] = x // nil: not this store's
+			if ev.DedupeKey != "" {
+				eventKeys = append(eventKeys, []string{ev.ExecutionID, ev.DedupeKey})
+			}
 		}
-		for _, ev := range events {
-			if ev.Status == nil {
-				continue
+		if err := eachRow(ctx, stmt("history_executions"), execIDs, func(rows *sql.Rows) error {
+			x, err := scanExecution(rows)
+			if err == nil {
+				b.Executions[x.ID] = x
 			}
-			k := store.StatusRunKey(ev.Status)
-			if _, ok := b.Runs[k]; ok {
-				continue
-			}
-			r, err := scanRun(getRun.QueryRowContext(ctx, k.ExecutionID, k.NodeID, k.Branch))
-			if errors.Is(err, sql.ErrNoRows) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			b.Runs[k] = r
+			return err
+		}); err != nil {
+			return err
 		}
-		var qerr error
-		b.Recorded = func(id, key string) bool {
-			var one int
-			err := recorded.QueryRowContext(ctx, id, key).Scan(&one)
-			if err != nil && !errors.Is(err, sql.ErrNoRows) {
-				qerr = err
+		if err := eachRow(ctx, stmt("history_runs"), runKeys, func(rows *sql.Rows) error {
+			r, err := scanRun(rows)
+			if err == nil {
+				b.Runs[r.Key()] = r
 			}
-			return err == nil
+			return err
+		}); err != nil {
+			return err
 		}
+		recorded := map[[2]string]bool{}
+		if err := eachRow(ctx, stmt("history_recorded"), eventKeys, func(rows *sql.Rows) error {
+			var k [2]string
+			err := rows.Scan(&k[0], &k[1])
+			recorded[k] = true
+			return err
+		}); err != nil {
+			return err
+		}
+		b.Recorded = func(id, key string) bool { return recorded[[2]string{id, key}] }
 		for id, x := range b.Executions {
 			if x == nil {
 				delete(b.Executions, id)
 			}
 		}
 		a := store.ApplyBatch(events, b)
-		if qerr != nil {
-			return qerr
-		}
 		for _, r := range a.Runs {
 			if _, err := upsertRun.ExecContext(ctx, r.ExecutionID, r.NodeID, r.Branch, jsonText(r.Lineage),
 				r.Status, r.Attempt, rawText(r.Output), rawText(r.Error), rawText(r.Details), microsPtr(r.StartedAt),
@@ -549,6 +557,28 @@ func (s *Store) AppendHistory(ctx context.Context, events []store.HistoryEvent) 
 		return nil, err
 	}
 	return out, nil
+}
+
+// eachRow runs a batch read (keys: a JSON array) and calls fn on each row.
+func eachRow[K any](ctx context.Context, q *sql.Stmt, keys []K, fn func(*sql.Rows) error) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	arg, err := json.Marshal(keys)
+	if err != nil {
+		return err
+	}
+	rows, err := q.QueryContext(ctx, string(arg))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }
 
 // insertEvent records e with the event_insert statement of a transaction.
