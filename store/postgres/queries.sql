@@ -195,14 +195,17 @@ UPDATE executions SET status = $1, cancel_requested = true, updated_at = $2, fin
 
 -- name: execution_history
 -- What AppendHistory changes, for a batch of executions: one array per
--- column, element i of each for execution i.
+-- column, element i of each for execution i. e.id = ANY($1) gives the
+-- planner the rows on executions_pkey: joined on e.id = x.id alone, a freshly
+-- planned statement hashed the arrays and scanned the whole table (each
+-- connection's first batches, before pgx's cached plan; issue 33).
 UPDATE executions e
 SET status = x.status, available_at = x.available_at, attempts = x.attempts, cursor = x.cursor, vars = x.vars,
     unfinished = x.unfinished, completion = x.completion, updated_at = x.updated_at, finished_at = x.finished_at
 FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::integer[], $5::jsonb[], $6::jsonb[], $7::jsonb[],
     $8::json[], $9::timestamptz[], $10::timestamptz[])
     AS x(id, status, available_at, attempts, cursor, vars, unfinished, completion, updated_at, finished_at)
-WHERE e.id = x.id
+WHERE e.id = ANY($1) AND e.id = x.id
 
 -- name: run_get_many
 -- The stored runs among those a batch names ($1, $2, $3: execution, node and
