@@ -210,6 +210,18 @@ func TestSuspendInHaltedExecutionWakesAtOnce(t *testing.T) {
 	co := &haltBeforePark{Coordinator: coordmem.New(coordmem.Options{})}
 	t.Cleanup(func() { _ = co.Close() })
 	timers := coordmem.NewTimers()
+	suspendAtWait(t, co, timers, "exec_halted")
+	ts, err := timers.Claim(context.Background(), time.Now().Add(time.Second), 10, time.Minute)
+	if err != nil || len(ts) != 1 {
+		t.Fatalf("claimable within a second: %d timers (%v), want the woken one", len(ts), err)
+	}
+}
+
+// suspendAtWait starts waitDef's execution exec on an engine over co and
+// timers and handles its first message, which suspends at the wait; it
+// returns the engine.
+func suspendAtWait(t *testing.T, co coord.Coordinator, timers coord.Timers, exec string) *engine.Engine {
+	t.Helper()
 	eng, err := engine.New(engine.Config{Registry: nodes.NewRegistry(nodes.Options{}), Coord: co, Timers: timers})
 	if err != nil {
 		t.Fatal(err)
@@ -220,17 +232,14 @@ func TestSuspendInHaltedExecutionWakesAtOnce(t *testing.T) {
 	}
 	ctx := context.Background()
 	var f engine.Effects
-	if err := eng.Start(ctx, wf, "exec_halted", nil, &f); err != nil {
+	if err := eng.Start(ctx, wf, exec, nil, &f); err != nil {
 		t.Fatal(err)
 	}
 	var g engine.Effects
 	if err := eng.Handle(ctx, engine.Delivery{}, f.Next[0].Msg, &g); err != nil {
 		t.Fatal(err)
 	}
-	ts, err := timers.Claim(ctx, time.Now().Add(time.Second), 10, time.Minute)
-	if err != nil || len(ts) != 1 {
-		t.Fatalf("claimable within a second: %d timers (%v), want the woken one", len(ts), err)
-	}
+	return eng
 }
 
 // finishCounter counts a coordinator's Begin and Finish calls.
@@ -258,23 +267,8 @@ func TestResumeIsOneFinish(t *testing.T) {
 	t.Cleanup(func() { _ = mem.Close() })
 	co := &finishCounter{Coordinator: mem}
 	timers := coordmem.NewTimers()
-	eng, err := engine.New(engine.Config{Registry: nodes.NewRegistry(nodes.Options{}), Coord: co, Timers: timers})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wf, err := eng.Compile([]byte(waitDef))
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng := suspendAtWait(t, co, timers, "exec_once")
 	ctx := context.Background()
-	var f engine.Effects
-	if err := eng.Start(ctx, wf, "exec_once", nil, &f); err != nil {
-		t.Fatal(err)
-	}
-	var g engine.Effects
-	if err := eng.Handle(ctx, engine.Delivery{}, f.Next[0].Msg, &g); err != nil {
-		t.Fatal(err)
-	}
 	ts, err := timers.Claim(ctx, time.Now().Add(3*time.Hour), 10, time.Minute)
 	if err != nil || len(ts) != 1 {
 		t.Fatalf("claim: %d timers, %v; want 1", len(ts), err)

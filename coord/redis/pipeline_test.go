@@ -84,13 +84,39 @@ func (h *holdFirst) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredi
 // waitQueued waits until n scripts queue behind the held round trip.
 func waitQueued(t *testing.T, c *redis.Coordinator, n int) {
 	t.Helper()
+	waitQueuedOn(t, c.Queued, n)
+}
+
+// waitQueuedOn waits until queued says n calls wait behind the held round
+// trip.
+func waitQueuedOn(t *testing.T, queued func() int, n int) {
+	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	for c.Queued() != n {
+	for queued() != n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d scripts queued after 20s, want %d", c.Queued(), n)
+			t.Fatalf("%d calls queued after 20s, want %d", queued(), n)
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// callHeldThenQueued runs call(0), whose round trip h holds, then call(1)
+// … call(n-1), and waits until queued says those wait behind it; then it
+// runs held (when not nil), releases h and waits for every call.
+func callHeldThenQueued(t *testing.T, h *holdFirst, n int, queued func() int, held func(), call func(i int)) {
+	t.Helper()
+	var wg sync.WaitGroup
+	wg.Go(func() { call(0) })
+	<-h.held
+	for i := 1; i < n; i++ {
+		wg.Go(func() { call(i) })
+	}
+	waitQueuedOn(t, queued, n-1)
+	if held != nil {
+		held()
+	}
+	close(h.release)
+	wg.Wait()
 }
 
 // TestPipelineShares: Finish calls made while one round trip is out share
@@ -130,24 +156,13 @@ func finishTogether(t *testing.T, held func(*holdFirst)) int64 {
 
 	outcomes := make([]coord.Outcome, n)
 	errs := make([]error, n)
-	var wg sync.WaitGroup
-	finish := func(i int) {
-		defer wg.Done()
-		outcomes[i], errs[i] = c.Finish(ctx, "e", fmt.Sprint("m", i), coord.Finish{End: map[string]any{fmt.Sprint("$", i): float64(i)}})
-	}
-	wg.Add(1)
-	go finish(0)
-	<-h.held
-	for i := 1; i < n; i++ {
-		wg.Add(1)
-		go finish(i)
-	}
-	waitQueued(t, c, n-1)
+	var beforeRelease func()
 	if held != nil {
-		held(h)
+		beforeRelease = func() { held(h) }
 	}
-	close(h.release)
-	wg.Wait()
+	callHeldThenQueued(t, h, n, c.Queued, beforeRelease, func(i int) {
+		outcomes[i], errs[i] = c.Finish(ctx, "e", fmt.Sprint("m", i), coord.Finish{End: map[string]any{fmt.Sprint("$", i): float64(i)}})
+	})
 
 	last := 0
 	for i, o := range outcomes {
@@ -232,21 +247,9 @@ func TestPausedSharesRoundTrips(t *testing.T) {
 
 	got := make([]bool, n)
 	errs := make([]error, n)
-	var wg sync.WaitGroup
-	paused := func(i int) {
-		defer wg.Done()
+	callHeldThenQueued(t, h, n, c.Queued, nil, func(i int) {
 		got[i], errs[i] = c.Paused(ctx, fmt.Sprint("e", i))
-	}
-	wg.Add(1)
-	go paused(0)
-	<-h.held
-	for i := 1; i < n; i++ {
-		wg.Add(1)
-		go paused(i)
-	}
-	waitQueued(t, c, n-1)
-	close(h.release)
-	wg.Wait()
+	})
 	for i := range n {
 		if errs[i] != nil {
 			t.Fatalf("Paused e%d: %v", i, errs[i])
@@ -295,9 +298,7 @@ func TestTimersShareRoundTrips(t *testing.T) {
 	// scheduler that stalled past its lease holds them); the rest are done.
 	lost := make([][]string, n)
 	errs := make([]error, n+scheduled)
-	var wg sync.WaitGroup
-	call := func(i int) {
-		defer wg.Done()
+	callHeldThenQueued(t, h, n+scheduled, ts.Queued, nil, func(i int) {
 		if i >= n {
 			errs[i] = ts.Schedule(ctx, fmt.Sprint("t", i), now.Add(time.Hour), []byte("p"))
 			return
@@ -312,23 +313,7 @@ func TestTimersShareRoundTrips(t *testing.T) {
 		default:
 			errs[i] = ts.Done(ctx, tm.ID)
 		}
-	}
-	wg.Add(1)
-	go call(0)
-	<-h.held
-	for i := 1; i < n+scheduled; i++ {
-		wg.Add(1)
-		go call(i)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for ts.Queued() != n+scheduled-1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d timer scripts queued after 20s, want %d", ts.Queued(), n+scheduled-1)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	close(h.release)
-	wg.Wait()
+	})
 	for i := range n + scheduled {
 		if errs[i] != nil {
 			t.Fatalf("timer t%d: %v", i, errs[i])
@@ -381,27 +366,9 @@ func TestBlobsReleaseSharesRoundTrips(t *testing.T) {
 	client.AddHook(h)
 
 	errs := make([]error, n)
-	var wg sync.WaitGroup
-	release := func(i int) {
-		defer wg.Done()
+	callHeldThenQueued(t, h, n, b.Queued, nil, func(i int) {
 		errs[i] = b.Release(ctx, fmt.Sprint("e", i))
-	}
-	wg.Add(1)
-	go release(0)
-	<-h.held
-	for i := 1; i < n; i++ {
-		wg.Add(1)
-		go release(i)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for b.Queued() != n-1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d Release calls queued after 20s, want %d", b.Queued(), n-1)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	close(h.release)
-	wg.Wait()
+	})
 	for i := range n + 1 {
 		if i < n && errs[i] != nil {
 			t.Fatalf("Release e%d: %v", i, errs[i])
