@@ -39,7 +39,12 @@ func viewTemplate(t *store.Template) apiv1.Template {
 		Layout: t.Layout, CreatedAt: t.CreatedAt, DeletedAt: t.DeletedAt}
 }
 
-func templateNotFound(name string, version int) error {
+// templateErr is the API's answer to err from a store call about template
+// name (version 0: any version): 404 for store.ErrNotFound, else err.
+func templateErr(err error, name string, version int) error {
+	if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
 	if version > 0 {
 		return notFound("template %q has no version %d", name, version)
 	}
@@ -115,11 +120,8 @@ func (s *Server) getTemplateVersion(w http.ResponseWriter, r *http.Request) erro
 
 func (s *Server) answerTemplate(w http.ResponseWriter, r *http.Request, name string, version int) error {
 	t, err := s.store.GetTemplate(r.Context(), name, version)
-	if errors.Is(err, store.ErrNotFound) {
-		return templateNotFound(name, version)
-	}
 	if err != nil {
-		return err
+		return templateErr(err, name, version)
 	}
 	writeJSON(w, http.StatusOK, viewTemplate(t))
 	return nil
@@ -140,11 +142,8 @@ func (s *Server) listTemplateVersions(w http.ResponseWriter, r *http.Request) er
 		return err
 	}
 	ts, err := s.store.ListTemplateVersions(r.Context(), name)
-	if errors.Is(err, store.ErrNotFound) {
-		return templateNotFound(name, 0)
-	}
 	if err != nil {
-		return err
+		return templateErr(err, name, 0)
 	}
 	writeList(w, ts, "", viewTemplate)
 	return nil
@@ -156,11 +155,8 @@ func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	err = s.store.DeleteTemplate(r.Context(), name, s.cfg.Now())
-	if errors.Is(err, store.ErrNotFound) {
-		return templateNotFound(name, 0)
-	}
 	if err != nil {
-		return err
+		return templateErr(err, name, 0)
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -193,11 +189,8 @@ func (s *Server) previewTemplate(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	t, err := s.store.GetTemplate(r.Context(), name, in.Version)
-	if errors.Is(err, store.ErrNotFound) {
-		return templateNotFound(name, in.Version)
-	}
 	if err != nil {
-		return err
+		return templateErr(err, name, in.Version)
 	}
 	env := make(map[string]any, len(in.Data))
 	for k, v := range in.Data {
